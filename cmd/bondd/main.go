@@ -1,0 +1,29 @@
+// Command bondd is a userspace multipath bonding VPN: it carries the IP
+// packets of unmodified applications over several uplinks at once, as QUIC
+// DATAGRAMs (RFC 9221), between an edge and a concentrator.
+//
+// Subcommands: run, demo, emu, version. See README.md.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	root := &cobra.Command{
+		Use:           "bondd",
+		Short:         "Multipath bonding VPN over QUIC DATAGRAMs",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		newVersionCmd(),
+	)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "bondd:", err)
+		os.Exit(1)
+	}
+}
