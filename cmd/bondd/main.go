@@ -20,6 +20,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(
+		newRunCmd(),
 		newVersionCmd(),
 	)
 	if err := root.Execute(); err != nil {

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bondd/bondd/tun"
+	"github.com/bondd/bondd/tunnel"
+)
+
+func newRunCmd() *cobra.Command {
+	var cfgPath string
+	cmd := &cobra.Command{
+		Use:   "run --config FILE",
+		Short: "Run an edge or a concentrator from a config file",
+		Long: "Run opens the TUN device and the uplinks described in the config file and\n" +
+			"carries traffic until SIGINT or SIGTERM. See docs/config.md.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := LoadConfig(cfgPath)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runDaemon(ctx, cfg, newLogger(cfg.LogLevel, cfg.LogFormat, os.Stderr))
+		},
+	}
+	cmd.Flags().StringVarP(&cfgPath, "config", "c", "", "config file (YAML)")
+	cmd.MarkFlagRequired("config")
+	return cmd
+}
+
+// daemon is a running edge or concentrator.
+type daemon interface{ Close() error }
+
+// runDaemon starts the configured role and blocks until ctx is done.
+func runDaemon(ctx context.Context, cfg *Config, log *slog.Logger) error {
+	d, err := startDaemon(cfg, log)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	log.Info("shutting down")
+	return d.Close()
+}
+
+// startDaemon opens the TUN and starts the edge or concentrator of cfg.
+func startDaemon(cfg *Config, log *slog.Logger) (daemon, error) {
+	popts := tunnel.PathOptions{
+		QueuePackets:      cfg.Paths.QueuePackets,
+		Keepalive:         cfg.Paths.Keepalive,
+		IdleTimeout:       cfg.Paths.IdleTimeout,
+		RedialMin:         cfg.Paths.RedialMin,
+		RedialMax:         cfg.Paths.RedialMax,
+		InitialPacketSize: cfg.Paths.InitialPacketSizeBytes,
+	}
+	mtu := cfg.TUN.MTU
+	if mtu == 0 {
+		mtu = tunnel.MTUFor(max(cfg.Paths.InitialPacketSizeBytes, tunnel.DefaultInitialPacketSize))
+	}
+	dev, err := tun.Open(tun.Config{Name: cfg.TUN.Name, Addrs: cfg.TUN.Addresses, MTU: mtu, Routes: cfg.TUN.Routes})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("tun up", "name", cfg.TUN.Name, "mtu", mtu, "addresses", cfg.TUN.Addresses)
+	var d daemon
+	switch cfg.Role {
+	case "edge":
+		d, err = startEdge(cfg, dev, mtu, popts, log)
+	case "concentrator":
+		d, err = startConcentrator(cfg, dev, mtu, popts, log)
+	default:
+		err = fmt.Errorf("unknown role %q", cfg.Role)
+	}
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func startEdge(cfg *Config, dev tun.Device, mtu int, popts tunnel.PathOptions, log *slog.Logger) (daemon, error) {
+	ec := cfg.Edge
+	var roots *x509.CertPool
+	if ec.CAFile != "" {
+		pem, err := os.ReadFile(ec.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s: no PEM certificate found", ec.CAFile)
+		}
+	}
+	var clientCert *tls.Certificate
+	var token []byte
+	if ec.CertFile != "" {
+		c, err := tls.LoadX509KeyPair(ec.CertFile, ec.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		clientCert = &c
+	} else {
+		t, err := cfg.LoadToken(ec.TokenFile)
+		if err != nil {
+			return nil, err
+		}
+		token = t
+	}
+	serverName := ec.ServerName
+	if serverName == "" {
+		host, _, _ := net.SplitHostPort(ec.Concentrator)
+		serverName = host
+	}
+	tlsConf, err := tunnel.ClientTLS(serverName, roots, ec.ServerCertSHA256, clientCert)
+	if err != nil {
+		return nil, err
+	}
+	var uplinks []tunnel.UplinkOptions
+	for _, u := range ec.Uplinks {
+		uplinks = append(uplinks, tunnel.UplinkOptions{Name: u.Name, Bind: u.Bind, Interface: u.Interface, Labels: u.Labels})
+	}
+	e, err := tunnel.NewEdge(tunnel.EdgeOptions{
+		ID: ec.ID, Device: dev, MTU: mtu, Concentrator: ec.Concentrator, TLS: tlsConf, Token: token,
+		Uplinks: uplinks, Paths: popts, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.Start()
+	log.Info("edge started", "id", ec.ID, "concentrator", ec.Concentrator, "uplinks", len(uplinks))
+	return e, nil
+}
+
+func startConcentrator(cfg *Config, dev tun.Device, mtu int, popts tunnel.PathOptions, log *slog.Logger) (daemon, error) {
+	cc := cfg.Concentrator
+	cert, err := tls.LoadX509KeyPair(cc.CertFile, cc.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	var clientCAs *x509.CertPool
+	if cc.ClientCAFile != "" {
+		pem, err := os.ReadFile(cc.ClientCAFile)
+		if err != nil {
+			return nil, err
+		}
+		clientCAs = x509.NewCertPool()
+		if !clientCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s: no PEM certificate found", cc.ClientCAFile)
+		}
+	}
+	var edges []tunnel.EdgeAuth
+	for _, e := range cc.Edges {
+		ea := tunnel.EdgeAuth{ID: e.ID, CertCN: e.CertCN, AllowedPrefixes: e.AllowedPrefixes}
+		if e.TokenFile != "" {
+			if ea.Token, err = cfg.LoadToken(e.TokenFile); err != nil {
+				return nil, err
+			}
+		}
+		edges = append(edges, ea)
+	}
+	pc, err := net.ListenPacket("udp", cc.Listen)
+	if err != nil {
+		return nil, err
+	}
+	c, err := tunnel.NewConcentrator(tunnel.ConcentratorOptions{
+		Device: dev, MTU: mtu, Conn: pc, TLS: tunnel.ServerTLS(cert, clientCAs), Edges: edges, Paths: popts, Logger: log,
+	})
+	if err != nil {
+		pc.Close()
+		return nil, err
+	}
+	if err := c.Start(); err != nil {
+		return nil, err
+	}
+	log.Info("concentrator listening", "addr", pc.LocalAddr(), "edges", len(edges))
+	return c, nil
+}
+
+// newLogger returns a slog logger at level ("debug", "info", "warn",
+// "error") in format "text" or "json".
+func newLogger(level, format string, w *os.File) *slog.Logger {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
+		lv = slog.LevelInfo
+	}
+	ho := &slog.HandlerOptions{Level: lv}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, ho))
+	}
+	return slog.New(slog.NewTextHandler(w, ho))
+}
+
+var errNotRoot = errors.New("needs root (CAP_NET_ADMIN) to create network namespaces and TUN devices")

@@ -1,0 +1,136 @@
+package policy
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Status is a path's health as the scheduler sees it.
+type Status int32
+
+const (
+	// StatusUnavailable: no working connection on the path. Pickers never
+	// choose it.
+	StatusUnavailable Status = iota
+	// StatusDegraded: connected, but the peer has been silent for longer than
+	// the path's liveness bound (see [Path.Status]). Chosen only when no
+	// active path has room.
+	StatusDegraded
+	// StatusActive: connected and hearing from the peer.
+	StatusActive
+)
+
+// String returns "ACTIVE", "DEGRADED" or "UNAVAILABLE".
+func (s Status) String() string {
+	switch s {
+	case StatusActive:
+		return "ACTIVE"
+	case StatusDegraded:
+		return "DEGRADED"
+	default:
+		return "UNAVAILABLE"
+	}
+}
+
+// MinSilence is the shortest peer silence after which a connected path is
+// reported DEGRADED; the bound grows to 4 smoothed RTTs on slow paths.
+// Keepalives (1 s by default) keep an idle but healthy path ACTIVE.
+const MinSilence = 1500 * time.Millisecond
+
+// Path is the scheduler's view of one uplink. Name, Labels and QueueCap are
+// set at construction and never change; everything else is updated
+// concurrently through the On* methods and read lock-free. The zero value is
+// not usable; use [NewPath].
+type Path struct {
+	// Name is the uplink's configured name, unique within a bond.
+	Name string
+	// Labels are the uplink's key=value labels (cost_class, link_type, …).
+	// Read-only after NewPath.
+	Labels map[string]string
+	// QueueCap is the capacity of the path's send queue, in packets.
+	QueueCap int
+
+	connected atomic.Bool
+	srtt      atomic.Int64 // ns
+	minRTT    atomic.Int64 // ns
+	cwnd      atomic.Int64 // bytes
+	inflight  atomic.Int64 // bytes
+	lost      atomic.Uint64
+	sent      atomic.Uint64
+	queueLen  atomic.Int64 // packets
+	lastRecv  atomic.Int64 // unix ns of the last packet received from the peer
+}
+
+// NewPath returns a path in state UNAVAILABLE with the given name, labels and
+// send-queue capacity (packets). labels is retained, not copied.
+func NewPath(name string, labels map[string]string, queueCap int) *Path {
+	return &Path{Name: name, Labels: labels, QueueCap: queueCap}
+}
+
+// SetConnected records whether the path has a working connection. Connecting
+// also counts as hearing from the peer.
+func (p *Path) SetConnected(up bool, now time.Time) {
+	if up {
+		p.lastRecv.Store(now.UnixNano())
+	}
+	p.connected.Store(up)
+}
+
+// OnMetrics records the congestion controller's state (RFC 9002 §5: smoothed
+// and minimum RTT; cwnd and bytes in flight in bytes).
+func (p *Path) OnMetrics(srtt, minRTT time.Duration, cwnd, inflight int) {
+	p.srtt.Store(int64(srtt))
+	p.minRTT.Store(int64(minRTT))
+	p.cwnd.Store(int64(cwnd))
+	p.inflight.Store(int64(inflight))
+}
+
+// OnLoss records n packets declared lost by QUIC loss detection (RFC 9002 §6).
+func (p *Path) OnLoss(n int) { p.lost.Add(uint64(n)) }
+
+// OnSent records one QUIC packet sent on the path.
+func (p *Path) OnSent() { p.sent.Add(1) }
+
+// PacketsSent returns the number of QUIC packets sent on the path.
+func (p *Path) PacketsSent() uint64 { return p.sent.Load() }
+
+// OnReceive records that a packet arrived from the peer at now.
+func (p *Path) OnReceive(now time.Time) { p.lastRecv.Store(now.UnixNano()) }
+
+// SetQueueLen records the send queue's current depth in packets.
+func (p *Path) SetQueueLen(n int) { p.queueLen.Store(int64(n)) }
+
+// SmoothedRTT returns the smoothed RTT, or 0 before the first sample.
+func (p *Path) SmoothedRTT() time.Duration { return time.Duration(p.srtt.Load()) }
+
+// MinRTT returns the minimum RTT, or 0 before the first sample.
+func (p *Path) MinRTT() time.Duration { return time.Duration(p.minRTT.Load()) }
+
+// CongestionWindow returns the congestion window in bytes.
+func (p *Path) CongestionWindow() int { return int(p.cwnd.Load()) }
+
+// BytesInFlight returns the bytes sent and not yet acknowledged or lost.
+func (p *Path) BytesInFlight() int { return int(p.inflight.Load()) }
+
+// PacketsLost returns the number of packets QUIC declared lost on this path.
+func (p *Path) PacketsLost() uint64 { return p.lost.Load() }
+
+// QueueLen returns the send queue depth in packets.
+func (p *Path) QueueLen() int { return int(p.queueLen.Load()) }
+
+// HasRoom reports whether the send queue can take a packet without dropping.
+func (p *Path) HasRoom() bool { return p.queueLen.Load() < int64(p.QueueCap) }
+
+// Status derives the path status at now: UNAVAILABLE without a connection,
+// DEGRADED when the peer has been silent for longer than
+// max(MinSilence, 4·smoothed RTT), ACTIVE otherwise.
+func (p *Path) Status(now time.Time) Status {
+	if !p.connected.Load() {
+		return StatusUnavailable
+	}
+	silence := time.Duration(now.UnixNano() - p.lastRecv.Load())
+	if silence > max(MinSilence, 4*p.SmoothedRTT()) {
+		return StatusDegraded
+	}
+	return StatusActive
+}

@@ -1,0 +1,169 @@
+package tunnel
+
+import (
+	"log/slog"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/bondd/bondd/policy"
+	"github.com/bondd/bondd/tun"
+)
+
+// Bond is the set of paths between one edge and the concentrator, and the
+// state they share: the bond-wide sequence number, the duplicate filter,
+// the TUN device packets are written to, and the counters.
+//
+// On the edge a Bond belongs to an [Edge]; on the concentrator there is one
+// per configured edge, with no paths until the edge connects.
+type Bond struct {
+	edgeID  string
+	log     *slog.Logger
+	dev     tun.Device
+	mtu     int // bytes: inner packets longer than this get an ICMP error
+	picker  policy.Picker
+	popts   PathOptions
+	allowed []netip.Prefix // inner sources accepted from the peer; nil: any
+	started time.Time
+
+	seq atomic.Uint64 // next bond sequence number to send
+
+	// paths is the current path set, replaced copy-on-write under pathsMu
+	// and read lock-free on the per-packet path.
+	paths   atomic.Pointer[pathSet]
+	pathsMu sync.Mutex
+
+	// Send-side scratch, owned by the one goroutine that reads the TUN.
+	picks   []int
+	icmpBuf []byte
+	wbuf    [][]byte
+
+	rx struct {
+		sync.Mutex // guards the following
+		bondID     uint64
+		dedupe     dedupe
+	}
+
+	ctr bondCounters
+}
+
+// pathSet is an immutable snapshot of a bond's paths, with the policy view
+// of each at the same index.
+type pathSet struct {
+	paths  []*path
+	states []*policy.Path
+}
+
+// bondCounters count per-packet events; each is a drop reason or a total.
+type bondCounters struct {
+	txPackets, rxPackets                    atomic.Uint64
+	noPath, oversize, badHeader, duplicate  atomic.Uint64
+	tooOld, spoofed, malformed, unsupported atomic.Uint64
+	tunWrite, icmpSent, mssClamped          atomic.Uint64
+}
+
+func newBond(edgeID string, dev tun.Device, mtu int, picker policy.Picker, popts PathOptions, allowed []netip.Prefix, log *slog.Logger) *Bond {
+	if picker == nil {
+		picker = policy.LowestRTT{}
+	}
+	b := &Bond{
+		edgeID:  edgeID,
+		log:     log,
+		dev:     dev,
+		mtu:     mtu,
+		picker:  picker,
+		popts:   popts,
+		allowed: allowed,
+		started: time.Now(),
+		icmpBuf: make([]byte, 0, 1500),
+		wbuf:    make([][]byte, 1),
+	}
+	b.paths.Store(&pathSet{})
+	return b
+}
+
+// pathFor returns the bond's path named name, creating it with labels if it
+// does not exist. At most maxPaths paths exist per bond; ok is false past it.
+func (b *Bond) pathFor(name string, labels map[string]string) (p *path, ok bool) {
+	b.pathsMu.Lock()
+	defer b.pathsMu.Unlock()
+	cur := b.paths.Load()
+	for _, p := range cur.paths {
+		if p.name == name {
+			return p, true
+		}
+	}
+	if len(cur.paths) >= maxPaths {
+		return nil, false
+	}
+	p = newPath(b, name, labels)
+	next := &pathSet{
+		paths:  append(append([]*path(nil), cur.paths...), p),
+		states: append(append([]*policy.Path(nil), cur.states...), p.state),
+	}
+	b.paths.Store(next)
+	b.picks = make([]int, len(next.paths))
+	return p, true
+}
+
+// maxPaths bounds the paths of one bond.
+const maxPaths = 16
+
+// adoptBondID records the edge's bond id. A new id means the edge restarted:
+// its sequence numbers start over, so the duplicate filter is reset and the
+// old process's connections are closed.
+func (b *Bond) adoptBondID(id uint64) (changed bool) {
+	b.rx.Lock()
+	changed = b.rx.bondID != id
+	if changed {
+		b.rx.bondID = id
+		b.rx.dedupe.reset()
+	}
+	b.rx.Unlock()
+	return changed
+}
+
+// closePaths closes every path's current connection with code.
+func (b *Bond) closePaths(code quic.ApplicationErrorCode, msg string) {
+	for _, p := range b.paths.Load().paths {
+		if c := p.conn.Load(); c != nil {
+			c.CloseWithError(code, msg)
+		}
+	}
+}
+
+// Stats returns a snapshot of the bond's counters and paths.
+func (b *Bond) Stats() BondStats {
+	b.rx.Lock()
+	id := b.rx.bondID
+	b.rx.Unlock()
+	s := BondStats{
+		EdgeID:    b.edgeID,
+		BondID:    id,
+		Uptime:    time.Since(b.started),
+		MTU:       b.mtu,
+		TxPackets: b.ctr.txPackets.Load(),
+		RxPackets: b.ctr.rxPackets.Load(),
+		Drops: BondDrops{
+			NoPath:      b.ctr.noPath.Load(),
+			Oversize:    b.ctr.oversize.Load(),
+			BadHeader:   b.ctr.badHeader.Load(),
+			Duplicate:   b.ctr.duplicate.Load(),
+			TooOld:      b.ctr.tooOld.Load(),
+			Spoofed:     b.ctr.spoofed.Load(),
+			Malformed:   b.ctr.malformed.Load(),
+			Unsupported: b.ctr.unsupported.Load(),
+			TUNWrite:    b.ctr.tunWrite.Load(),
+		},
+		ICMPSent:   b.ctr.icmpSent.Load(),
+		MSSClamped: b.ctr.mssClamped.Load(),
+	}
+	now := time.Now()
+	for _, p := range b.paths.Load().paths {
+		s.Paths = append(s.Paths, p.stats(now))
+	}
+	return s
+}

@@ -1,0 +1,291 @@
+package tunnel
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/bondd/bondd/tun"
+)
+
+// Concentrator is the cloud end: it accepts path connections from edges,
+// authenticates each (token or client certificate), groups the paths of one
+// edge into that edge's Bond, writes what arrives to its TUN, and routes
+// packets read from its TUN to the bond whose allowed prefixes hold their
+// destination.
+type Concentrator struct {
+	opts   ConcentratorOptions
+	log    *slog.Logger
+	edges  map[string]*edgeEntry
+	routes []route // longest prefix first
+
+	tr *quic.Transport
+	ln *quic.Listener
+
+	noRoute    atomic.Uint64 // downlink packets with no bond for their destination
+	authFailed atomic.Uint64
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type edgeEntry struct {
+	auth EdgeAuth
+	bond *Bond
+}
+
+type route struct {
+	prefix netip.Prefix
+	bond   *Bond
+}
+
+// NewConcentrator checks opts and returns a Concentrator that is not yet
+// listening. It returns an error naming the first invalid option, including
+// overlapping allowed prefixes of two edges.
+func NewConcentrator(opts ConcentratorOptions) (*Concentrator, error) {
+	opts.Paths = opts.Paths.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("tunnel: concentrator options: %w", err)
+	}
+	c := &Concentrator{opts: opts, log: orDiscard(opts.Logger), edges: map[string]*edgeEntry{}}
+	for _, ea := range opts.Edges {
+		b := newBond(ea.ID, opts.Device, opts.MTU, opts.Picker, opts.Paths, ea.AllowedPrefixes, c.log.With("edge", ea.ID))
+		c.edges[ea.ID] = &edgeEntry{auth: ea, bond: b}
+		for _, p := range ea.AllowedPrefixes {
+			c.routes = append(c.routes, route{p.Masked(), b})
+		}
+	}
+	slices.SortFunc(c.routes, func(a, b route) int { return b.prefix.Bits() - a.prefix.Bits() })
+	return c, nil
+}
+
+func (o *ConcentratorOptions) validate() error {
+	switch {
+	case o.Device == nil:
+		return errors.New("Device is required")
+	case o.MTU < 576 || o.MTU > MTUFor(o.Paths.InitialPacketSize):
+		return fmt.Errorf("MTU %d is outside 576..%d bytes", o.MTU, MTUFor(o.Paths.InitialPacketSize))
+	case o.Conn == nil:
+		return errors.New("Conn (the listening socket) is required")
+	case o.TLS == nil:
+		return errors.New("TLS is required")
+	case len(o.Edges) == 0:
+		return errors.New("at least one edge is required")
+	}
+	seen := map[string]bool{}
+	var all []netip.Prefix
+	for _, e := range o.Edges {
+		switch {
+		case e.ID == "" || len(e.ID) > maxNameLen || seen[e.ID]:
+			return fmt.Errorf("edge id %q is empty, too long or repeated", e.ID)
+		case (len(e.Token) == 0) == (e.CertCN == ""):
+			return fmt.Errorf("edge %s: exactly one of Token and CertCN is required", e.ID)
+		case len(e.AllowedPrefixes) == 0:
+			return fmt.Errorf("edge %s: at least one allowed prefix is required", e.ID)
+		}
+		seen[e.ID] = true
+		for _, p := range e.AllowedPrefixes {
+			for _, q := range all {
+				if p.Overlaps(q) {
+					return fmt.Errorf("edge %s: allowed prefix %s overlaps %s of another edge", e.ID, p, q)
+				}
+			}
+		}
+		all = append(all, e.AllowedPrefixes...)
+	}
+	return o.Paths.validate()
+}
+
+// Start listens for edges and starts reading the TUN. It returns once the
+// listener is up.
+func (c *Concentrator) Start() error {
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.tr = &quic.Transport{
+		Conn: c.opts.Conn,
+		// The tracer is created before the edge is known; it reaches the
+		// path through the connection's context once the hello is in.
+		ConnContext: func(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
+			return context.WithValue(ctx, recorderKey{}, &recorder{}), nil
+		},
+	}
+	ln, err := c.tr.Listen(c.opts.TLS, quicConfig(c.opts.Paths, nil))
+	if err != nil {
+		c.tr.Close()
+		return fmt.Errorf("tunnel: listen: %w", err)
+	}
+	c.ln = ln
+	c.wg.Go(c.routineAccept)
+	c.wg.Go(func() { tun.DrainEvents(c.opts.Device, func(ev tun.Event) { c.log.Debug("tun event", "event", ev) }) })
+	c.wg.Go(func() { routineReadTUN(c.opts.Device, c.log, c.route) })
+	return nil
+}
+
+// Close closes every connection, the listener, the socket and the TUN
+// device, and waits for all goroutines to stop.
+func (c *Concentrator) Close() error {
+	if c.cancel == nil {
+		c.opts.Conn.Close()
+		return c.opts.Device.Close()
+	}
+	c.cancel()
+	for _, e := range c.edges {
+		e.bond.closePaths(codeShutdown, "concentrator shutting down")
+	}
+	c.ln.Close()
+	c.tr.Close()
+	c.opts.Conn.Close()
+	err := c.opts.Device.Close()
+	c.wg.Wait()
+	return err
+}
+
+// Stats returns a snapshot of every configured edge's bond, sorted by edge id.
+func (c *Concentrator) Stats() []BondStats {
+	var out []BondStats
+	for _, e := range c.edges {
+		out = append(out, e.bond.Stats())
+	}
+	slices.SortFunc(out, func(a, b BondStats) int { return strings.Compare(a.EdgeID, b.EdgeID) })
+	return out
+}
+
+// Bond returns the bond of the edge with the given id, or nil.
+func (c *Concentrator) Bond(edgeID string) *Bond {
+	if e := c.edges[edgeID]; e != nil {
+		return e.bond
+	}
+	return nil
+}
+
+// NoRoute returns the number of downlink packets dropped because no edge's
+// allowed prefixes held their destination.
+func (c *Concentrator) NoRoute() uint64 { return c.noRoute.Load() }
+
+// AuthFailures returns the number of path connections refused at the hello.
+func (c *Concentrator) AuthFailures() uint64 { return c.authFailed.Load() }
+
+// route finds the bond for a downlink packet by its destination address.
+func (c *Concentrator) route(pkt []byte) *Bond {
+	dst, ok := innerDest(pkt)
+	if ok {
+		for _, r := range c.routes {
+			if r.prefix.Contains(dst) {
+				return r.bond
+			}
+		}
+	}
+	c.noRoute.Add(1)
+	return nil
+}
+
+func (c *Concentrator) routineAccept() {
+	c.log.Debug("routineAccept started")
+	defer c.log.Debug("routineAccept stopped")
+	for {
+		conn, err := c.ln.Accept(c.ctx)
+		if err != nil {
+			return
+		}
+		c.wg.Go(func() { c.handle(conn) })
+	}
+}
+
+// handle authenticates one path connection and serves it until it ends.
+func (c *Concentrator) handle(conn *quic.Conn) {
+	log := c.log.With("remote", conn.RemoteAddr())
+	rec, _ := conn.Context().Value(recorderKey{}).(*recorder)
+	p, err := c.accept(conn)
+	if err != nil {
+		if errors.Is(err, ErrUnauthorized) {
+			c.authFailed.Add(1)
+		}
+		log.Warn("path refused", "err", err)
+		return
+	}
+	log = log.With("edge", p.bond.edgeID, "path", p.name)
+	log.Info("path up")
+	p.serve(conn, rec)
+	if c.ctx.Err() == nil {
+		log.Info("path down", "err", context.Cause(conn.Context()))
+	}
+}
+
+// accept reads and checks the hello. On success the path is registered in
+// its bond and the reply sent; on failure the connection is closed.
+func (c *Concentrator) accept(conn *quic.Conn) (*path, error) {
+	ctx, cancel := context.WithTimeout(conn.Context(), DefaultHandshakeTimeout)
+	defer cancel()
+	str, err := conn.AcceptStream(ctx)
+	if err != nil {
+		conn.CloseWithError(codeProtocol, "no control stream")
+		return nil, fmt.Errorf("waiting for the control stream: %w", err)
+	}
+	str.SetDeadline(time.Now().Add(DefaultHandshakeTimeout))
+	var h hello
+	typ, body, err := readMsg(str)
+	if err == nil && typ != msgHello {
+		err = fmt.Errorf("first control message is %q, not hello", typ)
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &h)
+	}
+	if err == nil {
+		err = h.check()
+	}
+	if err != nil {
+		conn.CloseWithError(codeProtocol, "bad hello")
+		return nil, err
+	}
+	e := c.edges[h.EdgeID]
+	if e == nil || !c.authorized(e, conn, h.Token) {
+		writeMsg(str, &helloReply{Type: msgHelloReply, Error: "not authorized"})
+		str.Close()
+		// Give the reply a moment to leave before the close overtakes it.
+		time.AfterFunc(100*time.Millisecond, func() { conn.CloseWithError(codeUnauthorized, "not authorized") })
+		return nil, fmt.Errorf("%w: edge %q", ErrUnauthorized, h.EdgeID)
+	}
+	if e.bond.adoptBondID(h.BondID) {
+		e.bond.closePaths(codeReplaced, "edge restarted")
+	}
+	p, ok := e.bond.pathFor(h.Path, h.Labels)
+	if !ok {
+		writeMsg(str, &helloReply{Type: msgHelloReply, Error: "too many paths"})
+		conn.CloseWithError(codeProtocol, "too many paths")
+		return nil, fmt.Errorf("edge %s: more than %d paths", h.EdgeID, maxPaths)
+	}
+	if err := writeMsg(str, &helloReply{Type: msgHelloReply, OK: true, MTU: c.opts.MTU}); err != nil {
+		conn.CloseWithError(codeProtocol, "hello reply failed")
+		return nil, err
+	}
+	str.SetDeadline(time.Time{})
+	go func() { // later control messages: read and skip
+		for {
+			if _, _, err := readMsg(str); err != nil {
+				return
+			}
+		}
+	}()
+	return p, nil
+}
+
+// authorized checks the edge's credential: its token, compared in constant
+// time, or the CommonName of a client certificate the TLS stack verified.
+func (c *Concentrator) authorized(e *edgeEntry, conn *quic.Conn, token []byte) bool {
+	if e.auth.CertCN != "" {
+		certs := conn.ConnectionState().TLS.VerifiedChains
+		return len(certs) > 0 && len(certs[0]) > 0 && certs[0][0].Subject.CommonName == e.auth.CertCN
+	}
+	return len(token) > 0 && subtle.ConstantTimeCompare(token, e.auth.Token) == 1
+}

@@ -1,0 +1,291 @@
+package tunnel
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/qlogwriter"
+	"golang.org/x/sys/unix"
+
+	"github.com/bondd/bondd/tun"
+)
+
+// Edge is the vehicle end of a bond: it dials one QUIC connection per uplink
+// to the concentrator, each through its own quic.Transport on a UDP socket
+// bound to that uplink, and re-dials a lost one with exponential backoff.
+// The bond lives while any path is up.
+type Edge struct {
+	opts   EdgeOptions
+	log    *slog.Logger
+	bond   *Bond
+	bondID uint64
+	paths  []*path // one per uplink, in configuration order
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewEdge checks opts and returns an Edge that is not yet running. It
+// returns an error naming the first missing or invalid option.
+func NewEdge(opts EdgeOptions) (*Edge, error) {
+	opts.Paths = opts.Paths.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("tunnel: edge options: %w", err)
+	}
+	var id [8]byte
+	if _, err := crand.Read(id[:]); err != nil {
+		return nil, err
+	}
+	e := &Edge{opts: opts, log: orDiscard(opts.Logger), bondID: binary.BigEndian.Uint64(id[:]) >> 2}
+	e.bond = newBond(opts.ID, opts.Device, opts.MTU, opts.Picker, opts.Paths, nil, e.log)
+	e.bond.adoptBondID(e.bondID)
+	for _, u := range opts.Uplinks {
+		p, _ := e.bond.pathFor(u.Name, u.Labels)
+		e.paths = append(e.paths, p)
+	}
+	return e, nil
+}
+
+func (o *EdgeOptions) validate() error {
+	switch {
+	case o.ID == "" || len(o.ID) > maxNameLen:
+		return errors.New("ID is required (at most 64 bytes)")
+	case o.Device == nil:
+		return errors.New("Device is required")
+	case o.MTU < 576:
+		return fmt.Errorf("MTU %d is below 576 bytes", o.MTU)
+	case o.MTU > MTUFor(o.Paths.InitialPacketSize):
+		return fmt.Errorf("MTU %d exceeds the %d bytes a datagram carries with %d-byte QUIC packets",
+			o.MTU, MTUFor(o.Paths.InitialPacketSize), o.Paths.InitialPacketSize)
+	case o.Concentrator == "":
+		return errors.New("Concentrator address is required")
+	case o.TLS == nil:
+		return errors.New("TLS is required")
+	case len(o.Uplinks) == 0:
+		return errors.New("at least one uplink is required")
+	case len(o.Uplinks) > maxPaths:
+		return fmt.Errorf("%d uplinks, at most %d", len(o.Uplinks), maxPaths)
+	}
+	seen := map[string]bool{}
+	for _, u := range o.Uplinks {
+		if u.Name == "" || len(u.Name) > maxNameLen || seen[u.Name] {
+			return fmt.Errorf("uplink name %q is empty, too long or repeated", u.Name)
+		}
+		seen[u.Name] = true
+	}
+	return o.Paths.validate()
+}
+
+// Bond returns the edge's bond.
+func (e *Edge) Bond() *Bond { return e.bond }
+
+// Start starts the dial loop of every uplink and the TUN reader. It returns
+// at once; paths come up in the background (see Bond.Stats).
+func (e *Edge) Start() {
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	for i, p := range e.paths {
+		u := e.opts.Uplinks[i]
+		e.wg.Go(func() { e.routineDial(p, u) })
+	}
+	e.wg.Go(func() { tun.DrainEvents(e.opts.Device, func(ev tun.Event) { e.log.Debug("tun event", "event", ev) }) })
+	e.wg.Go(func() { routineReadTUN(e.opts.Device, e.log, func([]byte) *Bond { return e.bond }) })
+}
+
+// Close closes every connection and the TUN device, and waits for all of the
+// edge's goroutines to stop.
+func (e *Edge) Close() error {
+	if e.cancel == nil {
+		return e.opts.Device.Close()
+	}
+	e.cancel()
+	e.bond.closePaths(codeShutdown, "edge shutting down")
+	err := e.opts.Device.Close()
+	e.wg.Wait()
+	return err
+}
+
+// routineDial keeps one uplink connected: dial, serve until the connection
+// ends, back off, dial again.
+func (e *Edge) routineDial(p *path, u UplinkOptions) {
+	log := e.log.With("path", u.Name)
+	log.Debug("routineDial started")
+	defer log.Debug("routineDial stopped")
+	backoff := e.opts.Paths.RedialMin
+	var lastErr string
+	for e.ctx.Err() == nil {
+		conn, closeConn, rec, err := e.dial(u)
+		if err != nil {
+			if e.ctx.Err() != nil {
+				return
+			}
+			p.setErr(err)
+			if err.Error() != lastErr { // log changes, not every retry
+				lastErr = err.Error()
+				log.Warn("path dial failed", "err", err, "retry_in", backoff)
+			}
+			// Full jitter keeps the uplinks of many edges from redialling in step.
+			sleep := backoff/2 + rand.N(backoff/2+1)
+			select {
+			case <-time.After(sleep):
+			case <-e.ctx.Done():
+				return
+			}
+			backoff = min(2*backoff, e.opts.Paths.RedialMax)
+			continue
+		}
+		backoff, lastErr = e.opts.Paths.RedialMin, ""
+		log.Info("path up", "local", conn.LocalAddr(), "remote", conn.RemoteAddr())
+		p.serve(conn, rec)
+		cause := context.Cause(conn.Context())
+		p.setErr(cause)
+		closeConn()
+		if e.ctx.Err() == nil {
+			log.Warn("path down", "err", cause)
+		}
+	}
+}
+
+// dial opens the uplink's socket, dials the concentrator over it and sends
+// the hello. closeConn releases the transport and the socket.
+func (e *Edge) dial(u UplinkOptions) (conn *quic.Conn, closeConn func(), rec *recorder, err error) {
+	ctx, cancel := context.WithTimeout(e.ctx, DefaultHandshakeTimeout)
+	defer cancel()
+	remote := e.opts.Concentrator
+	if u.Remote != "" {
+		remote = u.Remote
+	}
+	raddr, err := net.ResolveUDPAddr("udp", remote)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	listen := e.opts.Listen
+	if listen == nil {
+		listen = ListenUplink
+	}
+	pc, err := listen(ctx, u)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("opening the uplink socket: %w", err)
+	}
+	tr := &quic.Transport{Conn: pc}
+	closeConn = func() { tr.Close(); pc.Close() }
+	rec = &recorder{}
+	conn, err = tr.Dial(ctx, raddr, e.opts.TLS, quicConfig(e.opts.Paths, rec))
+	if err != nil {
+		closeConn()
+		return nil, nil, nil, err
+	}
+	if err := e.hello(ctx, conn, u); err != nil {
+		conn.CloseWithError(codeProtocol, "hello failed")
+		closeConn()
+		return nil, nil, nil, err
+	}
+	return conn, closeConn, rec, nil
+}
+
+// hello announces the path on a new control stream and waits for the reply.
+func (e *Edge) hello(ctx context.Context, conn *quic.Conn, u UplinkOptions) error {
+	str, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		return unauthorizedOr(err)
+	}
+	deadline, _ := ctx.Deadline()
+	str.SetDeadline(deadline)
+	err = writeMsg(str, &hello{Type: msgHello, Version: Version, EdgeID: e.opts.ID, BondID: e.bondID,
+		Path: u.Name, Labels: u.Labels, Token: e.opts.Token})
+	if err != nil {
+		return unauthorizedOr(err)
+	}
+	typ, body, err := readMsg(str)
+	if err != nil {
+		return unauthorizedOr(err)
+	}
+	var r helloReply
+	if typ != msgHelloReply || json.Unmarshal(body, &r) != nil {
+		return errors.New("concentrator sent no hello reply")
+	}
+	if !r.OK {
+		return ErrUnauthorized
+	}
+	if r.MTU != 0 && r.MTU != e.opts.MTU {
+		e.log.Warn("edge and concentrator TUN MTUs differ; the smaller one limits each direction",
+			"path", u.Name, "edge_mtu", e.opts.MTU, "concentrator_mtu", r.MTU)
+	}
+	str.SetDeadline(time.Time{})
+	// Keep the stream open for later control messages; read and skip them.
+	go func() {
+		for {
+			if _, _, err := readMsg(str); err != nil {
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// unauthorizedOr maps a connection closed by the concentrator with
+// codeUnauthorized to ErrUnauthorized.
+func unauthorizedOr(err error) error {
+	var ae *quic.ApplicationError
+	if errors.As(err, &ae) && ae.ErrorCode == codeUnauthorized {
+		return ErrUnauthorized
+	}
+	return err
+}
+
+// quicConfig returns the QUIC configuration of one path connection.
+func quicConfig(o PathOptions, rec *recorder) *quic.Config {
+	return &quic.Config{
+		EnableDatagrams:       true,
+		KeepAlivePeriod:       o.Keepalive,
+		MaxIdleTimeout:        o.IdleTimeout,
+		HandshakeIdleTimeout:  DefaultHandshakeTimeout,
+		InitialPacketSize:     uint16(o.InitialPacketSize),
+		MaxIncomingStreams:    4,
+		MaxIncomingUniStreams: -1,
+		Tracer: func(ctx context.Context, _ bool, _ quic.ConnectionID) qlogwriter.Trace {
+			if rec != nil {
+				return rec
+			}
+			if r, ok := ctx.Value(recorderKey{}).(*recorder); ok {
+				return r
+			}
+			return nil
+		},
+	}
+}
+
+// ListenUplink is the default ListenFunc: a UDP socket bound to u.Bind (port
+// chosen by the kernel) and, when u.Interface is set, to that interface with
+// SO_BINDTODEVICE (needs CAP_NET_RAW).
+func ListenUplink(ctx context.Context, u UplinkOptions) (net.PacketConn, error) {
+	lc := net.ListenConfig{}
+	if u.Interface != "" {
+		lc.Control = func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			if err := c.Control(func(fd uintptr) { serr = unix.BindToDevice(int(fd), u.Interface) }); err != nil {
+				return err
+			}
+			if serr != nil {
+				return fmt.Errorf("SO_BINDTODEVICE %s: %w", u.Interface, serr)
+			}
+			return nil
+		}
+	}
+	addr := ":0"
+	if u.Bind.IsValid() {
+		addr = net.JoinHostPort(u.Bind.String(), "0")
+	}
+	return lc.ListenPacket(ctx, "udp", addr)
+}

@@ -1,0 +1,157 @@
+package tunnel
+
+import (
+	"errors"
+
+	"github.com/quic-go/quic-go/quicvarint"
+)
+
+// Wire format of a bondd datagram (the payload of one QUIC DATAGRAM frame):
+//
+//	byte 0      version (high 4 bits, = Version) | type (low 4 bits)
+//	byte 1      flags (FlagFEC)
+//	varint      bond sequence number (QUIC variable-length integer, RFC 9000 §16)
+//	varint      send timestamp, µs since the Unix epoch
+//	if FlagFEC: varint FEC class, varint block id, varint index in block,
+//	            varint k (data shards), varint r (parity shards)
+//	if PARITY:  varint length of the longest data packet in the block (bytes)
+//	payload     the inner IP packet (DATA) or a parity shard (PARITY)
+//
+// Every field is checked on parse; a datagram that fails is counted and
+// dropped by the caller.
+
+// Version is the wire-format version this package speaks.
+const Version = 1
+
+// Datagram types.
+const (
+	TypeData   = 1 // an inner IP packet
+	TypeParity = 2 // a Reed–Solomon parity shard
+)
+
+// FlagFEC marks a header that carries FEC block fields.
+const FlagFEC = 0x01
+
+// Limits checked by ParseHeader.
+const (
+	// MaxFECShards bounds k and r (and k+r): Reed–Solomon over GF(2^8).
+	MaxFECShards = 256
+	// MaxHeaderLen is the longest header AppendHeader produces, in bytes:
+	// 2 fixed + 8 seq + 8 timestamp + 8 class + 8 block + 3×2 (index, k, r)
+	// + 2 length.
+	MaxHeaderLen = 42
+	// Headroom is the space, in bytes, reserved in front of every packet read
+	// from the TUN, so the header is written in place with no copy. It is at
+	// least MaxHeaderLen and a multiple of 16.
+	Headroom = 48
+)
+
+// Header is the decoded bondd header.
+type Header struct {
+	Type      uint8
+	Flags     uint8
+	Seq       uint64 // bond-wide sequence number
+	Timestamp uint64 // send time, µs since the Unix epoch
+
+	// FEC fields, valid when Flags&FlagFEC != 0.
+	Class  uint64
+	Block  uint64
+	Index  uint16
+	K, R   uint16
+	MaxLen uint16 // PARITY only: the block's longest data packet, bytes
+}
+
+// Errors returned by ParseHeader. Each is a per-datagram problem: the caller
+// counts it as a drop reason and carries on.
+var (
+	ErrShortHeader = errors.New("tunnel: datagram shorter than its header")
+	ErrVersion     = errors.New("tunnel: unknown wire version")
+	ErrType        = errors.New("tunnel: unknown datagram type")
+	ErrFEC         = errors.New("tunnel: inconsistent FEC fields")
+)
+
+// AppendHeader appends the encoding of h to b and returns the extended
+// slice. It allocates only if b lacks capacity (MaxHeaderLen bytes suffice).
+// Sequence numbers and timestamps must be below 2^62.
+func AppendHeader(b []byte, h *Header) []byte {
+	b = append(b, Version<<4|h.Type&0x0f, h.Flags)
+	b = quicvarint.Append(b, h.Seq)
+	b = quicvarint.Append(b, h.Timestamp)
+	if h.Flags&FlagFEC != 0 {
+		b = quicvarint.Append(b, h.Class)
+		b = quicvarint.Append(b, h.Block)
+		b = quicvarint.Append(b, uint64(h.Index))
+		b = quicvarint.Append(b, uint64(h.K))
+		b = quicvarint.Append(b, uint64(h.R))
+		if h.Type == TypeParity {
+			b = quicvarint.Append(b, uint64(h.MaxLen))
+		}
+	}
+	return b
+}
+
+// HeaderLen returns the encoded length of h in bytes.
+func HeaderLen(h *Header) int {
+	n := 2 + quicvarint.Len(h.Seq) + quicvarint.Len(h.Timestamp)
+	if h.Flags&FlagFEC != 0 {
+		n += quicvarint.Len(h.Class) + quicvarint.Len(h.Block) +
+			quicvarint.Len(uint64(h.Index)) + quicvarint.Len(uint64(h.K)) + quicvarint.Len(uint64(h.R))
+		if h.Type == TypeParity {
+			n += quicvarint.Len(uint64(h.MaxLen))
+		}
+	}
+	return n
+}
+
+// ParseHeader decodes the header at the start of b into h and returns its
+// length in bytes; the payload is b[n:]. It does not retain b. It returns
+// ErrShortHeader, ErrVersion, ErrType or ErrFEC for a malformed header and
+// never panics.
+func ParseHeader(b []byte, h *Header) (n int, err error) {
+	if len(b) < 2 {
+		return 0, ErrShortHeader
+	}
+	if b[0]>>4 != Version {
+		return 0, ErrVersion
+	}
+	h.Type, h.Flags = b[0]&0x0f, b[1]
+	if h.Type != TypeData && h.Type != TypeParity {
+		return 0, ErrType
+	}
+	n = 2
+	var fields [8]uint64 // seq, timestamp, class, block, index, k, r, max length
+	nf := 2
+	if h.Flags&FlagFEC != 0 {
+		nf = 7
+		if h.Type == TypeParity {
+			nf = 8
+		}
+	} else if h.Type == TypeParity {
+		return 0, ErrFEC
+	}
+	for i := range nf {
+		v, l, err := quicvarint.Parse(b[n:])
+		if err != nil {
+			return 0, ErrShortHeader
+		}
+		fields[i] = v
+		n += l
+	}
+	h.Seq, h.Timestamp = fields[0], fields[1]
+	h.Class, h.Block, h.Index, h.K, h.R, h.MaxLen = 0, 0, 0, 0, 0, 0
+	if h.Flags&FlagFEC != 0 {
+		idx, k, r := fields[4], fields[5], fields[6]
+		if k == 0 || k > MaxFECShards || r > MaxFECShards || k+r > MaxFECShards || idx >= k+r {
+			return 0, ErrFEC
+		}
+		if h.Type == TypeData && idx >= k || h.Type == TypeParity && idx < k {
+			return 0, ErrFEC
+		}
+		if h.Type == TypeParity && (fields[7] == 0 || fields[7] > 0xffff) {
+			return 0, ErrFEC
+		}
+		h.Class, h.Block = fields[2], fields[3]
+		h.Index, h.K, h.R, h.MaxLen = uint16(idx), uint16(k), uint16(r), uint16(fields[7])
+	}
+	return n, nil
+}

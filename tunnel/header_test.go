@@ -1,0 +1,109 @@
+package tunnel
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestHeaderRoundTrip(t *testing.T) {
+	tests := []Header{
+		{Type: TypeData, Seq: 0, Timestamp: 0},
+		{Type: TypeData, Seq: 1<<62 - 1, Timestamp: 1_800_000_000_000_000},
+		{Type: TypeData, Flags: FlagFEC, Seq: 77, Timestamp: 5, Class: 3, Block: 1 << 40, Index: 19, K: 20, R: 4},
+		{Type: TypeParity, Flags: FlagFEC, Seq: 78, Timestamp: 6, Class: 0, Block: 9, Index: 21, K: 20, R: 4, MaxLen: 1200},
+	}
+	for _, h := range tests {
+		b := AppendHeader(nil, &h)
+		if len(b) != HeaderLen(&h) || len(b) > MaxHeaderLen {
+			t.Fatalf("%+v: len %d, HeaderLen %d, max %d", h, len(b), HeaderLen(&h), MaxHeaderLen)
+		}
+		b = append(b, "payload"...)
+		var got Header
+		n, err := ParseHeader(b, &got)
+		if err != nil {
+			t.Fatalf("%+v: %v", h, err)
+		}
+		if got != h || string(b[n:]) != "payload" {
+			t.Fatalf("got %+v payload %q, want %+v", got, b[n:], h)
+		}
+	}
+}
+
+func TestHeaderErrors(t *testing.T) {
+	good := AppendHeader(nil, &Header{Type: TypeData, Seq: 300, Timestamp: 1 << 40})
+	fec := func(h Header) []byte { h.Flags = FlagFEC; return AppendHeader(nil, &h) }
+	tests := []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"empty", nil, ErrShortHeader},
+		{"one byte", good[:1], ErrShortHeader},
+		{"truncated varint", good[:3], ErrShortHeader},
+		{"version 2", append([]byte{0x21}, good[1:]...), ErrVersion},
+		{"type 0", append([]byte{0x10}, good[1:]...), ErrType},
+		{"type 9", append([]byte{0x19}, good[1:]...), ErrType},
+		{"parity without fec", AppendHeader(nil, &Header{Type: TypeParity}), ErrFEC},
+		{"k zero", fec(Header{Type: TypeData}), ErrFEC},
+		{"data index past k", fec(Header{Type: TypeData, Index: 5, K: 5, R: 1}), ErrFEC},
+		{"parity index below k", fec(Header{Type: TypeParity, Index: 2, K: 5, R: 1, MaxLen: 9}), ErrFEC},
+		{"k+r too big", fec(Header{Type: TypeData, K: 200, R: 100}), ErrFEC},
+		{"parity no length", fec(Header{Type: TypeParity, Index: 5, K: 5, R: 1}), ErrFEC},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var h Header
+			if _, err := ParseHeader(tt.b, &h); !errors.Is(err, tt.want) {
+				t.Fatalf("err %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestHeaderAllocs(t *testing.T) {
+	h := Header{Type: TypeData, Flags: FlagFEC, Seq: 1 << 33, Timestamp: 1 << 50, K: 20, R: 2, Index: 3}
+	buf := make([]byte, 0, MaxHeaderLen)
+	var got Header
+	a := testing.AllocsPerRun(1000, func() {
+		b := AppendHeader(buf[:0], &h)
+		if _, err := ParseHeader(b, &got); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if a != 0 {
+		t.Fatalf("header codec allocates %v times per round trip", a)
+	}
+}
+
+func FuzzParseHeader(f *testing.F) {
+	f.Add(AppendHeader(nil, &Header{Type: TypeData, Seq: 1, Timestamp: 2}))
+	f.Add(AppendHeader(nil, &Header{Type: TypeParity, Flags: FlagFEC, Seq: 1, Timestamp: 2, Index: 4, K: 4, R: 2, MaxLen: 100}))
+	f.Add([]byte{0x11, 0xff, 0xc0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var h Header
+		n, err := ParseHeader(b, &h)
+		if err != nil {
+			return
+		}
+		if n > len(b) || n < HeaderLen(&h) { // varints may be non-minimal (RFC 9000 §16)
+			t.Fatalf("n=%d len=%d HeaderLen=%d", n, len(b), HeaderLen(&h))
+		}
+		// A header that parses re-encodes to a header that parses the same.
+		var h2 Header
+		b2 := AppendHeader(nil, &h)
+		if _, err := ParseHeader(b2, &h2); err != nil || h2 != h {
+			t.Fatalf("re-encode: %v %+v != %+v", err, h2, h)
+		}
+	})
+}
+
+func BenchmarkHeaderParse(b *testing.B) {
+	buf := AppendHeader(nil, &Header{Type: TypeData, Seq: 1 << 20, Timestamp: 1 << 50})
+	var h Header
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseHeader(buf, &h); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

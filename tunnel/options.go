@@ -1,0 +1,149 @@
+package tunnel
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/bondd/bondd/policy"
+	"github.com/bondd/bondd/tun"
+)
+
+// Defaults applied to zero fields of PathOptions.
+const (
+	DefaultQueuePackets      = 256                    // per-path send queue, packets
+	DefaultMaxQueueDelay     = 200 * time.Millisecond // a frame older than this is not sent
+	DefaultKeepalive         = 1 * time.Second
+	DefaultIdleTimeout       = 5 * time.Second
+	DefaultRedialMin         = 250 * time.Millisecond
+	DefaultRedialMax         = 10 * time.Second
+	DefaultInitialPacketSize = 1280 // bytes, QUIC InitialPacketSize
+	DefaultHandshakeTimeout  = 5 * time.Second
+)
+
+// quicDatagramOverhead is what a QUIC 1-RTT packet spends around a DATAGRAM
+// frame's payload in quic-go v0.65, in bytes: measured payload limit 1243
+// bytes for 1280-byte packets, 1415 for 1452.
+const quicDatagramOverhead = 37
+
+// MTUFor returns the inner (TUN) MTU, in bytes, that fits in one datagram
+// from the first packet of a connection whose QUIC packets are
+// initialPacketSize bytes: the datagram payload limit minus MaxHeaderLen,
+// rounded down to a multiple of 8. For the default 1280 it is 1200.
+//
+// bondd sizes the TUN from the post-handshake limit rather than the larger
+// one path MTU discovery finds later (≈1400 bytes) because that figure varies
+// by path and run, and an MTU that is only valid after discovery would drop or
+// bounce packets on every fresh or re-dialled path.
+func MTUFor(initialPacketSize int) int {
+	return (initialPacketSize - quicDatagramOverhead - MaxHeaderLen) &^ 7
+}
+
+// PathOptions tunes every path of a bond. The zero value is valid: each zero
+// field takes the Default* constant of the same name.
+type PathOptions struct {
+	QueuePackets      int           // send-queue capacity per path, packets
+	MaxQueueDelay     time.Duration // frames waiting longer are dropped, not sent
+	Keepalive         time.Duration // QUIC keepalive period
+	IdleTimeout       time.Duration // a silent connection is closed after this
+	RedialMin         time.Duration // first redial backoff
+	RedialMax         time.Duration // backoff cap
+	InitialPacketSize int           // QUIC packet size from the first packet, bytes (1200..1452)
+}
+
+func (o PathOptions) withDefaults() PathOptions {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if o.QueuePackets == 0 {
+		o.QueuePackets = DefaultQueuePackets
+	}
+	def(&o.MaxQueueDelay, DefaultMaxQueueDelay)
+	def(&o.Keepalive, DefaultKeepalive)
+	def(&o.IdleTimeout, DefaultIdleTimeout)
+	def(&o.RedialMin, DefaultRedialMin)
+	def(&o.RedialMax, DefaultRedialMax)
+	if o.InitialPacketSize == 0 {
+		o.InitialPacketSize = DefaultInitialPacketSize
+	}
+	return o
+}
+
+func (o PathOptions) validate() error {
+	switch {
+	case o.QueuePackets < 1:
+		return errors.New("queue size must be at least 1 packet")
+	case o.InitialPacketSize < 1200 || o.InitialPacketSize > 1452:
+		return fmt.Errorf("initial packet size %d bytes is outside 1200..1452", o.InitialPacketSize)
+	case o.RedialMax < o.RedialMin:
+		return errors.New("redial_max is below redial_min")
+	}
+	return nil
+}
+
+// UplinkOptions describes one uplink of an edge.
+type UplinkOptions struct {
+	Name      string            // required, unique within the edge
+	Bind      netip.Addr        // local source address; optional if Interface is set
+	Interface string            // SO_BINDTODEVICE target; optional if Bind is set
+	Labels    map[string]string // optional path labels (cost_class, link_type, …)
+	// Remote, when set, is the concentrator address (host:port) this uplink
+	// dials instead of EdgeOptions.Concentrator: for a concentrator with one
+	// public address per carrier, or a link emulator in front of it.
+	Remote string
+}
+
+// ListenFunc opens the UDP socket of one uplink. The tunnel hands the socket
+// to a quic.Transport and closes it when the connection ends.
+type ListenFunc func(ctx context.Context, u UplinkOptions) (net.PacketConn, error)
+
+// EdgeOptions configures an [Edge]. Fields marked required must be set.
+type EdgeOptions struct {
+	ID           string          // required: edge id known to the concentrator
+	Device       tun.Device      // required: opened and configured TUN
+	MTU          int             // required: the TUN's MTU in bytes (see MTUFor)
+	Concentrator string          // required: host:port
+	TLS          *tls.Config     // required: verifies the concentrator; client certificate for mutual TLS
+	Token        []byte          // optional: token credential (else the client certificate identifies the edge)
+	Uplinks      []UplinkOptions // required, at least one
+	Paths        PathOptions     // optional tuning
+	Picker       policy.Picker   // optional: default policy.LowestRTT
+	Listen       ListenFunc      // optional: default binds Bind / Interface
+	Logger       *slog.Logger    // optional: nil discards
+}
+
+// EdgeAuth is one edge a concentrator accepts.
+type EdgeAuth struct {
+	ID              string         // required
+	Token           []byte         // the edge's token; or
+	CertCN          string         // the CommonName of its client certificate
+	AllowedPrefixes []netip.Prefix // required: inner source prefixes; also route downlink traffic to it
+}
+
+// ConcentratorOptions configures a [Concentrator].
+type ConcentratorOptions struct {
+	Device tun.Device     // required: opened and configured TUN
+	MTU    int            // required: the TUN's MTU in bytes
+	Conn   net.PacketConn // required: the listening UDP socket; the concentrator owns it
+	TLS    *tls.Config    // required: certificate; ClientCAs when edges use client certificates
+	Edges  []EdgeAuth     // required, at least one
+	Paths  PathOptions    // optional tuning
+	Picker policy.Picker  // optional: default policy.LowestRTT
+	Logger *slog.Logger   // optional: nil discards
+}
+
+var discardLogger = slog.New(slog.DiscardHandler)
+
+func orDiscard(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return discardLogger
+	}
+	return l
+}

@@ -1,0 +1,135 @@
+package tunnel
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/bondd/bondd/tun"
+)
+
+// The receive path, network → TUN. One goroutine per live connection,
+// path.routineReceive:
+//
+//  1. conn.ReceiveDatagram returns a datagram in a slice quic-go allocated
+//     for it; bondd makes no further copy.
+//  2. ParseHeader checks the bondd header; a bad one is counted and dropped.
+//  3. The bond's sliding window drops duplicates (DUPLICATE action, redundant
+//     scheduler, or a peer's retransmission) by sequence number.
+//  4. The inner packet must be a well-formed IPv4/IPv6 packet and, on the
+//     concentrator, come from one of the edge's allowed prefixes.
+//  5. The packet is written to the TUN in place: the datagram is resliced so
+//     the inner packet starts at tun.MinWriteOffset, and the virtio-net
+//     header overwrites the already-parsed bondd header bytes.
+
+// routineReceive delivers conn's datagrams until conn ends.
+func (p *path) routineReceive(conn *quic.Conn) {
+	ctx := conn.Context()
+	wbuf := make([][]byte, 1)
+	for {
+		dg, err := conn.ReceiveDatagram(ctx)
+		if err != nil {
+			return // the connection ended; serve notices through its context
+		}
+		p.rxPackets.Add(1)
+		p.rxBytes.Add(uint64(len(dg)))
+		p.bond.receive(dg, wbuf)
+	}
+}
+
+// receive checks one datagram and writes its inner packet to the TUN.
+// wbuf is the caller's one-entry scratch slice for the TUN write.
+func (b *Bond) receive(dg []byte, wbuf [][]byte) {
+	var h Header
+	n, err := ParseHeader(dg, &h)
+	if err != nil {
+		b.ctr.badHeader.Add(1)
+		return
+	}
+	if h.Type != TypeData || h.Flags&FlagFEC != 0 {
+		b.ctr.unsupported.Add(1) // parity and FEC blocks arrive with the fec package
+		return
+	}
+	b.rx.Lock()
+	verdict := b.rx.dedupe.check(h.Seq)
+	b.rx.Unlock()
+	switch verdict {
+	case seqDuplicate:
+		b.ctr.duplicate.Add(1)
+		return
+	case seqTooOld:
+		b.ctr.tooOld.Add(1)
+		return
+	}
+	pkt := dg[n:]
+	src, ok := innerSource(pkt)
+	if !ok {
+		b.ctr.malformed.Add(1)
+		return
+	}
+	if b.allowed != nil && !containsAddr(b.allowed, src) {
+		b.ctr.spoofed.Add(1)
+		return
+	}
+	b.writeTUN(dg, n, wbuf)
+}
+
+// writeTUN writes the inner packet dg[n:] to the TUN, reusing the header
+// bytes in front of it as the write headroom when there are enough.
+func (b *Bond) writeTUN(dg []byte, n int, wbuf [][]byte) {
+	if n >= tun.MinWriteOffset {
+		wbuf[0] = dg[n-tun.MinWriteOffset:]
+	} else {
+		buf := getBuf()
+		defer putBuf(buf)
+		l := copy(buf[tun.MinWriteOffset:], dg[n:])
+		wbuf[0] = buf[:tun.MinWriteOffset+l]
+	}
+	if _, err := b.dev.Write(wbuf, tun.MinWriteOffset); err != nil {
+		b.ctr.tunWrite.Add(1)
+		return
+	}
+	b.ctr.rxPackets.Add(1)
+}
+
+// innerSource returns the source address of an IPv4 or IPv6 packet whose
+// header fits and whose length field matches len(pkt).
+func innerSource(pkt []byte) (netip.Addr, bool) {
+	if len(pkt) == 0 {
+		return netip.Addr{}, false
+	}
+	switch pkt[0] >> 4 {
+	case 4:
+		if len(pkt) < 20 || int(pkt[0]&0x0f)*4 < 20 || int(binary.BigEndian.Uint16(pkt[2:])) != len(pkt) {
+			return netip.Addr{}, false
+		}
+		return netip.AddrFrom4([4]byte(pkt[12:16])), true
+	case 6:
+		if len(pkt) < 40 || int(binary.BigEndian.Uint16(pkt[4:]))+40 != len(pkt) {
+			return netip.Addr{}, false
+		}
+		return netip.AddrFrom16([16]byte(pkt[8:24])), true
+	}
+	return netip.Addr{}, false
+}
+
+// innerDest returns the destination address of an IPv4 or IPv6 packet.
+func innerDest(pkt []byte) (netip.Addr, bool) {
+	switch {
+	case len(pkt) >= 20 && pkt[0]>>4 == 4:
+		return netip.AddrFrom4([4]byte(pkt[16:20])), true
+	case len(pkt) >= 40 && pkt[0]>>4 == 6:
+		return netip.AddrFrom16([16]byte(pkt[24:40])), true
+	}
+	return netip.Addr{}, false
+}
+
+func containsAddr(prefixes []netip.Prefix, a netip.Addr) bool {
+	for _, p := range prefixes {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,91 @@
+package tunnel
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"math/big"
+	"time"
+)
+
+// ALPN is the TLS application protocol bondd negotiates on every path.
+const ALPN = "bondd/1"
+
+// ClientTLS returns the edge's TLS configuration. The concentrator's
+// certificate is verified against roots (when non-nil) or against pin, the
+// SHA-256 of its DER encoding (when 32 bytes); one of them is required.
+// clientCert, if non-nil, is presented for mutual TLS.
+func ClientTLS(serverName string, roots *x509.CertPool, pin []byte, clientCert *tls.Certificate) (*tls.Config, error) {
+	c := &tls.Config{ServerName: serverName, NextProtos: []string{ALPN}, MinVersion: tls.VersionTLS13}
+	switch {
+	case roots != nil:
+		c.RootCAs = roots
+	case len(pin) == sha256.Size:
+		// Pinning replaces chain verification: the pin names the one
+		// certificate the edge accepts.
+		c.InsecureSkipVerify = true
+		c.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
+			if len(raw) == 0 {
+				return errors.New("concentrator sent no certificate")
+			}
+			sum := sha256.Sum256(raw[0])
+			if !bytes.Equal(sum[:], pin) {
+				return errors.New("concentrator certificate does not match the pinned SHA-256")
+			}
+			return nil
+		}
+	default:
+		return nil, errors.New("tunnel: need a CA pool or a 32-byte certificate pin to verify the concentrator")
+	}
+	if clientCert != nil {
+		c.Certificates = []tls.Certificate{*clientCert}
+	}
+	return c, nil
+}
+
+// ServerTLS returns the concentrator's TLS configuration: cert is its
+// certificate; clientCAs, when non-nil, verifies edge client certificates
+// (edges that use tokens present none).
+func ServerTLS(cert tls.Certificate, clientCAs *x509.CertPool) *tls.Config {
+	c := &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{ALPN}, MinVersion: tls.VersionTLS13}
+	if clientCAs != nil {
+		c.ClientCAs = clientCAs
+		c.ClientAuth = tls.VerifyClientCertIfGiven
+	}
+	return c
+}
+
+// SelfSignedCert makes an ECDSA P-256 certificate for name, valid for a year,
+// and returns it with the SHA-256 of its DER encoding (the pin for
+// ClientTLS). The demo and tests use it; operators use their own PKI.
+func SelfSignedCert(name string) (tls.Certificate, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: name},
+		DNSNames:     []string{name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	sum := sha256.Sum256(der)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, sum[:], nil
+}
