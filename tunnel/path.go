@@ -20,6 +20,7 @@ type path struct {
 	queue *sendQueue
 
 	conn atomic.Pointer[quic.Conn]
+	rec  atomic.Pointer[recorder] // the current connection's tracer
 
 	// serveMu serialises connections: a new one waits until the previous
 	// one's routines have stopped.
@@ -56,6 +57,7 @@ func (p *path) serve(conn *quic.Conn, rec *recorder) {
 
 	p.queue.drain() // frames queued for a dead connection are stale
 	p.conn.Store(conn)
+	p.rec.Store(rec)
 	rec.path.Store(p.state)
 	p.state.SetConnected(true, time.Now())
 	p.setErr(nil)
@@ -69,6 +71,7 @@ func (p *path) serve(conn *quic.Conn, rec *recorder) {
 	p.conn.CompareAndSwap(conn, nil)
 	wg.Wait()
 	p.rxQueueFull.Add(rec.datagramsDropped.Swap(0))
+	p.rec.CompareAndSwap(rec, nil)
 	p.queue.drain()
 }
 
@@ -96,6 +99,9 @@ func (p *path) stats(now time.Time) PathStats {
 			SendError:        p.sendErr.Load(),
 			ReceiveQueueFull: p.rxQueueFull.Load(),
 		},
+	}
+	if rec := p.rec.Load(); rec != nil {
+		s.Drops.ReceiveQueueFull += rec.datagramsDropped.Load()
 	}
 	if e := p.lastErr.Load(); e != nil {
 		s.LastError = *e

@@ -1,0 +1,258 @@
+package tunnel
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bondd/bondd/policy"
+	"github.com/bondd/bondd/tun/tuntest"
+)
+
+// testBond is an edge and a concentrator joined over loopback UDP, each with
+// an in-memory TUN.
+type testBond struct {
+	edge    *Edge
+	conc    *Concentrator
+	edgeDev *tuntest.Device
+	concDev *tuntest.Device
+
+	mu    sync.Mutex
+	socks map[string]net.PacketConn // the current socket of each uplink
+}
+
+var (
+	edgeAddr = netip.MustParseAddrPort("10.77.0.2:5000")
+	srvAddr  = netip.MustParseAddrPort("10.78.0.1:6000")
+	token    = []byte("0123456789abcdef-token")
+)
+
+const testMTU = 1200
+
+func newTestBond(t *testing.T, edgeToken []byte, uplinks int) *testBond {
+	t.Helper()
+	cert, pin, err := SelfSignedCert("concentrator.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := &testBond{edgeDev: tuntest.New(testMTU, 8), concDev: tuntest.New(testMTU, 8), socks: map[string]net.PacketConn{}}
+	popts := PathOptions{IdleTimeout: 2 * time.Second, Keepalive: 300 * time.Millisecond, RedialMin: 50 * time.Millisecond, RedialMax: 200 * time.Millisecond}
+	tb.conc, err = NewConcentrator(ConcentratorOptions{
+		Device: tb.concDev, MTU: testMTU, Conn: pc, TLS: ServerTLS(cert, nil), Paths: popts,
+		Edges: []EdgeAuth{{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.conc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tlsConf, err := ClientTLS("concentrator.test", nil, pin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ups []UplinkOptions
+	for i := range uplinks {
+		ups = append(ups, UplinkOptions{Name: fmt.Sprintf("up%d", i), Bind: netip.MustParseAddr("127.0.0.1"),
+			Labels: map[string]string{"link_type": "cellular"}})
+	}
+	tb.edge, err = NewEdge(EdgeOptions{
+		ID: "van-1", Device: tb.edgeDev, MTU: testMTU, Concentrator: pc.LocalAddr().String(), TLS: tlsConf,
+		Token: edgeToken, Uplinks: ups, Paths: popts,
+		Listen: func(ctx context.Context, u UplinkOptions) (net.PacketConn, error) {
+			c, err := ListenUplink(ctx, u)
+			if err == nil {
+				tb.mu.Lock()
+				tb.socks[u.Name] = c
+				tb.mu.Unlock()
+			}
+			return c, err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.edge.Start()
+	t.Cleanup(func() {
+		tb.edge.Close()
+		tb.conc.Close()
+	})
+	return tb
+}
+
+// waitActive waits until n edge paths are ACTIVE.
+func (tb *testBond) waitActive(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		active := 0
+		for _, p := range tb.edge.Bond().Stats().Paths {
+			if p.Status == policy.StatusActive.String() {
+				active++
+			}
+		}
+		if active == n {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("paths not active: %+v", tb.edge.Bond().Stats().Paths)
+}
+
+// exchange sends count packets into from and expects them, intact, out of to.
+func (tb *testBond) exchange(t *testing.T, from, to *tuntest.Device, src, dst netip.AddrPort, count int) {
+	t.Helper()
+	want := map[string]bool{}
+	for i := range count {
+		pkt := udp4(src, dst, fmt.Appendf(nil, "packet %d %s", i, strings.Repeat("x", i%900)))
+		want[string(pkt)] = true
+		from.Inject(pkt)
+		if i%16 == 15 {
+			// Pace like an application would: quic-go's 128-datagram
+			// receive queue drops a loopback burst of hundreds.
+			time.Sleep(time.Millisecond)
+		}
+	}
+	timeout := time.After(10 * time.Second)
+	for len(want) > 0 {
+		select {
+		case pkt := <-to.Outbound():
+			if !want[string(pkt)] {
+				t.Fatalf("unexpected or duplicate packet of %d bytes", len(pkt))
+			}
+			delete(want, string(pkt))
+		case <-timeout:
+			t.Fatalf("%d of %d packets did not arrive\nedge: %+v\nconcentrator: %+v", len(want), count,
+				tb.edge.Bond().Stats(), tb.conc.Bond("van-1").Stats())
+		}
+	}
+}
+
+func TestBondBothWays(t *testing.T) {
+	checkGoroutines(t)
+	tb := newTestBond(t, token, 3)
+	tb.waitActive(t, 3)
+	tb.exchange(t, tb.edgeDev, tb.concDev, edgeAddr, srvAddr, 500)
+	tb.exchange(t, tb.concDev, tb.edgeDev, srvAddr, edgeAddr, 500)
+
+	cs := tb.conc.Bond("van-1").Stats()
+	if len(cs.Paths) != 3 || cs.RxPackets != 500 || cs.TxPackets != 500 {
+		t.Fatalf("concentrator stats: %+v", cs)
+	}
+	for _, p := range cs.Paths {
+		if p.Labels["link_type"] != "cellular" {
+			t.Fatalf("labels not carried by the hello: %+v", p)
+		}
+	}
+
+	// A packet for an address no edge owns is dropped and counted.
+	tb.concDev.Inject(udp4(srvAddr, netip.MustParseAddrPort("192.0.2.1:9"), []byte("lost")))
+	waitFor(t, func() bool { return tb.conc.NoRoute() == 1 })
+}
+
+func TestBondSpoofedSource(t *testing.T) {
+	checkGoroutines(t)
+	tb := newTestBond(t, token, 1)
+	tb.waitActive(t, 1)
+	tb.edgeDev.Inject(udp4(netip.MustParseAddrPort("10.99.0.5:1"), srvAddr, []byte("spoofed")))
+	tb.exchange(t, tb.edgeDev, tb.concDev, edgeAddr, srvAddr, 1)
+	if d := tb.conc.Bond("van-1").Stats().Drops; d.Spoofed != 1 {
+		t.Fatalf("spoofed drops = %d, want 1 (%+v)", d.Spoofed, d)
+	}
+	select {
+	case pkt := <-tb.concDev.Outbound():
+		t.Fatalf("spoofed packet delivered: %x", pkt)
+	default:
+	}
+}
+
+func TestBondWrongToken(t *testing.T) {
+	checkGoroutines(t)
+	tb := newTestBond(t, []byte("wrong-token-0123456789"), 1)
+	waitFor(t, func() bool {
+		p := tb.edge.Bond().Stats().Paths[0]
+		return p.LastError == ErrUnauthorized.Error()
+	})
+	if tb.conc.AuthFailures() == 0 {
+		t.Fatal("concentrator did not count the refusal")
+	}
+	if s := tb.edge.Bond().Stats().Paths[0].Status; s != "UNAVAILABLE" {
+		t.Fatalf("refused path is %s", s)
+	}
+}
+
+// TestBondPathLoss kills one uplink's socket: its path goes down, traffic
+// moves to the others, and the path comes back by redialling.
+func TestBondPathLoss(t *testing.T) {
+	checkGoroutines(t)
+	tb := newTestBond(t, token, 2)
+	tb.waitActive(t, 2)
+	best := tb.edge.Bond().Stats().Paths[0].Name
+	tb.mu.Lock()
+	tb.socks[best].Close()
+	tb.mu.Unlock()
+	tb.exchange(t, tb.edgeDev, tb.concDev, edgeAddr, srvAddr, 200)
+	tb.waitActive(t, 2) // redialled
+	tb.exchange(t, tb.edgeDev, tb.concDev, edgeAddr, srvAddr, 200)
+}
+
+func TestBondOversize(t *testing.T) {
+	checkGoroutines(t)
+	tb := newTestBond(t, token, 1)
+	tb.waitActive(t, 1)
+	big := udp4(edgeAddr, srvAddr, make([]byte, testMTU))
+	tb.edgeDev.Inject(big)
+	select {
+	case reply := <-tb.edgeDev.Outbound():
+		// ICMP fragmentation needed back to the sender, next-hop MTU testMTU.
+		if reply[9] != 1 || reply[20] != 3 || reply[21] != 4 || int(reply[26])<<8|int(reply[27]) != testMTU {
+			t.Fatalf("reply is not ICMP frag-needed with MTU %d: %x", testMTU, reply[:28])
+		}
+		if !bytes.Equal(reply[16:20], big[12:16]) {
+			t.Fatal("reply not addressed to the sender")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no ICMP reply for an oversize packet")
+	}
+	if s := tb.edge.Bond().Stats(); s.Drops.Oversize != 1 || s.ICMPSent != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// checkGoroutines fails the test if goroutines started after the call are
+// still running after the test's later cleanups (which close the bond).
+func checkGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before {
+			if time.Now().After(deadline) {
+				buf := make([]byte, 1<<20)
+				t.Fatalf("goroutine leak: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
