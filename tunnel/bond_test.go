@@ -36,7 +36,7 @@ var (
 
 const testMTU = 1200
 
-func newTestBond(t *testing.T, edgeToken []byte, uplinks int) *testBond {
+func newTestBond(t testing.TB, edgeToken []byte, uplinks int) *testBond {
 	t.Helper()
 	cert, pin, err := SelfSignedCert("concentrator.test")
 	if err != nil {
@@ -92,7 +92,7 @@ func newTestBond(t *testing.T, edgeToken []byte, uplinks int) *testBond {
 }
 
 // waitActive waits until n edge paths are ACTIVE.
-func (tb *testBond) waitActive(t *testing.T, n int) {
+func (tb *testBond) waitActive(t testing.TB, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {

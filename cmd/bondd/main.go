@@ -21,7 +21,10 @@ func main() {
 	}
 	root.AddCommand(
 		newRunCmd(),
+		newStatusCmd(),
+		newDemoCmd(),
 		newVersionCmd(),
+		newClassifyCmd(),
 	)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "bondd:", err)

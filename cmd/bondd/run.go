@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,7 +19,7 @@ import (
 )
 
 func newRunCmd() *cobra.Command {
-	var cfgPath string
+	var cfgPath, ctlPath string
 	cmd := &cobra.Command{
 		Use:   "run --config FILE",
 		Short: "Run an edge or a concentrator from a config file",
@@ -34,11 +33,12 @@ func newRunCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runDaemon(ctx, cfg, newLogger(cfg.LogLevel, cfg.LogFormat, os.Stderr))
+			return runDaemon(ctx, cfg, ctlPath, newLogger(cfg.LogLevel, cfg.LogFormat, os.Stderr))
 		},
 	}
 	cmd.Flags().StringVarP(&cfgPath, "config", "c", "", "config file (YAML)")
 	cmd.MarkFlagRequired("config")
+	cmd.Flags().StringVar(&ctlPath, "control-socket", defaultControlSocket, "Unix socket serving status to bondd status; empty: none")
 	return cmd
 }
 
@@ -46,10 +46,19 @@ func newRunCmd() *cobra.Command {
 type daemon interface{ Close() error }
 
 // runDaemon starts the configured role and blocks until ctx is done.
-func runDaemon(ctx context.Context, cfg *Config, log *slog.Logger) error {
+func runDaemon(ctx context.Context, cfg *Config, ctlPath string, log *slog.Logger) error {
 	d, err := startDaemon(cfg, log)
 	if err != nil {
 		return err
+	}
+	if ctlPath != "" {
+		ctl, err := serveControl(ctlPath, d)
+		if err != nil {
+			d.Close()
+			return err
+		}
+		defer ctl.Close()
+		defer os.Remove(ctlPath)
 	}
 	<-ctx.Done()
 	log.Info("shutting down")
@@ -130,7 +139,7 @@ func startEdge(cfg *Config, dev tun.Device, mtu int, popts tunnel.PathOptions, l
 	}
 	var uplinks []tunnel.UplinkOptions
 	for _, u := range ec.Uplinks {
-		uplinks = append(uplinks, tunnel.UplinkOptions{Name: u.Name, Bind: u.Bind, Interface: u.Interface, Labels: u.Labels})
+		uplinks = append(uplinks, tunnel.UplinkOptions{Name: u.Name, Bind: u.Bind, Interface: u.Interface, Remote: u.Remote, Labels: u.Labels})
 	}
 	e, err := tunnel.NewEdge(tunnel.EdgeOptions{
 		ID: ec.ID, Device: dev, MTU: mtu, Concentrator: ec.Concentrator, TLS: tlsConf, Token: token,
@@ -202,5 +211,3 @@ func newLogger(level, format string, w *os.File) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(w, ho))
 }
-
-var errNotRoot = errors.New("needs root (CAP_NET_ADMIN) to create network namespaces and TUN devices")

@@ -1,0 +1,1565 @@
+package main
+
+// The daemon config file read by `bondd run --config FILE`.
+//
+// Loading runs four steps, and every step reports all the problems it finds
+// rather than the first one:
+//
+//  1. decode: YAML → yaml.Node → Config, keeping the line of every field;
+//     unknown keys, wrong kinds and unparsable values are errors;
+//  2. paths: relative file paths are resolved against the config file's
+//     directory;
+//  3. Defaults: zero values are replaced by the Default* constants;
+//  4. Validate: required fields, ranges, uniqueness, overlaps and
+//     cross-field rules; then the referenced files are checked.
+//
+// The user-facing reference for this format is docs/config.md; keep the two
+// in step (TestConfigDoc checks the keys and examples).
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Roles, the values of the role key.
+const (
+	RoleEdge         = "edge"
+	RoleConcentrator = "concentrator"
+)
+
+// Defaults applied by (*Config).Defaults to fields left at their zero value.
+const (
+	DefaultLogLevel               = "info"
+	DefaultLogFormat              = "text"
+	DefaultTUNName                = "bondd0"
+	DefaultQueuePackets           = 256
+	DefaultKeepalive              = 1 * time.Second
+	DefaultIdleTimeout            = 5 * time.Second
+	DefaultRedialMin              = 250 * time.Millisecond
+	DefaultRedialMax              = 10 * time.Second
+	DefaultInitialPacketSizeBytes = 1280
+)
+
+// Limits enforced by (*Config).Validate.
+const (
+	// MinMTUBytes is the smallest TUN MTU accepted: the IPv4 minimum
+	// datagram every host must accept (RFC 791).
+	MinMTUBytes = 576
+	// MinMTUIPv6Bytes is the smallest TUN MTU accepted when the tunnel
+	// carries IPv6: the IPv6 minimum link MTU (RFC 8200 §5).
+	MinMTUIPv6Bytes = 1280
+	// MaxMTUBytes is the largest TUN MTU accepted (jumbo frames).
+	MaxMTUBytes = 9000
+	// MaxIfNameBytes is the longest interface name Linux accepts
+	// (IFNAMSIZ - 1).
+	MaxIfNameBytes = 15
+	// MaxUplinks is the largest number of uplinks of one edge.
+	MaxUplinks = 8
+	// MaxEdgeIDBytes and MaxUplinkNameBytes bound edge ids and uplink names.
+	MaxEdgeIDBytes     = 64
+	MaxUplinkNameBytes = 32
+	// MaxLabelKeyBytes and MaxLabelValueBytes bound path labels; they are
+	// the rule-language limits of DESIGN.md, since rules match labels.
+	MaxLabelKeyBytes   = 128
+	MaxLabelValueBytes = 1024
+	// MaxCertCNBytes is the X.509 upper bound of a CommonName (RFC 5280
+	// ub-common-name).
+	MaxCertCNBytes = 64
+	// MinTokenBytes and MaxTokenBytes bound a token after trimming.
+	MinTokenBytes = 16
+	MaxTokenBytes = 4096
+	// MaxQueuePackets bounds paths.queue_packets.
+	MaxQueuePackets = 65536
+	// MinInitialPacketSizeBytes and MaxInitialPacketSizeBytes bound
+	// paths.initial_packet_size_bytes: 1200 is the QUIC minimum (RFC 9000
+	// §14.1), 1452 fills a 1500-byte IPv4 path.
+	MinInitialPacketSizeBytes = 1200
+	MaxInitialPacketSizeBytes = 1452
+	// maxConfigFileBytes bounds what LoadConfig reads.
+	maxConfigFileBytes = 1 << 20
+)
+
+// Config is the daemon configuration, one YAML file per daemon.
+//
+// Build it with LoadConfig or ParseConfig, which decode, apply Defaults and
+// Validate, and check referenced files. A Config built in Go should call
+// Defaults and then Validate; its errors then carry no file or line.
+//
+// Zero values mean "default" wherever a default is documented. A Config is
+// not modified after loading and may be read from several goroutines.
+type Config struct {
+	// Role is RoleEdge or RoleConcentrator. Required.
+	Role string
+	// LogLevel is debug, info, warn or error. Default DefaultLogLevel.
+	LogLevel string
+	// LogFormat is text or json (log/slog handlers). Default
+	// DefaultLogFormat.
+	LogFormat string
+	// TUN configures the tunnel device. Required (addresses).
+	TUN TUNConfig
+	// Edge is set when Role is RoleEdge, and must be nil otherwise.
+	Edge *EdgeConfig
+	// Concentrator is set when Role is RoleConcentrator, and must be nil
+	// otherwise.
+	Concentrator *ConcentratorConfig
+	// Paths tunes every path (uplink connection). Optional.
+	Paths PathsConfig
+
+	// src records where the config came from; nil for a Config built in Go.
+	src *configSource
+}
+
+// TUNConfig configures the TUN device (key tun).
+type TUNConfig struct {
+	// Name is the interface name, at most MaxIfNameBytes bytes. Default
+	// DefaultTUNName.
+	Name string
+	// Addresses are the inner addresses of this end, each with its prefix
+	// length (10.77.0.2/24). Required, at least one.
+	Addresses []netip.Prefix
+	// MTU is the device MTU in bytes, MinMTUBytes to MaxMTUBytes, and at
+	// least MinMTUIPv6Bytes when the tunnel carries IPv6. 0 (YAML "auto",
+	// the default) derives it from the paths at run time.
+	MTU int
+	// Routes are the prefixes routed into the tunnel, host bits zero.
+	// Optional.
+	Routes []netip.Prefix
+}
+
+// EdgeConfig configures an edge (key edge).
+type EdgeConfig struct {
+	// ID names this edge to the concentrator, 1 to MaxEdgeIDBytes bytes of
+	// [A-Za-z0-9._-]. Required.
+	ID string
+	// Concentrator is the concentrator's host:port; the host may be a DNS
+	// name or an IP address. Required.
+	Concentrator string
+	// ServerName is the TLS server name checked against the concentrator's
+	// certificate. Default: the host part of Concentrator.
+	ServerName string
+	// CAFile is a PEM file of the CA that signed the concentrator's
+	// certificate. At least one of CAFile and ServerCertSHA256 is required;
+	// with both, the certificate must chain to the CA and match the pin.
+	CAFile string
+	// ServerCertSHA256 pins the concentrator's certificate: the SHA-256 of
+	// its DER encoding, 32 bytes.
+	ServerCertSHA256 []byte
+	// TokenFile holds this edge's token (see LoadToken). Exactly one of
+	// TokenFile and CertFile+KeyFile is required.
+	TokenFile string
+	// CertFile and KeyFile are the PEM client certificate and key for
+	// mutual TLS; both or neither.
+	CertFile string
+	KeyFile  string
+	// Uplinks are the paths of the bond, 1 to MaxUplinks, names unique.
+	// Required.
+	Uplinks []UplinkConfig
+}
+
+// UplinkConfig is one uplink of an edge (an item of edge.uplinks).
+type UplinkConfig struct {
+	// Name identifies the uplink in logs, status and the hello, 1 to
+	// MaxUplinkNameBytes bytes of [A-Za-z0-9._-], unique. Required.
+	Name string
+	// Bind is the local source address of the uplink's socket; the zero
+	// Addr means unset. At least one of Bind and Interface is required.
+	Bind netip.Addr
+	// Interface binds the socket to a device (SO_BINDTODEVICE), at most
+	// MaxIfNameBytes bytes. It need not exist at load time.
+	Interface string
+	// Labels describe the path to the rules (cost_class, link_type, ...).
+	// Keys and values are non-empty, keys at most MaxLabelKeyBytes bytes,
+	// values at most MaxLabelValueBytes bytes. Optional.
+	Labels map[string]string
+	// Remote is the concentrator host:port this uplink dials instead of
+	// edge.concentrator, for a concentrator with one public address per
+	// carrier (or a link emulator in front of it). Optional.
+	Remote string
+}
+
+// ConcentratorConfig configures a concentrator (key concentrator).
+type ConcentratorConfig struct {
+	// Listen is the UDP ip:port (or :port) QUIC listens on. Required.
+	Listen string
+	// CertFile and KeyFile are the concentrator's PEM certificate and key.
+	// Required.
+	CertFile string
+	KeyFile  string
+	// ClientCAFile is the PEM file of the CA that signs edge client
+	// certificates. Required when any edge has CertCN.
+	ClientCAFile string
+	// Edges are the edges accepted, at least one, ids unique.
+	Edges []EdgeEntry
+}
+
+// EdgeEntry is one edge a concentrator accepts (an item of
+// concentrator.edges).
+type EdgeEntry struct {
+	// ID is the edge's id, as in its EdgeConfig.ID. Required, unique.
+	ID string
+	// TokenFile holds the token the edge presents (see LoadToken). Exactly
+	// one of TokenFile and CertCN is required.
+	TokenFile string
+	// CertCN is the CommonName the edge's client certificate must carry,
+	// at most MaxCertCNBytes bytes, unique.
+	CertCN string
+	// AllowedPrefixes are the inner source prefixes the edge may use, host
+	// bits zero; downlink packets to them go to this edge. Prefixes of
+	// different edges must not overlap. Required, at least one.
+	AllowedPrefixes []netip.Prefix
+}
+
+// PathsConfig tunes every path of a bond (key paths). All fields are
+// optional.
+type PathsConfig struct {
+	// QueuePackets bounds each path's send queue, in packets, 1 to
+	// MaxQueuePackets. Default DefaultQueuePackets.
+	QueuePackets int
+	// Keepalive is the QUIC keepalive period, shorter than IdleTimeout.
+	// Default DefaultKeepalive.
+	Keepalive time.Duration
+	// IdleTimeout is the silence after which a path is declared dead.
+	// Default DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// RedialMin is the first redial backoff of a dead path; it doubles up
+	// to RedialMax. Defaults DefaultRedialMin and DefaultRedialMax.
+	RedialMin time.Duration
+	RedialMax time.Duration
+	// InitialPacketSizeBytes is quic.Config.InitialPacketSize, in bytes,
+	// MinInitialPacketSizeBytes to MaxInitialPacketSizeBytes. Default
+	// DefaultInitialPacketSizeBytes.
+	InitialPacketSizeBytes int
+}
+
+// ConfigError is one problem in a config file. It is returned inside
+// ConfigErrors.
+type ConfigError struct {
+	// File is the config file name as given to LoadConfig or ParseConfig;
+	// empty for a Config built in Go.
+	File string
+	// Line is the 1-based line of the field, or of the enclosing field
+	// when the field is missing; 0 when unknown.
+	Line int
+	// Field is the dotted path of the field, like edge.uplinks[1].bind;
+	// empty when the problem is not about one field (YAML syntax).
+	Field string
+	// Msg says what is wrong and what is expected.
+	Msg string
+}
+
+// Error formats e as file:line: field: msg, leaving out empty parts.
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	switch {
+	case e.File != "" && e.Line > 0:
+		fmt.Fprintf(&b, "%s:%d: ", e.File, e.Line)
+	case e.File != "":
+		fmt.Fprintf(&b, "%s: ", e.File)
+	case e.Line > 0:
+		fmt.Fprintf(&b, "line %d: ", e.Line)
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// ConfigErrors is every problem found in a config file, sorted by line. It
+// is the error type of LoadConfig, ParseConfig and (*Config).Validate.
+type ConfigErrors []*ConfigError
+
+// Error returns one problem per line.
+func (es ConfigErrors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap returns the problems, so that errors.As finds a *ConfigError.
+func (es ConfigErrors) Unwrap() []error {
+	errs := make([]error, len(es))
+	for i, e := range es {
+		errs[i] = e
+	}
+	return errs
+}
+
+func (es ConfigErrors) sort() {
+	sort.SliceStable(es, func(i, j int) bool { return es[i].Line < es[j].Line })
+}
+
+// LoadConfig reads, decodes, defaults and validates the config file at path
+// and checks the files it refers to. Relative paths in the file are resolved
+// against the file's directory. The error, if any, is ConfigErrors.
+func LoadConfig(path string) (*Config, error) {
+	fail := func(format string, args ...any) (*Config, error) {
+		return nil, ConfigErrors{{File: path, Msg: fmt.Sprintf(format, args...)}}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fail("cannot read the config file: %v", pathErrCause(err))
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigFileBytes+1))
+	if err != nil {
+		return fail("cannot read the config file: %v", pathErrCause(err))
+	}
+	if len(data) > maxConfigFileBytes {
+		return fail("config file is larger than %d bytes; expected a small YAML file", maxConfigFileBytes)
+	}
+	return ParseConfig(path, data)
+}
+
+// ParseConfig is LoadConfig for a file already in memory: name is used in
+// errors and its directory resolves relative paths.
+func ParseConfig(name string, data []byte) (*Config, error) {
+	return parseConfig(name, data, parseOptions{})
+}
+
+// parseOptions are for tests.
+type parseOptions struct {
+	// dir resolves relative paths instead of the directory of name.
+	dir string
+	// skipFileChecks skips checking that referenced files exist, for
+	// configs whose files live on another machine (docs/examples).
+	skipFileChecks bool
+}
+
+func parseConfig(name string, data []byte, opts parseOptions) (*Config, error) {
+	src := &configSource{
+		file:  name,
+		dir:   opts.dir,
+		lines: make(map[string]int),
+		bad:   make(map[string]bool),
+	}
+	if src.dir == "" {
+		src.dir = filepath.Dir(name)
+		if abs, err := filepath.Abs(src.dir); err == nil {
+			src.dir = abs
+		}
+	}
+	d := &configDecoder{src: src}
+	root := d.document(data)
+	if root == nil {
+		return nil, d.errs
+	}
+	c := d.config(root)
+	c.resolvePaths()
+	c.Defaults()
+	v := &configValidator{src: src}
+	c.validate(v)
+	if !opts.skipFileChecks {
+		c.checkFiles(v)
+	}
+	errs := append(d.errs, v.errs...)
+	if len(errs) > 0 {
+		errs.sort()
+		return nil, errs
+	}
+	return c, nil
+}
+
+// Defaults replaces zero fields of c by their defaults. ServerName defaults
+// to the host of Concentrator when that parses as host:port.
+func (c *Config) Defaults() {
+	if c.LogLevel == "" {
+		c.LogLevel = DefaultLogLevel
+	}
+	if c.LogFormat == "" {
+		c.LogFormat = DefaultLogFormat
+	}
+	if c.TUN.Name == "" {
+		c.TUN.Name = DefaultTUNName
+	}
+	if e := c.Edge; e != nil && e.ServerName == "" {
+		if host, ok := checkHostPort(e.Concentrator, true, false); ok {
+			e.ServerName = host
+		}
+	}
+	p := &c.Paths
+	if p.QueuePackets == 0 {
+		p.QueuePackets = DefaultQueuePackets
+	}
+	if p.Keepalive == 0 {
+		p.Keepalive = DefaultKeepalive
+	}
+	if p.IdleTimeout == 0 {
+		p.IdleTimeout = DefaultIdleTimeout
+	}
+	if p.RedialMin == 0 {
+		p.RedialMin = DefaultRedialMin
+	}
+	if p.RedialMax == 0 {
+		p.RedialMax = DefaultRedialMax
+	}
+	if p.InitialPacketSizeBytes == 0 {
+		p.InitialPacketSizeBytes = DefaultInitialPacketSizeBytes
+	}
+}
+
+// Validate reports every problem in c as ConfigErrors sorted by line, or
+// returns nil. Fields that have a default may be zero. Validate does not
+// touch the file system; LoadConfig and ParseConfig also check that the
+// referenced files exist.
+func (c *Config) Validate() error {
+	v := &configValidator{src: c.src}
+	c.validate(v)
+	if len(v.errs) == 0 {
+		return nil
+	}
+	v.errs.sort()
+	return v.errs
+}
+
+// LoadToken reads the token in the file at path, trims surrounding white
+// space and returns it. A relative path is resolved against the config
+// file's directory. It refuses a file that group or others may read or
+// write (mode&0o077 != 0), and a token shorter than MinTokenBytes or longer
+// than MaxTokenBytes. The edge reads its own token with it; the
+// concentrator reads the token of each edge.
+func (c *Config) LoadToken(path string) ([]byte, error) {
+	if c != nil && c.src != nil && path != "" && !filepath.IsAbs(path) {
+		path = filepath.Join(c.src.dir, path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("token file %s: %w", path, pathErrCause(err))
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("token file %s: %w", path, pathErrCause(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("token file %s is not a regular file; expected a file holding the token", path)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("token file %s may be read or written by group or others (mode %04o); expected mode 0600 or stricter: chmod 600 %s", path, perm, path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, 2*MaxTokenBytes))
+	if err != nil {
+		return nil, fmt.Errorf("token file %s: %w", path, pathErrCause(err))
+	}
+	tok := bytes.TrimSpace(data)
+	if len(tok) < MinTokenBytes || len(tok) > MaxTokenBytes {
+		return nil, fmt.Errorf("token file %s holds a %d-byte token; expected %d to %d bytes (for example 32 random bytes in hex: openssl rand -hex 32)", path, len(tok), MinTokenBytes, MaxTokenBytes)
+	}
+	return tok, nil
+}
+
+// pathErrCause strips the operation and path from a *fs.PathError, whose
+// message would repeat what the caller says.
+func pathErrCause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// ---------------------------------------------------------------------------
+// Where fields are
+
+// configSource records the origin of a parsed Config.
+type configSource struct {
+	file  string          // name as given, for errors
+	dir   string          // resolves relative paths
+	lines map[string]int  // field path → line of its key or list item
+	bad   map[string]bool // field paths that failed to decode
+}
+
+// parentField returns the field enclosing f: edge.uplinks[1].bind →
+// edge.uplinks[1] → edge.uplinks → edge → "" (the document).
+func parentField(f string) (string, bool) {
+	if f == "" {
+		return "", false
+	}
+	if i := strings.LastIndexAny(f, ".["); i >= 0 {
+		return f[:i], true
+	}
+	return "", true
+}
+
+// line returns the line of field f, or of its nearest enclosing field
+// present in the file.
+func (s *configSource) line(f string) int {
+	for ok := true; ok; f, ok = parentField(f) {
+		if l, found := s.lines[f]; found {
+			return l
+		}
+	}
+	return 0
+}
+
+// badAround reports whether decoding f or a field enclosing it failed.
+func (s *configSource) badAround(f string) bool {
+	for ok := true; ok; f, ok = parentField(f) {
+		if s.bad[f] {
+			return true
+		}
+	}
+	return false
+}
+
+// badInside reports whether decoding a field inside f failed.
+func (s *configSource) badInside(f string) bool {
+	for b := range s.bad {
+		if f == "" || strings.HasPrefix(b, f+".") || strings.HasPrefix(b, f+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+func joinField(parent, key string) string {
+	if parent == "" {
+		return key
+	}
+	return parent + "." + key
+}
+
+func indexField(list string, i int) string {
+	return list + "[" + strconv.Itoa(i) + "]"
+}
+
+// ---------------------------------------------------------------------------
+// Step 1: decode
+
+// Known keys of each mapping, in the order docs/config.md lists them.
+var (
+	configKeys       = []string{"role", "log_level", "log_format", "tun", "edge", "concentrator", "paths"}
+	tunKeys          = []string{"name", "addresses", "mtu", "routes"}
+	edgeKeys         = []string{"id", "concentrator", "server_name", "ca_file", "server_cert_sha256", "token_file", "cert_file", "key_file", "uplinks"}
+	uplinkKeys       = []string{"name", "bind", "interface", "remote", "labels"}
+	concentratorKeys = []string{"listen", "cert_file", "key_file", "client_ca_file", "edges"}
+	edgeEntryKeys    = []string{"id", "token_file", "cert_cn", "allowed_prefixes"}
+	pathsKeys        = []string{"queue_packets", "keepalive", "idle_timeout", "redial_min", "redial_max", "initial_packet_size_bytes"}
+)
+
+// configDecoder turns a yaml.Node tree into a Config, collecting errors.
+type configDecoder struct {
+	src  *configSource
+	errs ConfigErrors
+}
+
+func (d *configDecoder) errorf(n *yaml.Node, field, format string, args ...any) {
+	d.errs = append(d.errs, &ConfigError{File: d.src.file, Line: n.Line, Field: field, Msg: fmt.Sprintf(format, args...)})
+	d.src.bad[field] = true
+}
+
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// yamlParserProblems are the problems yaml.v3's parser (as opposed to its
+// scanner) reports; it gives their line 0-based, at the start of the
+// enclosing construct when it knows one.
+var yamlParserProblems = []string{
+	"did not find expected <stream-start>",
+	"did not find expected <document start>",
+	"found undefined tag handle",
+	"did not find expected node content",
+	"did not find expected '-' indicator",
+	"did not find expected key",
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+	"found duplicate %YAML directive",
+	"found incompatible YAML document",
+	"found duplicate %TAG directive",
+}
+
+// document parses data as a single YAML document and returns its root
+// mapping, or nil after recording an error.
+func (d *configDecoder) document(data []byte) *yaml.Node {
+	fail := func(line int, format string, args ...any) *yaml.Node {
+		d.errs = append(d.errs, &ConfigError{File: d.src.file, Line: line, Msg: fmt.Sprintf(format, args...)})
+		return nil
+	}
+	yamlErr := func(err error) *yaml.Node {
+		msg := err.Error()
+		if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+			line, _ := strconv.Atoi(m[1])
+			if slices.Contains(yamlParserProblems, m[2]) {
+				line++
+			}
+			return fail(line, "invalid YAML: %s", m[2])
+		}
+		return fail(0, "invalid YAML: %s", strings.TrimPrefix(msg, "yaml: "))
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if err == io.EOF {
+			return fail(1, "empty config; expected a mapping with at least role and tun")
+		}
+		return yamlErr(err)
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); err == nil {
+		return fail(next.Line, "a second YAML document; expected one document per config file")
+	} else if err != io.EOF {
+		return yamlErr(err)
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = derefNode(root.Content[0])
+	}
+	if isNullNode(root) {
+		return fail(1, "empty config; expected a mapping with at least role and tun")
+	}
+	return root
+}
+
+func derefNode(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	return n
+}
+
+func isNullNode(n *yaml.Node) bool {
+	return n == nil || n.Kind == 0 || (n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null")
+}
+
+// describeNode names the kind or value of n for "got ..." in messages.
+func describeNode(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	return strconv.Quote(n.Value)
+}
+
+// fields checks that n is a mapping whose keys are all in known and
+// distinct, records the line of each key and returns the value of each key
+// whose value is not null. It returns nil if n is not a mapping.
+func (d *configDecoder) fields(n *yaml.Node, path string, known []string) map[string]*yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "expected a mapping with fields %s; got %s", strings.Join(known, ", "), describeNode(n))
+		return nil
+	}
+	out := make(map[string]*yaml.Node)
+	first := make(map[string]int)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := derefNode(n.Content[i]), derefNode(n.Content[i+1])
+		if k.Kind != yaml.ScalarNode {
+			d.errorf(k, path, "expected a field name, got %s", describeNode(k))
+			continue
+		}
+		f := joinField(path, k.Value)
+		if line, dup := first[k.Value]; dup {
+			d.errorf(k, f, "field set twice; first set at line %d", line)
+			continue
+		}
+		first[k.Value] = k.Line
+		if !slices.Contains(known, k.Value) {
+			d.errorf(k, f, "unknown field %q; known fields: %s%s", k.Value, strings.Join(known, ", "), suggestKey(k.Value, known))
+			continue
+		}
+		d.src.lines[f] = k.Line
+		if !isNullNode(val) {
+			out[k.Value] = val
+		}
+	}
+	return out
+}
+
+// suggestKey returns `; did you mean "x"?` for the known key closest to key,
+// if it is a likely typo.
+func suggestKey(key string, known []string) string {
+	best, bestDist := "", 3
+	for _, k := range known {
+		if strings.HasPrefix(key, k+"_") { // keepalive_ms
+			return fmt.Sprintf("; did you mean %q?", k)
+		}
+		if dist := editDistance(key, k); dist < bestDist {
+			best, bestDist = k, dist
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean %q?", best)
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// scalar returns the text of the scalar n ("" for null). want describes
+// the expected value for the error when n is a mapping or a list.
+func (d *configDecoder) scalar(n *yaml.Node, field, want string) (string, bool) {
+	if n == nil {
+		return "", false
+	}
+	if n.Kind != yaml.ScalarNode {
+		d.errorf(n, field, "expected %s, got %s", want, describeNode(n))
+		return "", false
+	}
+	if isNullNode(n) {
+		return "", true
+	}
+	return n.Value, true
+}
+
+func (d *configDecoder) str(n *yaml.Node, field, want string) string {
+	s, _ := d.scalar(n, field, want)
+	return s
+}
+
+// list returns the items of the sequence n and records their lines.
+func (d *configDecoder) list(n *yaml.Node, field, wantItem string) []*yaml.Node {
+	if n == nil {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(n, field, "expected a list of %s, got %s", wantItem, describeNode(n))
+		return nil
+	}
+	items := make([]*yaml.Node, len(n.Content))
+	for i, it := range n.Content {
+		items[i] = derefNode(it)
+		d.src.lines[indexField(field, i)] = it.Line
+	}
+	return items
+}
+
+// prefixes decodes a list of prefixes. An item that does not parse stays
+// the zero Prefix, so that indexes match the file.
+func (d *configDecoder) prefixes(n *yaml.Node, field, want, example string) []netip.Prefix {
+	items := d.list(n, field, want)
+	if items == nil {
+		return nil
+	}
+	out := make([]netip.Prefix, len(items))
+	for i, it := range items {
+		f := indexField(field, i)
+		s, ok := d.scalar(it, f, want)
+		if !ok {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			hint := ""
+			if _, aerr := netip.ParseAddr(s); aerr == nil {
+				hint = " (the /prefix-length is missing)"
+			}
+			d.errorf(it, f, "expected %s, like %s, got %q%s", want, example, s, hint)
+			continue
+		}
+		out[i] = p
+	}
+	return out
+}
+
+func (d *configDecoder) integer(n *yaml.Node, field, want string) int {
+	s, ok := d.scalar(n, field, want)
+	if !ok || s == "" {
+		return 0
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		d.errorf(n, field, "expected %s, got %q", want, s)
+		return 0
+	}
+	return v
+}
+
+func (d *configDecoder) duration(n *yaml.Node, field string) time.Duration {
+	const want = "a duration with a unit, like 1500ms or 5s"
+	s, ok := d.scalar(n, field, want)
+	if !ok || s == "" {
+		return 0
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		d.errorf(n, field, "expected %s, got %q", want, s)
+		return 0
+	}
+	return v
+}
+
+func (d *configDecoder) config(root *yaml.Node) *Config {
+	c := &Config{src: d.src}
+	d.src.lines[""] = root.Line
+	f := d.fields(root, "", configKeys)
+	if f == nil {
+		return c
+	}
+	c.Role = d.str(f["role"], "role", `"edge" or "concentrator"`)
+	c.LogLevel = d.str(f["log_level"], "log_level", "debug, info, warn or error")
+	c.LogFormat = d.str(f["log_format"], "log_format", "text or json")
+	if n := f["tun"]; n != nil {
+		d.tun(n, &c.TUN)
+	}
+	if n := f["edge"]; n != nil {
+		c.Edge = d.edge(n)
+	}
+	if n := f["concentrator"]; n != nil {
+		c.Concentrator = d.concentrator(n)
+	}
+	if n := f["paths"]; n != nil {
+		d.paths(n, &c.Paths)
+	}
+	return c
+}
+
+func (d *configDecoder) tun(n *yaml.Node, t *TUNConfig) {
+	f := d.fields(n, "tun", tunKeys)
+	if f == nil {
+		return
+	}
+	t.Name = d.str(f["name"], "tun.name", "an interface name")
+	t.Addresses = d.prefixes(f["addresses"], "tun.addresses", "an address with prefix length", "10.77.0.2/24 or fd77::2/64")
+	if m := f["mtu"]; m != nil {
+		want := fmt.Sprintf(`"auto" or an integer number of bytes from %d to %d`, MinMTUBytes, MaxMTUBytes)
+		if s, ok := d.scalar(m, "tun.mtu", want); ok && s != "auto" {
+			v, err := strconv.Atoi(s)
+			if err != nil || v == 0 {
+				d.errorf(m, "tun.mtu", "expected %s, got %q", want, s)
+			} else {
+				t.MTU = v
+			}
+		}
+	}
+	t.Routes = d.prefixes(f["routes"], "tun.routes", "a network prefix", "10.78.0.0/16")
+}
+
+func (d *configDecoder) edge(n *yaml.Node) *EdgeConfig {
+	f := d.fields(n, "edge", edgeKeys)
+	if f == nil {
+		return nil
+	}
+	e := &EdgeConfig{
+		ID:           d.str(f["id"], "edge.id", "an edge id"),
+		Concentrator: d.str(f["concentrator"], "edge.concentrator", "host:port"),
+		ServerName:   d.str(f["server_name"], "edge.server_name", "a DNS name"),
+		CAFile:       d.str(f["ca_file"], "edge.ca_file", "a file path"),
+		TokenFile:    d.str(f["token_file"], "edge.token_file", "a file path"),
+		CertFile:     d.str(f["cert_file"], "edge.cert_file", "a file path"),
+		KeyFile:      d.str(f["key_file"], "edge.key_file", "a file path"),
+	}
+	if p := f["server_cert_sha256"]; p != nil {
+		const want = "the SHA-256 of the concentrator's certificate (DER) as 64 hex digits, colons allowed"
+		if s, ok := d.scalar(p, "edge.server_cert_sha256", want); ok {
+			sum, err := hex.DecodeString(strings.ReplaceAll(s, ":", ""))
+			if err != nil || len(sum) != sha256.Size {
+				d.errorf(p, "edge.server_cert_sha256", "expected %s, got %q", want, s)
+			} else {
+				e.ServerCertSHA256 = sum
+			}
+		}
+	}
+	for i, it := range d.list(f["uplinks"], "edge.uplinks", "uplinks") {
+		e.Uplinks = append(e.Uplinks, d.uplink(it, indexField("edge.uplinks", i)))
+	}
+	return e
+}
+
+func (d *configDecoder) uplink(n *yaml.Node, path string) UplinkConfig {
+	var u UplinkConfig
+	f := d.fields(n, path, uplinkKeys)
+	if f == nil {
+		return u
+	}
+	u.Name = d.str(f["name"], path+".name", "an uplink name")
+	if b := f["bind"]; b != nil {
+		if s, ok := d.scalar(b, path+".bind", "an IP address"); ok && s != "" {
+			a, err := netip.ParseAddr(s)
+			switch {
+			case err == nil:
+				u.Bind = a
+			case validIfName(s):
+				d.errorf(b, path+".bind", "expected a local IP address, got %q; to bind to a device, write interface: %s", s, s)
+			default:
+				d.errorf(b, path+".bind", "expected a local IP address, like 192.0.2.10, got %q", s)
+			}
+		}
+	}
+	u.Interface = d.str(f["interface"], path+".interface", "an interface name")
+	u.Remote = d.str(f["remote"], path+".remote", "host:port")
+	if l := f["labels"]; l != nil {
+		u.Labels = d.labels(l, path+".labels")
+	}
+	return u
+}
+
+func (d *configDecoder) labels(n *yaml.Node, path string) map[string]string {
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "expected a mapping of label keys to values, like {link_type: cellular}, got %s", describeNode(n))
+		return nil
+	}
+	m := make(map[string]string, len(n.Content)/2)
+	first := make(map[string]int)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := derefNode(n.Content[i]), derefNode(n.Content[i+1])
+		if k.Kind != yaml.ScalarNode {
+			d.errorf(k, path, "expected a label key, got %s", describeNode(k))
+			continue
+		}
+		f := joinField(path, k.Value)
+		if line, dup := first[k.Value]; dup {
+			d.errorf(k, f, "label set twice; first set at line %d", line)
+			continue
+		}
+		first[k.Value] = k.Line
+		d.src.lines[f] = k.Line
+		if s, ok := d.scalar(val, f, "a label value"); ok {
+			m[k.Value] = s
+		}
+	}
+	return m
+}
+
+func (d *configDecoder) concentrator(n *yaml.Node) *ConcentratorConfig {
+	f := d.fields(n, "concentrator", concentratorKeys)
+	if f == nil {
+		return nil
+	}
+	c := &ConcentratorConfig{
+		Listen:       d.str(f["listen"], "concentrator.listen", "ip:port"),
+		CertFile:     d.str(f["cert_file"], "concentrator.cert_file", "a file path"),
+		KeyFile:      d.str(f["key_file"], "concentrator.key_file", "a file path"),
+		ClientCAFile: d.str(f["client_ca_file"], "concentrator.client_ca_file", "a file path"),
+	}
+	for i, it := range d.list(f["edges"], "concentrator.edges", "edges") {
+		path := indexField("concentrator.edges", i)
+		var e EdgeEntry
+		if ef := d.fields(it, path, edgeEntryKeys); ef != nil {
+			e.ID = d.str(ef["id"], path+".id", "an edge id")
+			e.TokenFile = d.str(ef["token_file"], path+".token_file", "a file path")
+			e.CertCN = d.str(ef["cert_cn"], path+".cert_cn", "a certificate CommonName")
+			e.AllowedPrefixes = d.prefixes(ef["allowed_prefixes"], path+".allowed_prefixes", "a network prefix", "10.77.17.0/24")
+		}
+		c.Edges = append(c.Edges, e)
+	}
+	return c
+}
+
+func (d *configDecoder) paths(n *yaml.Node, p *PathsConfig) {
+	f := d.fields(n, "paths", pathsKeys)
+	if f == nil {
+		return
+	}
+	p.QueuePackets = d.integer(f["queue_packets"], "paths.queue_packets", "an integer number of packets")
+	p.Keepalive = d.duration(f["keepalive"], "paths.keepalive")
+	p.IdleTimeout = d.duration(f["idle_timeout"], "paths.idle_timeout")
+	p.RedialMin = d.duration(f["redial_min"], "paths.redial_min")
+	p.RedialMax = d.duration(f["redial_max"], "paths.redial_max")
+	p.InitialPacketSizeBytes = d.integer(f["initial_packet_size_bytes"], "paths.initial_packet_size_bytes", "an integer number of bytes")
+}
+
+// ---------------------------------------------------------------------------
+// Step 2: paths
+
+// fileRef is one field of c that names a file.
+type fileRef struct {
+	field string
+	path  *string
+	token bool   // checked with LoadToken
+	what  string // what the file should hold, for errors
+}
+
+func (c *Config) fileRefs() []fileRef {
+	var refs []fileRef
+	if e := c.Edge; e != nil {
+		refs = append(refs,
+			fileRef{"edge.ca_file", &e.CAFile, false, "the PEM file of the CA that signed the concentrator's certificate"},
+			fileRef{"edge.token_file", &e.TokenFile, true, ""},
+			fileRef{"edge.cert_file", &e.CertFile, false, "the PEM file of this edge's client certificate"},
+			fileRef{"edge.key_file", &e.KeyFile, false, "the PEM file of this edge's private key"},
+		)
+	}
+	if k := c.Concentrator; k != nil {
+		refs = append(refs,
+			fileRef{"concentrator.cert_file", &k.CertFile, false, "the PEM file of the concentrator's certificate"},
+			fileRef{"concentrator.key_file", &k.KeyFile, false, "the PEM file of the concentrator's private key"},
+			fileRef{"concentrator.client_ca_file", &k.ClientCAFile, false, "the PEM file of the CA that signs edge certificates"},
+		)
+		for i := range k.Edges {
+			refs = append(refs, fileRef{indexField("concentrator.edges", i) + ".token_file", &k.Edges[i].TokenFile, true, ""})
+		}
+	}
+	return refs
+}
+
+// resolvePaths makes relative file paths relative to the config file's
+// directory.
+func (c *Config) resolvePaths() {
+	for _, r := range c.fileRefs() {
+		if *r.path != "" && !filepath.IsAbs(*r.path) {
+			*r.path = filepath.Join(c.src.dir, *r.path)
+		}
+	}
+}
+
+// checkFiles reports referenced files that are missing or unreadable, and
+// token files that LoadToken refuses.
+func (c *Config) checkFiles(v *configValidator) {
+	for _, r := range c.fileRefs() {
+		p := *r.path
+		if p == "" {
+			continue
+		}
+		if r.token {
+			if _, err := c.LoadToken(p); err != nil {
+				v.errorf(r.field, "%v", err)
+			}
+			continue
+		}
+		fi, err := os.Stat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			v.errorf(r.field, "%s does not exist; expected %s", p, r.what)
+		case err != nil:
+			v.errorf(r.field, "cannot read %s: %v; expected %s", p, pathErrCause(err), r.what)
+		case fi.IsDir():
+			v.errorf(r.field, "%s is a directory; expected %s", p, r.what)
+		default:
+			if f, err := os.Open(p); err != nil {
+				v.errorf(r.field, "cannot read %s: %v; expected %s", p, pathErrCause(err), r.what)
+			} else {
+				f.Close()
+			}
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Step 4: validate
+
+// configValidator collects semantic errors. Errors about a field whose decoding
+// already failed are suppressed, so that one mistake yields one error.
+type configValidator struct {
+	src  *configSource // nil for a Config built in Go
+	errs ConfigErrors
+}
+
+func (v *configValidator) add(field, lineField, format string, args []any) {
+	e := &ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)}
+	if v.src != nil {
+		e.File, e.Line = v.src.file, v.src.line(lineField)
+	}
+	v.errs = append(v.errs, e)
+}
+
+// errorf reports a wrong value of field.
+func (v *configValidator) errorf(field, format string, args ...any) {
+	if v.src != nil && v.src.badAround(field) {
+		return
+	}
+	v.add(field, field, format, args)
+}
+
+// missing reports that field is absent; the line is that of near (often
+// the enclosing field).
+func (v *configValidator) missing(field, near, format string, args ...any) {
+	if v.src != nil && (v.src.badAround(field) || v.src.badInside(field) || v.src.badAround(near)) {
+		return
+	}
+	v.add(field, near, format, args)
+}
+
+// where names field and its line for messages that point at a second
+// field.
+func (v *configValidator) where(field string) string {
+	if v.src != nil {
+		if l := v.src.line(field); l > 0 {
+			return fmt.Sprintf("%s (line %d)", field, l)
+		}
+	}
+	return field
+}
+
+func (c *Config) validate(v *configValidator) {
+	switch c.Role {
+	case RoleEdge, RoleConcentrator:
+	case "":
+		v.missing("role", "role", `required; expected "edge" or "concentrator"`)
+	default:
+		v.errorf("role", `expected "edge" or "concentrator", got %q`, c.Role)
+	}
+	switch c.LogLevel {
+	case "", "debug", "info", "warn", "error":
+	default:
+		v.errorf("log_level", "expected debug, info, warn or error, got %q", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "", "text", "json":
+	default:
+		v.errorf("log_format", "expected text or json, got %q", c.LogFormat)
+	}
+	c.TUN.validate(v)
+
+	roleKnown := c.Role == RoleEdge || c.Role == RoleConcentrator
+	switch {
+	case c.Edge == nil && c.Role == RoleEdge:
+		v.missing("edge", "edge", "required when role is edge; expected a mapping with id, concentrator, credentials and uplinks")
+	case c.Edge != nil && roleKnown && c.Role != RoleEdge:
+		v.errorf("edge", "only allowed when role is edge; role is %q", c.Role)
+	case c.Edge != nil:
+		c.Edge.validate(v)
+	}
+	switch {
+	case c.Concentrator == nil && c.Role == RoleConcentrator:
+		v.missing("concentrator", "concentrator", "required when role is concentrator; expected a mapping with listen, cert_file, key_file and edges")
+	case c.Concentrator != nil && roleKnown && c.Role != RoleConcentrator:
+		v.errorf("concentrator", "only allowed when role is concentrator; role is %q", c.Role)
+	case c.Concentrator != nil:
+		c.Concentrator.validate(v)
+	}
+	c.Paths.validate(v)
+}
+
+func (t *TUNConfig) validate(v *configValidator) {
+	if t.Name != "" && !validIfName(t.Name) {
+		v.errorf("tun.name", "expected an interface name of 1 to %d bytes without '/', ':' or white space, got %q", MaxIfNameBytes, t.Name)
+	}
+	if len(t.Addresses) == 0 {
+		v.missing("tun.addresses", "tun.addresses", "required; expected a list of inner addresses with prefix length, like [10.77.0.2/24, fd77::2/64]")
+	}
+	hasIPv6 := false
+	seen := make(map[netip.Addr]int)
+	for i, p := range t.Addresses {
+		f := indexField("tun.addresses", i)
+		if !p.IsValid() {
+			v.errorf(f, "expected an address with prefix length, like 10.77.0.2/24")
+			continue
+		}
+		a := p.Addr()
+		if a.Is6() && !a.Is4In6() {
+			hasIPv6 = true
+		}
+		if msg := unicastProblem(a); msg != "" {
+			v.errorf(f, "expected a unicast address with prefix length, got %s (%s)", p, msg)
+			continue
+		}
+		if j, dup := seen[a]; dup {
+			v.errorf(f, "address %s is already in %s", a, v.where(indexField("tun.addresses", j)))
+			continue
+		}
+		seen[a] = i
+	}
+	checkPrefixList(v, "tun.routes", t.Routes, "10.78.0.0/16")
+	for _, p := range t.Routes {
+		if p.IsValid() && p.Addr().Is6() {
+			hasIPv6 = true
+		}
+	}
+	if t.MTU != 0 {
+		switch {
+		case t.MTU < MinMTUBytes || t.MTU > MaxMTUBytes:
+			v.errorf("tun.mtu", `expected "auto" or an integer number of bytes from %d to %d, got %d`, MinMTUBytes, MaxMTUBytes, t.MTU)
+		case hasIPv6 && t.MTU < MinMTUIPv6Bytes:
+			v.errorf("tun.mtu", "expected at least %d bytes because the tunnel carries IPv6 (RFC 8200 minimum link MTU), got %d", MinMTUIPv6Bytes, t.MTU)
+		}
+	}
+}
+
+// checkPrefixList checks that each prefix of a list is valid, has its host
+// bits zero and appears once.
+func checkPrefixList(v *configValidator, field string, ps []netip.Prefix, example string) {
+	seen := make(map[netip.Prefix]int)
+	for i, p := range ps {
+		f := indexField(field, i)
+		switch {
+		case !p.IsValid():
+			v.errorf(f, "expected a network prefix, like %s", example)
+		case p.Addr().Is4In6():
+			v.errorf(f, "expected an IPv4 prefix in IPv4 form, got %s", p)
+		case p != p.Masked():
+			v.errorf(f, "expected a network prefix with the host bits zero, like %s, got %s", p.Masked(), p)
+		default:
+			if j, dup := seen[p]; dup {
+				v.errorf(f, "prefix %s is already in %s", p, v.where(indexField(field, j)))
+				continue
+			}
+			seen[p] = i
+		}
+	}
+}
+
+// unicastProblem says why a is not usable as a unicast address, or "".
+func unicastProblem(a netip.Addr) string {
+	switch {
+	case a.IsUnspecified():
+		return "unspecified"
+	case a.IsMulticast():
+		return "multicast"
+	case a.Is4In6():
+		return "IPv4-mapped IPv6; write the IPv4 form"
+	case a.Is4() && a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "broadcast"
+	}
+	return ""
+}
+
+func (e *EdgeConfig) validate(v *configValidator) {
+	if e.ID == "" {
+		v.missing("edge.id", "edge", "required; expected 1 to %d characters from A-Z a-z 0-9 . _ -, like van-17", MaxEdgeIDBytes)
+	} else if !validName(e.ID, MaxEdgeIDBytes) {
+		v.errorf("edge.id", "expected 1 to %d characters from A-Z a-z 0-9 . _ -, got %q", MaxEdgeIDBytes, e.ID)
+	}
+
+	var concentratorIP netip.Addr
+	if e.Concentrator == "" {
+		v.missing("edge.concentrator", "edge", "required; expected the concentrator's host:port, like concentrator.example.net:4433")
+	} else if host, ok := checkHostPort(e.Concentrator, true, false); !ok {
+		v.errorf("edge.concentrator", "expected host:port, like concentrator.example.net:4433, 203.0.113.10:4433 or [2001:db8::10]:4433, got %q", e.Concentrator)
+	} else if a, err := netip.ParseAddr(host); err == nil {
+		concentratorIP = a
+	}
+	if e.ServerName != "" && !validHostname(e.ServerName) {
+		if _, err := netip.ParseAddr(e.ServerName); err != nil {
+			v.errorf("edge.server_name", "expected a DNS name or an IP address, like concentrator.example.net, got %q", e.ServerName)
+		}
+	}
+
+	if e.CAFile == "" && len(e.ServerCertSHA256) == 0 {
+		v.missing("edge.ca_file", "edge", "one of ca_file or server_cert_sha256 is required; bondd does not bond to a concentrator it cannot authenticate")
+	}
+	if n := len(e.ServerCertSHA256); n != 0 && n != sha256.Size {
+		v.errorf("edge.server_cert_sha256", "expected a %d-byte SHA-256, got %d bytes", sha256.Size, n)
+	}
+
+	switch {
+	case e.TokenFile != "" && (e.CertFile != "" || e.KeyFile != ""):
+		v.errorf("edge.token_file", "set either token_file or cert_file and key_file, not both")
+	case e.TokenFile == "" && e.CertFile == "" && e.KeyFile == "":
+		v.missing("edge.token_file", "edge", "a credential is required; expected token_file, or cert_file and key_file")
+	case e.CertFile != "" && e.KeyFile == "":
+		v.missing("edge.key_file", "edge.cert_file", "required with cert_file; expected the PEM file of this edge's private key")
+	case e.KeyFile != "" && e.CertFile == "":
+		v.missing("edge.cert_file", "edge.key_file", "required with key_file; expected the PEM file of this edge's client certificate")
+	}
+
+	switch {
+	case len(e.Uplinks) == 0:
+		v.missing("edge.uplinks", "edge.uplinks", "required; expected a list of 1 to %d uplinks, each with a name and a bind address or an interface", MaxUplinks)
+	case len(e.Uplinks) > MaxUplinks:
+		v.errorf(indexField("edge.uplinks", MaxUplinks), "at most %d uplinks are allowed, got %d", MaxUplinks, len(e.Uplinks))
+	}
+	names := make(map[string]int)
+	sockets := make(map[string]int)
+	for i := range e.Uplinks {
+		u := &e.Uplinks[i]
+		path := indexField("edge.uplinks", i)
+		switch {
+		case u.Name == "":
+			v.missing(path+".name", path, "required; expected 1 to %d characters from A-Z a-z 0-9 . _ -, like cell-a", MaxUplinkNameBytes)
+		case !validName(u.Name, MaxUplinkNameBytes):
+			v.errorf(path+".name", "expected 1 to %d characters from A-Z a-z 0-9 . _ -, got %q", MaxUplinkNameBytes, u.Name)
+		default:
+			if j, dup := names[u.Name]; dup {
+				v.errorf(path+".name", "uplink name %q is already used by %s", u.Name, v.where(indexField("edge.uplinks", j)))
+			} else {
+				names[u.Name] = i
+			}
+		}
+		if !u.Bind.IsValid() && u.Interface == "" {
+			v.missing(path+".bind", path, "at least one of bind (a local IP address) or interface (a device name) is required")
+		}
+		if u.Bind.IsValid() {
+			if msg := unicastProblem(u.Bind); msg != "" {
+				v.errorf(path+".bind", "expected a local unicast IP address, got %s (%s)", u.Bind, msg)
+			} else if concentratorIP.IsValid() && u.Bind.Is4() != concentratorIP.Is4() {
+				v.errorf(path+".bind", "expected an %s address to reach the concentrator at %s, got %s", addrFamily(concentratorIP), concentratorIP, u.Bind)
+			}
+		}
+		if _, ok := checkHostPort(u.Remote, true, false); u.Remote != "" && !ok {
+			v.errorf(path+".remote", "expected host:port, like 203.0.113.11:4433, got %q", u.Remote)
+		}
+		if u.Interface != "" && !validIfName(u.Interface) {
+			v.errorf(path+".interface", "expected an interface name of 1 to %d bytes without '/', ':' or white space, got %q", MaxIfNameBytes, u.Interface)
+		}
+		if u.Bind.IsValid() || u.Interface != "" {
+			sock := u.Bind.String() + "%" + u.Interface
+			if !u.Bind.IsValid() {
+				sock = "%" + u.Interface
+			}
+			if j, dup := sockets[sock]; dup {
+				v.errorf(path, "same bind and interface as %s; each uplink needs its own socket", v.where(indexField("edge.uplinks", j)))
+			} else {
+				sockets[sock] = i
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(u.Labels)) {
+			val := u.Labels[k]
+			f := joinField(path+".labels", k)
+			switch {
+			case k == "":
+				v.errorf(path+".labels", "expected non-empty label keys, got an empty key")
+			case len(k) > MaxLabelKeyBytes:
+				v.errorf(f, "expected a label key of at most %d bytes, got %d bytes", MaxLabelKeyBytes, len(k))
+			case val == "":
+				v.errorf(f, "expected a non-empty label value, like %s: cellular", k)
+			case len(val) > MaxLabelValueBytes:
+				v.errorf(f, "expected a label value of at most %d bytes, got %d bytes", MaxLabelValueBytes, len(val))
+			}
+		}
+	}
+}
+
+func addrFamily(a netip.Addr) string {
+	if a.Is4() {
+		return "IPv4"
+	}
+	return "IPv6"
+}
+
+func (k *ConcentratorConfig) validate(v *configValidator) {
+	if k.Listen == "" {
+		v.missing("concentrator.listen", "concentrator", "required; expected the UDP ip:port to listen on, like 0.0.0.0:4433, [::]:4433 or :4433")
+	} else if _, ok := checkHostPort(k.Listen, false, true); !ok {
+		v.errorf("concentrator.listen", "expected ip:port or :port, like 0.0.0.0:4433, [::]:4433 or :4433, got %q", k.Listen)
+	}
+	if k.CertFile == "" {
+		v.missing("concentrator.cert_file", "concentrator", "required; expected the PEM file of the concentrator's certificate")
+	}
+	if k.KeyFile == "" {
+		v.missing("concentrator.key_file", "concentrator", "required; expected the PEM file of the concentrator's private key")
+	}
+	if len(k.Edges) == 0 {
+		v.missing("concentrator.edges", "concentrator.edges", "required; expected a list of the edges to accept, each with id, token_file or cert_cn, and allowed_prefixes")
+	}
+
+	type owned struct {
+		edge  int
+		field string
+		p     netip.Prefix
+	}
+	var (
+		ids      = make(map[string]int)
+		cns      = make(map[string]int)
+		tokens   = make(map[string]int)
+		prefixes []owned
+		firstCN  = -1
+	)
+	for i := range k.Edges {
+		e := &k.Edges[i]
+		path := indexField("concentrator.edges", i)
+		other := func(j int) string { return v.where(indexField("concentrator.edges", j)) }
+		switch {
+		case e.ID == "":
+			v.missing(path+".id", path, "required; expected the edge's id (its edge.id), like van-17")
+		case !validName(e.ID, MaxEdgeIDBytes):
+			v.errorf(path+".id", "expected 1 to %d characters from A-Z a-z 0-9 . _ -, got %q", MaxEdgeIDBytes, e.ID)
+		default:
+			if j, dup := ids[e.ID]; dup {
+				v.errorf(path+".id", "edge id %q is already used by %s", e.ID, other(j))
+			} else {
+				ids[e.ID] = i
+			}
+		}
+
+		switch {
+		case e.TokenFile != "" && e.CertCN != "":
+			v.errorf(path+".token_file", "set either token_file or cert_cn, not both")
+		case e.TokenFile == "" && e.CertCN == "":
+			v.missing(path+".token_file", path, "a credential is required; expected token_file or cert_cn")
+		case e.TokenFile != "":
+			if j, dup := tokens[e.TokenFile]; dup {
+				v.errorf(path+".token_file", "token file %s is already used by %s; each edge needs its own token", e.TokenFile, other(j))
+			} else {
+				tokens[e.TokenFile] = i
+			}
+		case len(e.CertCN) > MaxCertCNBytes:
+			v.errorf(path+".cert_cn", "expected a CommonName of at most %d bytes, got %d bytes", MaxCertCNBytes, len(e.CertCN))
+		default:
+			if firstCN < 0 {
+				firstCN = i
+			}
+			if j, dup := cns[e.CertCN]; dup {
+				v.errorf(path+".cert_cn", "cert_cn %q is already used by %s", e.CertCN, other(j))
+			} else {
+				cns[e.CertCN] = i
+			}
+		}
+
+		pf := path + ".allowed_prefixes"
+		if len(e.AllowedPrefixes) == 0 {
+			v.missing(pf, path, "required; expected the inner source prefixes this edge may use, like [10.77.17.0/24]")
+		}
+		checkPrefixList(v, pf, e.AllowedPrefixes, "10.77.17.0/24")
+		for j, p := range e.AllowedPrefixes {
+			if !p.IsValid() || p != p.Masked() {
+				continue
+			}
+			f := indexField(pf, j)
+			for _, o := range prefixes {
+				if !o.p.Overlaps(p) || o.p == p && o.edge == i {
+					continue // disjoint, or a duplicate checkPrefixList reported
+				}
+				{
+					who := "this edge"
+					if o.edge != i {
+						who = fmt.Sprintf("edge %q", k.Edges[o.edge].ID)
+					}
+					v.errorf(f, "%s overlaps %s of %s at %s; allowed prefixes must not overlap", p, o.p, who, v.where(o.field))
+					break
+				}
+			}
+			prefixes = append(prefixes, owned{i, f, p})
+		}
+	}
+	if firstCN >= 0 && k.ClientCAFile == "" {
+		v.missing("concentrator.client_ca_file", indexField("concentrator.edges", firstCN)+".cert_cn",
+			"required because %s authenticates with a client certificate; expected the PEM file of the CA that signs edge certificates",
+			indexField("concentrator.edges", firstCN))
+	}
+}
+
+func (p *PathsConfig) validate(v *configValidator) {
+	if p.QueuePackets < 0 || p.QueuePackets > MaxQueuePackets {
+		v.errorf("paths.queue_packets", "expected an integer from 1 to %d packets, got %d", MaxQueuePackets, p.QueuePackets)
+	}
+	if p.InitialPacketSizeBytes != 0 && (p.InitialPacketSizeBytes < MinInitialPacketSizeBytes || p.InitialPacketSizeBytes > MaxInitialPacketSizeBytes) {
+		v.errorf("paths.initial_packet_size_bytes", "expected an integer from %d to %d bytes, got %d", MinInitialPacketSizeBytes, MaxInitialPacketSizeBytes, p.InitialPacketSizeBytes)
+	}
+	durs := []struct {
+		field string
+		d     time.Duration
+	}{
+		{"paths.keepalive", p.Keepalive},
+		{"paths.idle_timeout", p.IdleTimeout},
+		{"paths.redial_min", p.RedialMin},
+		{"paths.redial_max", p.RedialMax},
+	}
+	negative := false
+	for _, d := range durs {
+		if d.d < 0 {
+			v.errorf(d.field, "expected a positive duration, like 1s, got %s", d.d)
+			negative = true
+		}
+	}
+	if negative {
+		return
+	}
+	keepalive, idle := orDefault(p.Keepalive, DefaultKeepalive), orDefault(p.IdleTimeout, DefaultIdleTimeout)
+	if keepalive >= idle {
+		v.errorf("paths.keepalive", "expected less than idle_timeout (%s), got %s", idle, keepalive)
+	}
+	redialMin, redialMax := orDefault(p.RedialMin, DefaultRedialMin), orDefault(p.RedialMax, DefaultRedialMax)
+	if redialMin > redialMax {
+		v.errorf("paths.redial_min", "expected at most redial_max (%s), got %s", redialMax, redialMin)
+	}
+}
+
+// orDefault returns d, or def when d is zero.
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// ---------------------------------------------------------------------------
+// Value checks
+
+// validName reports whether s is 1 to max bytes of [A-Za-z0-9._-].
+func validName(s string, max int) bool {
+	if len(s) == 0 || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validIfName reports whether Linux accepts s as an interface name
+// (dev_valid_name): 1 to 15 bytes, not "." or "..", no '/', ':' or white
+// space.
+func validIfName(s string) bool {
+	if len(s) == 0 || len(s) > MaxIfNameBytes || s == "." || s == ".." {
+		return false
+	}
+	return !strings.ContainsAny(s, "/: \t\n\v\f\r")
+}
+
+// validHostname reports whether s is a DNS name: dot-separated labels of
+// 1 to 63 bytes of letters, digits, '-' and '_', 253 bytes at most.
+func validHostname(s string) bool {
+	s = strings.TrimSuffix(s, ".")
+	if len(s) == 0 || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// checkHostPort checks s as host:port with a numeric port 1..65535 and
+// returns the host. The host may be an IP address, a DNS name if
+// allowName, and empty if allowEmptyHost.
+func checkHostPort(s string, allowName, allowEmptyHost bool) (string, bool) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", false
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return "", false
+	}
+	switch {
+	case host == "":
+		return host, allowEmptyHost
+	case strings.Contains(host, ":") || strings.Count(host, ".") == 3 && strings.Trim(host, "0123456789.") == "":
+		// An IP literal, or something that only looks like an IPv4
+		// address (must parse as one, not as a name).
+		_, err := netip.ParseAddr(host)
+		return host, err == nil
+	default:
+		return host, allowName && validHostname(host)
+	}
+}

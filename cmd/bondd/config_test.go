@@ -1,0 +1,703 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testToken is a valid token (32 bytes) for fixture files.
+const testToken = "00112233445566778899aabbccddeeff"
+
+// configDir returns a directory holding the files the test configs refer
+// to, by relative name.
+func configDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name, content string, mode os.FileMode) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil { // umask
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"ca.pem", "van-17.pem", "van-17.key", "concentrator.pem", "concentrator.key", "edges-ca.pem"} {
+		write(name, "-----BEGIN PLACEHOLDER-----\n", 0o644)
+	}
+	write("van-17.token", testToken+"\n", 0o600)
+	write("van-18.token", "  "+testToken+"ff\n\n", 0o400)
+	write("short.token", "0123456789\n", 0o600)
+	write("shared.token", testToken+"\n", 0o640)
+	if err := os.Mkdir(filepath.Join(dir, "certs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// snippet strips the newline after the opening backquote, so that line 1 of a
+// snippet is the line below it.
+func snippet(s string) string { return strings.TrimPrefix(s, "\n") }
+
+// Minimal valid configs; cases below change one thing.
+var (
+	edgeOK = snippet(`
+role: edge
+tun: {addresses: [10.77.17.1/24]}
+edge:
+  id: van-17
+  concentrator: concentrator.example.net:4433
+  ca_file: ca.pem
+  token_file: van-17.token
+  uplinks:
+    - {name: cell-a, interface: wwan0}
+`)
+	concentratorOK = snippet(`
+role: concentrator
+tun: {addresses: [10.77.0.1/24]}
+concentrator:
+  listen: 0.0.0.0:4433
+  cert_file: concentrator.pem
+  key_file: concentrator.key
+  edges:
+    - {id: van-17, token_file: van-17.token, allowed_prefixes: [10.77.17.0/24]}
+`)
+)
+
+func TestConfigParse(t *testing.T) {
+	dir := configDir(t)
+	tests := []struct {
+		name string
+		in   string
+		want string // substring of the error; "" means no error
+	}{
+		{"edge minimal", edgeOK, ""},
+		{"concentrator minimal", concentratorOK, ""},
+
+		// The document.
+		{"empty", "", "bondd.yaml:1: empty config; expected a mapping"},
+		{"only comments", "# nothing\n", "bondd.yaml:1: empty config"},
+		{"null document", "---\n", "bondd.yaml:1: empty config"},
+		{"yaml syntax", "role: edge\ntun: [a\n", "bondd.yaml:2: invalid YAML: did not find expected ',' or ']'"},
+		{"yaml stray list item", "role: edge\ntun: {}\n- x\n", "bondd.yaml:3: invalid YAML: did not find expected key"},
+		{"yaml colon in value", "role: edge\ntun: a: b\n", "bondd.yaml:2: invalid YAML: mapping values are not allowed in this context"},
+		{"yaml tab indent", "role: edge\ntun:\n\tname: x\n", "bondd.yaml:3: invalid YAML:"},
+		{"two documents", edgeOK + "---\nrole: edge\n", "bondd.yaml:10: a second YAML document"},
+		{"root is a list", "- role: edge\n", "bondd.yaml:1: expected a mapping with fields role, log_level"},
+		{"unknown top-level key", edgeOK + "tunn: {}\n", `bondd.yaml:10: tunn: unknown field "tunn"; known fields: role, log_level, log_format, tun, edge, concentrator, paths; did you mean "tun"?`},
+		{"unknown key far from any", edgeOK + "zzzzzzzzz: 1\n", `bondd.yaml:10: zzzzzzzzz: unknown field "zzzzzzzzz"; known fields: role,`},
+		{"unknown edge key", strings.Replace(edgeOK, "  uplinks:", "  uplinkz:", 1), `bondd.yaml:8: edge.uplinkz: unknown field "uplinkz"; known fields: id, concentrator, server_name, ca_file, server_cert_sha256, token_file, cert_file, key_file, uplinks; did you mean "uplinks"?`},
+		{"unknown uplink key", strings.Replace(edgeOK, "interface: wwan0", "iface: wwan0", 1), `bondd.yaml:9: edge.uplinks[0].iface: unknown field "iface"; known fields: name, bind, interface, remote, labels`},
+		{"key set twice", edgeOK + "role: concentrator\n", "bondd.yaml:10: role: field set twice; first set at line 1"},
+		{"section not a mapping", "role: edge\ntun: [10.77.17.1/24]\n", `bondd.yaml:2: tun: expected a mapping with fields name, addresses, mtu, routes; got a list`},
+		{"anchors and aliases", snippet(`
+role: edge
+tun: {addresses: [10.77.17.1/24]}
+edge:
+  id: van-17
+  concentrator: concentrator.example.net:4433
+  ca_file: ca.pem
+  token_file: van-17.token
+  uplinks:
+    - {name: cell-a, interface: wwan0, labels: &cell {cost_class: metered, link_type: cellular}}
+    - {name: cell-b, interface: wwan1, labels: *cell}
+`), ""},
+
+		// role, log_level, log_format.
+		{"role missing", strings.Replace(edgeOK, "role: edge\n", "log_level: info\n", 1), `bondd.yaml:1: role: required; expected "edge" or "concentrator"`},
+		{"role bad", strings.Replace(edgeOK, "role: edge", "role: edg", 1), `bondd.yaml:1: role: expected "edge" or "concentrator", got "edg"`},
+		{"role a list", strings.Replace(edgeOK, "role: edge", "role: [edge]", 1), `bondd.yaml:1: role: expected "edge" or "concentrator", got a list`},
+		{"log_level bad", edgeOK + "log_level: verbose\n", `bondd.yaml:10: log_level: expected debug, info, warn or error, got "verbose"`},
+		{"log_format bad", edgeOK + "log_format: xml\n", `bondd.yaml:10: log_format: expected text or json, got "xml"`},
+		{"log ok", edgeOK + "log_level: debug\nlog_format: json\n", ""},
+
+		// tun.
+		{"tun missing", strings.Replace(edgeOK, "tun: {addresses: [10.77.17.1/24]}\n", "", 1), "bondd.yaml:1: tun.addresses: required; expected a list of inner addresses with prefix length"},
+		{"tun addresses empty", strings.Replace(edgeOK, "[10.77.17.1/24]", "[]", 1), "bondd.yaml:2: tun.addresses: required"},
+		{"tun addresses not a list", strings.Replace(edgeOK, "[10.77.17.1/24]", "10.77.17.1/24", 1), `bondd.yaml:2: tun.addresses: expected a list of an address with prefix length, got "10.77.17.1/24"`},
+		{"tun address bad", strings.Replace(edgeOK, "[10.77.17.1/24]", "[10.77.17.300/24]", 1), `bondd.yaml:2: tun.addresses[0]: expected an address with prefix length, like 10.77.0.2/24 or fd77::2/64, got "10.77.17.300/24"`},
+		{"tun address without length", strings.Replace(edgeOK, "[10.77.17.1/24]", "[10.77.17.1/24, fd77::1]", 1), `bondd.yaml:2: tun.addresses[1]: expected an address with prefix length, like 10.77.0.2/24 or fd77::2/64, got "fd77::1" (the /prefix-length is missing)`},
+		{"tun address multicast", strings.Replace(edgeOK, "[10.77.17.1/24]", "[224.0.0.1/24]", 1), "bondd.yaml:2: tun.addresses[0]: expected a unicast address with prefix length, got 224.0.0.1/24 (multicast)"},
+		{"tun address duplicate", strings.Replace(edgeOK, "[10.77.17.1/24]", "[10.77.17.1/24, 10.77.17.1/16]", 1), "bondd.yaml:2: tun.addresses[1]: address 10.77.17.1 is already in tun.addresses[0] (line 2)"},
+		{"tun name too long", strings.Replace(edgeOK, "tun: {", "tun: {name: bondd-0123456789a, ", 1), `bondd.yaml:2: tun.name: expected an interface name of 1 to 15 bytes without '/', ':' or white space, got "bondd-0123456789a"`},
+		{"tun name slash", strings.Replace(edgeOK, "tun: {", "tun: {name: a/b, ", 1), `tun.name: expected an interface name`},
+		{"tun name 15 bytes", strings.Replace(edgeOK, "tun: {", "tun: {name: bondd-012345678, ", 1), ""},
+		{"mtu auto", strings.Replace(edgeOK, "tun: {", "tun: {mtu: auto, ", 1), ""},
+		{"mtu min", strings.Replace(edgeOK, "tun: {", "tun: {mtu: 576, ", 1), ""},
+		{"mtu max", strings.Replace(edgeOK, "tun: {", "tun: {mtu: 9000, ", 1), ""},
+		{"mtu too small", strings.Replace(edgeOK, "tun: {", "tun: {mtu: 575, ", 1), `bondd.yaml:2: tun.mtu: expected "auto" or an integer number of bytes from 576 to 9000, got 575`},
+		{"mtu too large", strings.Replace(edgeOK, "tun: {", "tun: {mtu: 9001, ", 1), `bondd.yaml:2: tun.mtu: expected "auto" or an integer number of bytes from 576 to 9000, got 9001`},
+		{"mtu zero", strings.Replace(edgeOK, "tun: {", "tun: {mtu: 0, ", 1), `bondd.yaml:2: tun.mtu: expected "auto" or an integer number of bytes from 576 to 9000, got "0"`},
+		{"mtu word", strings.Replace(edgeOK, "tun: {", "tun: {mtu: big, ", 1), `bondd.yaml:2: tun.mtu: expected "auto" or an integer number of bytes from 576 to 9000, got "big"`},
+		{"mtu IPv6 too small", strings.Replace(edgeOK, "tun: {addresses: [10.77.17.1/24]", "tun: {mtu: 1279, addresses: [10.77.17.1/24, fd77::1/64]", 1), "bondd.yaml:2: tun.mtu: expected at least 1280 bytes because the tunnel carries IPv6 (RFC 8200 minimum link MTU), got 1279"},
+		{"mtu IPv6 route", strings.Replace(edgeOK, "tun: {", "tun: {mtu: 1200, routes: [fd78::/48], ", 1), "bondd.yaml:2: tun.mtu: expected at least 1280 bytes"},
+		{"mtu IPv6 ok", strings.Replace(edgeOK, "tun: {addresses: [10.77.17.1/24]", "tun: {mtu: 1280, addresses: [10.77.17.1/24, fd77::1/64]", 1), ""},
+		{"routes ok", strings.Replace(edgeOK, "tun: {", "tun: {routes: [10.78.0.0/16, fd78::/48, 0.0.0.0/0], ", 1), ""},
+		{"route host bits", strings.Replace(edgeOK, "tun: {", "tun: {routes: [10.78.1.1/16], ", 1), "bondd.yaml:2: tun.routes[0]: expected a network prefix with the host bits zero, like 10.78.0.0/16, got 10.78.1.1/16"},
+		{"route bad", strings.Replace(edgeOK, "tun: {", "tun: {routes: [10.78.0.0/33], ", 1), `bondd.yaml:2: tun.routes[0]: expected a network prefix, like 10.78.0.0/16, got "10.78.0.0/33"`},
+		{"route duplicate", strings.Replace(edgeOK, "tun: {", "tun: {routes: [10.78.0.0/16, 10.78.0.0/16], ", 1), "bondd.yaml:2: tun.routes[1]: prefix 10.78.0.0/16 is already in tun.routes[0] (line 2)"},
+
+		// edge: presence.
+		{"edge missing", "role: edge\ntun: {addresses: [10.77.17.1/24]}\n", "bondd.yaml:1: edge: required when role is edge"},
+		{"edge null", "role: edge\ntun: {addresses: [10.77.17.1/24]}\nedge:\n", "bondd.yaml:3: edge: required when role is edge"},
+		{"edge with concentrator role", concentratorOK + "edge: {id: van-17}\n", `bondd.yaml:9: edge: only allowed when role is edge; role is "concentrator"`},
+		{"concentrator with edge role", edgeOK + "concentrator: {listen: 0.0.0.0:4433}\n", `bondd.yaml:10: concentrator: only allowed when role is concentrator; role is "edge"`},
+
+		// edge.id, edge.concentrator, edge.server_name.
+		{"edge id missing", strings.Replace(edgeOK, "  id: van-17\n", "", 1), "bondd.yaml:3: edge.id: required; expected 1 to 64 characters from A-Z a-z 0-9 . _ -"},
+		{"edge id bad", strings.Replace(edgeOK, "id: van-17", `id: "van 17"`, 1), `bondd.yaml:4: edge.id: expected 1 to 64 characters from A-Z a-z 0-9 . _ -, got "van 17"`},
+		{"edge id too long", strings.Replace(edgeOK, "id: van-17", "id: "+strings.Repeat("v", 65), 1), "bondd.yaml:4: edge.id: expected 1 to 64 characters"},
+		{"edge id numeric", strings.Replace(edgeOK, "id: van-17", "id: 17", 1), ""},
+		{"concentrator missing", strings.Replace(edgeOK, "  concentrator: concentrator.example.net:4433\n", "", 1), "bondd.yaml:3: edge.concentrator: required; expected the concentrator's host:port"},
+		{"concentrator no port", strings.Replace(edgeOK, "concentrator.example.net:4433", "concentrator.example.net", 1), `bondd.yaml:5: edge.concentrator: expected host:port, like concentrator.example.net:4433, 203.0.113.10:4433 or [2001:db8::10]:4433, got "concentrator.example.net"`},
+		{"concentrator port zero", strings.Replace(edgeOK, "concentrator.example.net:4433", "concentrator.example.net:0", 1), "bondd.yaml:5: edge.concentrator: expected host:port"},
+		{"concentrator port name", strings.Replace(edgeOK, "concentrator.example.net:4433", "concentrator.example.net:https", 1), "bondd.yaml:5: edge.concentrator: expected host:port"},
+		{"concentrator bad host", strings.Replace(edgeOK, "concentrator.example.net:4433", "conc_entrator!:4433", 1), "bondd.yaml:5: edge.concentrator: expected host:port"},
+		{"concentrator bad IPv4", strings.Replace(edgeOK, "concentrator.example.net:4433", "203.0.113.300:4433", 1), "bondd.yaml:5: edge.concentrator: expected host:port"},
+		{"concentrator IPv6 unbracketed", strings.Replace(edgeOK, "concentrator.example.net:4433", `"2001:db8::10:4433"`, 1), "bondd.yaml:5: edge.concentrator: expected host:port"},
+		{"concentrator IPv6", strings.Replace(edgeOK, "concentrator.example.net:4433", `"[2001:db8::10]:4433"`, 1), ""},
+		{"server_name bad", strings.Replace(edgeOK, "  ca_file:", "  server_name: -bad-\n  ca_file:", 1), `bondd.yaml:6: edge.server_name: expected a DNS name or an IP address, like concentrator.example.net, got "-bad-"`},
+
+		// edge: server authentication.
+		{"no server authentication", strings.Replace(edgeOK, "  ca_file: ca.pem\n", "", 1), "bondd.yaml:3: edge.ca_file: one of ca_file or server_cert_sha256 is required"},
+		{"pin only", strings.Replace(edgeOK, "ca_file: ca.pem", "server_cert_sha256: "+strings.Repeat("ab", 32), 1), ""},
+		{"pin with colons", strings.Replace(edgeOK, "ca_file: ca.pem", `server_cert_sha256: "`+strings.TrimSuffix(strings.Repeat("AB:", 32), ":")+`"`, 1), ""},
+		{"pin and CA", strings.Replace(edgeOK, "ca_file: ca.pem", "ca_file: ca.pem\n  server_cert_sha256: "+strings.Repeat("0", 64), 1), ""},
+		{"pin short", strings.Replace(edgeOK, "ca_file: ca.pem", "server_cert_sha256: abcd", 1), `bondd.yaml:6: edge.server_cert_sha256: expected the SHA-256 of the concentrator's certificate (DER) as 64 hex digits, colons allowed, got "abcd"`},
+		{"pin not hex", strings.Replace(edgeOK, "ca_file: ca.pem", "server_cert_sha256: "+strings.Repeat("xy", 32), 1), "bondd.yaml:6: edge.server_cert_sha256: expected the SHA-256"},
+
+		// edge: credentials.
+		{"no credential", strings.Replace(edgeOK, "  token_file: van-17.token\n", "", 1), "bondd.yaml:3: edge.token_file: a credential is required; expected token_file, or cert_file and key_file"},
+		{"both credentials", strings.Replace(edgeOK, "  token_file: van-17.token\n", "  token_file: van-17.token\n  cert_file: van-17.pem\n  key_file: van-17.key\n", 1), "bondd.yaml:7: edge.token_file: set either token_file or cert_file and key_file, not both"},
+		{"certificate", strings.Replace(edgeOK, "  token_file: van-17.token\n", "  cert_file: van-17.pem\n  key_file: van-17.key\n", 1), ""},
+		{"cert without key", strings.Replace(edgeOK, "  token_file: van-17.token\n", "  cert_file: van-17.pem\n", 1), "bondd.yaml:7: edge.key_file: required with cert_file"},
+		{"key without cert", strings.Replace(edgeOK, "  token_file: van-17.token\n", "  key_file: van-17.key\n", 1), "bondd.yaml:7: edge.cert_file: required with key_file"},
+
+		// edge.uplinks.
+		{"uplinks missing", strings.Replace(edgeOK, "  uplinks:\n    - {name: cell-a, interface: wwan0}\n", "", 1), "bondd.yaml:3: edge.uplinks: required; expected a list of 1 to 8 uplinks"},
+		{"uplinks empty", strings.Replace(edgeOK, "  uplinks:\n    - {name: cell-a, interface: wwan0}\n", "  uplinks: []\n", 1), "bondd.yaml:8: edge.uplinks: required"},
+		{"uplinks not a list", strings.Replace(edgeOK, "  uplinks:\n    - {name: cell-a, interface: wwan0}\n", "  uplinks: {name: cell-a}\n", 1), "bondd.yaml:8: edge.uplinks: expected a list of uplinks, got a mapping"},
+		{"uplink not a mapping", strings.Replace(edgeOK, "{name: cell-a, interface: wwan0}", "cell-a", 1), `bondd.yaml:9: edge.uplinks[0]: expected a mapping with fields name, bind, interface, remote, labels; got "cell-a"`},
+		{"eight uplinks", edgeOK + uplinkItems(2, 8), ""},
+		{"nine uplinks", edgeOK + uplinkItems(2, 9), "bondd.yaml:17: edge.uplinks[8]: at most 8 uplinks are allowed, got 9"},
+		{"uplink name missing", strings.Replace(edgeOK, "name: cell-a, ", "", 1), "bondd.yaml:9: edge.uplinks[0].name: required; expected 1 to 32 characters"},
+		{"uplink name bad", strings.Replace(edgeOK, "name: cell-a", "name: cell/a", 1), `bondd.yaml:9: edge.uplinks[0].name: expected 1 to 32 characters from A-Z a-z 0-9 . _ -, got "cell/a"`},
+		{"uplink name duplicate", edgeOK + "    - {name: cell-a, interface: wwan1}\n", `bondd.yaml:10: edge.uplinks[1].name: uplink name "cell-a" is already used by edge.uplinks[0] (line 9)`},
+		{"uplink neither bind nor interface", strings.Replace(edgeOK, ", interface: wwan0", "", 1), "bondd.yaml:9: edge.uplinks[0].bind: at least one of bind (a local IP address) or interface (a device name) is required"},
+		{"uplink bind only", strings.Replace(edgeOK, "interface: wwan0", "bind: 192.0.2.10", 1), ""},
+		{"uplink bind and interface", strings.Replace(edgeOK, "interface: wwan0", "bind: 192.0.2.10, interface: wwan0", 1), ""},
+		{"uplink bind is a device", strings.Replace(edgeOK, "interface: wwan0", "bind: eth9x", 1), `bondd.yaml:9: edge.uplinks[0].bind: expected a local IP address, got "eth9x"; to bind to a device, write interface: eth9x`},
+		{"uplink bind bad", strings.Replace(edgeOK, "interface: wwan0", "bind: 192.0.2.300/24", 1), `bondd.yaml:9: edge.uplinks[0].bind: expected a local IP address, like 192.0.2.10, got "192.0.2.300/24"`},
+		{"uplink bind unspecified", strings.Replace(edgeOK, "interface: wwan0", "bind: 0.0.0.0", 1), "bondd.yaml:9: edge.uplinks[0].bind: expected a local unicast IP address, got 0.0.0.0 (unspecified)"},
+		{"uplink bind family", strings.Replace(strings.Replace(edgeOK, "interface: wwan0", `bind: "2001:db8::2"`, 1), "concentrator.example.net:4433", "203.0.113.10:4433", 1), "bondd.yaml:9: edge.uplinks[0].bind: expected an IPv4 address to reach the concentrator at 203.0.113.10, got 2001:db8::2"},
+		{"uplink interface too long", strings.Replace(edgeOK, "interface: wwan0", "interface: wwan0123456789abc", 1), `bondd.yaml:9: edge.uplinks[0].interface: expected an interface name of 1 to 15 bytes without '/', ':' or white space, got "wwan0123456789abc"`},
+		{"uplink remote", strings.Replace(edgeOK, "interface: wwan0", "interface: wwan0, remote: \"203.0.113.11:4433\"", 1), ""},
+		{"uplink remote without port", strings.Replace(edgeOK, "interface: wwan0", "interface: wwan0, remote: 203.0.113.11", 1), `bondd.yaml:9: edge.uplinks[0].remote: expected host:port, like 203.0.113.11:4433, got "203.0.113.11"`},
+		{"uplink same socket", edgeOK + "    - {name: cell-b, interface: wwan0}\n", "bondd.yaml:10: edge.uplinks[1]: same bind and interface as edge.uplinks[0] (line 9)"},
+		{"labels", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, labels: {cost_class: metered, link_type: cellular, carrier: att}}", 1), ""},
+		{"labels block style", snippet(`
+role: edge
+tun: {addresses: [10.77.17.1/24]}
+edge:
+  id: van-17
+  concentrator: concentrator.example.net:4433
+  ca_file: ca.pem
+  token_file: van-17.token
+  uplinks:
+    - name: cell-a
+      interface: wwan0
+      labels:
+        cost_class: metered
+        carrier:
+`), `bondd.yaml:13: edge.uplinks[0].labels.carrier: expected a non-empty label value, like carrier: cellular`},
+		{"labels not a mapping", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, labels: [metered]}", 1), "bondd.yaml:9: edge.uplinks[0].labels: expected a mapping of label keys to values, like {link_type: cellular}, got a list"},
+		{"label empty key", strings.Replace(edgeOK, "interface: wwan0}", `interface: wwan0, labels: {"": x}}`, 1), "bondd.yaml:9: edge.uplinks[0].labels: expected non-empty label keys, got an empty key"},
+		{"label key max", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, labels: {"+strings.Repeat("k", 128)+": x}}", 1), ""},
+		{"label key too long", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, labels: {"+strings.Repeat("k", 129)+": x}}", 1), "bondd.yaml:9: edge.uplinks[0].labels.kkk" + strings.Repeat("k", 126) + ": expected a label key of at most 128 bytes, got 129 bytes"},
+		{"label value max", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, labels: {k: "+strings.Repeat("v", 1024)+"}}", 1), ""},
+		{"label value too long", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, labels: {k: "+strings.Repeat("v", 1025)+"}}", 1), "bondd.yaml:9: edge.uplinks[0].labels.k: expected a label value of at most 1024 bytes, got 1025 bytes"},
+		{"label set twice", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, labels: {k: a, k: b}}", 1), "bondd.yaml:9: edge.uplinks[0].labels.k: label set twice; first set at line 9"},
+
+		// concentrator.
+		{"concentrator section missing", "role: concentrator\ntun: {addresses: [10.77.0.1/24]}\n", "bondd.yaml:1: concentrator: required when role is concentrator"},
+		{"listen missing", strings.Replace(concentratorOK, "  listen: 0.0.0.0:4433\n", "", 1), "bondd.yaml:3: concentrator.listen: required; expected the UDP ip:port to listen on"},
+		{"listen port only", strings.Replace(concentratorOK, "0.0.0.0:4433", `":4433"`, 1), ""},
+		{"listen IPv6", strings.Replace(concentratorOK, "0.0.0.0:4433", `"[::]:4433"`, 1), ""},
+		{"listen name", strings.Replace(concentratorOK, "0.0.0.0:4433", "concentrator.example.net:4433", 1), `bondd.yaml:4: concentrator.listen: expected ip:port or :port, like 0.0.0.0:4433, [::]:4433 or :4433, got "concentrator.example.net:4433"`},
+		{"listen no port", strings.Replace(concentratorOK, "0.0.0.0:4433", "0.0.0.0", 1), "bondd.yaml:4: concentrator.listen: expected ip:port"},
+		{"cert_file missing", strings.Replace(concentratorOK, "  cert_file: concentrator.pem\n", "", 1), "bondd.yaml:3: concentrator.cert_file: required; expected the PEM file of the concentrator's certificate"},
+		{"key_file missing", strings.Replace(concentratorOK, "  key_file: concentrator.key\n", "", 1), "bondd.yaml:3: concentrator.key_file: required; expected the PEM file of the concentrator's private key"},
+		{"edges missing", strings.Replace(concentratorOK, "  edges:\n    - {id: van-17, token_file: van-17.token, allowed_prefixes: [10.77.17.0/24]}\n", "", 1), "bondd.yaml:3: concentrator.edges: required; expected a list of the edges to accept"},
+		{"edge entry id missing", strings.Replace(concentratorOK, "id: van-17, ", "", 1), "bondd.yaml:8: concentrator.edges[0].id: required"},
+		{"edge entry id bad", strings.Replace(concentratorOK, "id: van-17", "id: van#17", 1), `bondd.yaml:8: concentrator.edges[0].id: expected 1 to 64 characters from A-Z a-z 0-9 . _ -, got "van#17"`},
+		{"edge entry id duplicate", concentratorOK + "    - {id: van-17, token_file: van-18.token, allowed_prefixes: [10.77.18.0/24]}\n", `bondd.yaml:9: concentrator.edges[1].id: edge id "van-17" is already used by concentrator.edges[0] (line 8)`},
+		{"edge entry unknown key", strings.Replace(concentratorOK, "allowed_prefixes:", "allowed_prefix:", 1), `bondd.yaml:8: concentrator.edges[0].allowed_prefix: unknown field "allowed_prefix"; known fields: id, token_file, cert_cn, allowed_prefixes; did you mean "allowed_prefixes"?`},
+		{"edge entry both credentials", strings.Replace(concentratorOK, "token_file: van-17.token", "token_file: van-17.token, cert_cn: van-17", 1), "bondd.yaml:8: concentrator.edges[0].token_file: set either token_file or cert_cn, not both"},
+		{"edge entry no credential", strings.Replace(concentratorOK, "token_file: van-17.token, ", "", 1), "bondd.yaml:8: concentrator.edges[0].token_file: a credential is required; expected token_file or cert_cn"},
+		{"edge entry cert_cn", strings.Replace(concentratorOK, "  edges:", "  client_ca_file: edges-ca.pem\n  edges:", 1) + "    - {id: van-18, cert_cn: van-18.example.net, allowed_prefixes: [10.77.18.0/24]}\n", ""},
+		{"cert_cn without client CA", concentratorOK + "    - {id: van-18, cert_cn: van-18, allowed_prefixes: [10.77.18.0/24]}\n", "bondd.yaml:9: concentrator.client_ca_file: required because concentrator.edges[1] authenticates with a client certificate"},
+		{"cert_cn duplicate", strings.Replace(concentratorOK, "  edges:\n    - {id: van-17, token_file: van-17.token,", "  client_ca_file: edges-ca.pem\n  edges:\n    - {id: van-17, cert_cn: van,", 1) + "    - {id: van-18, cert_cn: van, allowed_prefixes: [10.77.18.0/24]}\n", `bondd.yaml:10: concentrator.edges[1].cert_cn: cert_cn "van" is already used by concentrator.edges[0] (line 9)`},
+		{"cert_cn too long", strings.Replace(concentratorOK, "  edges:\n    - {id: van-17, token_file: van-17.token,", "  client_ca_file: edges-ca.pem\n  edges:\n    - {id: van-17, cert_cn: "+strings.Repeat("c", 65)+",", 1), "bondd.yaml:9: concentrator.edges[0].cert_cn: expected a CommonName of at most 64 bytes, got 65 bytes"},
+		{"token_file shared", concentratorOK + "    - {id: van-18, token_file: ./van-17.token, allowed_prefixes: [10.77.18.0/24]}\n", "bondd.yaml:9: concentrator.edges[1].token_file: token file " + filepath.Join(dir, "van-17.token") + " is already used by concentrator.edges[0] (line 8); each edge needs its own token"},
+		{"allowed_prefixes missing", strings.Replace(concentratorOK, ", allowed_prefixes: [10.77.17.0/24]", "", 1), "bondd.yaml:8: concentrator.edges[0].allowed_prefixes: required; expected the inner source prefixes this edge may use"},
+		{"allowed_prefixes empty", strings.Replace(concentratorOK, "[10.77.17.0/24]", "[]", 1), "bondd.yaml:8: concentrator.edges[0].allowed_prefixes: required"},
+		{"allowed prefix host bits", strings.Replace(concentratorOK, "[10.77.17.0/24]", "[10.77.17.1/24]", 1), "bondd.yaml:8: concentrator.edges[0].allowed_prefixes[0]: expected a network prefix with the host bits zero, like 10.77.17.0/24, got 10.77.17.1/24"},
+		{"allowed prefix bad", strings.Replace(concentratorOK, "[10.77.17.0/24]", "[10.77.17.0/24, fd77:17::/129]", 1), `bondd.yaml:8: concentrator.edges[0].allowed_prefixes[1]: expected a network prefix, like 10.77.17.0/24, got "fd77:17::/129"`},
+		{"allowed prefixes overlap across edges", concentratorOK + "    - id: van-18\n      token_file: van-18.token\n      allowed_prefixes:\n        - 10.77.18.0/24\n        - 10.77.17.128/25\n", `bondd.yaml:13: concentrator.edges[1].allowed_prefixes[1]: 10.77.17.128/25 overlaps 10.77.17.0/24 of edge "van-17" at concentrator.edges[0].allowed_prefixes[0] (line 8); allowed prefixes must not overlap`},
+		{"allowed prefixes equal across edges", concentratorOK + "    - {id: van-18, token_file: van-18.token, allowed_prefixes: [10.77.17.0/24]}\n", `bondd.yaml:9: concentrator.edges[1].allowed_prefixes[0]: 10.77.17.0/24 overlaps 10.77.17.0/24 of edge "van-17"`},
+		{"allowed prefixes overlap within edge", strings.Replace(concentratorOK, "[10.77.17.0/24]", "[10.77.0.0/16, 10.77.17.0/24]", 1), "bondd.yaml:8: concentrator.edges[0].allowed_prefixes[1]: 10.77.17.0/24 overlaps 10.77.0.0/16 of this edge"},
+		{"allowed prefixes duplicate within edge", strings.Replace(concentratorOK, "[10.77.17.0/24]", "[10.77.17.0/24, 10.77.17.0/24]", 1), "bondd.yaml:8: concentrator.edges[0].allowed_prefixes[1]: prefix 10.77.17.0/24 is already in concentrator.edges[0].allowed_prefixes[0] (line 8)"},
+		{"allowed prefixes disjoint", concentratorOK + "    - {id: van-18, token_file: van-18.token, allowed_prefixes: [10.77.18.0/24, 'fd77:18::/64']}\n", ""},
+
+		// Referenced files.
+		{"ca_file missing", strings.Replace(edgeOK, "ca_file: ca.pem", "ca_file: nope.pem", 1), "bondd.yaml:6: edge.ca_file: " + filepath.Join(dir, "nope.pem") + " does not exist; expected the PEM file of the CA that signed the concentrator's certificate"},
+		{"ca_file a directory", strings.Replace(edgeOK, "ca_file: ca.pem", "ca_file: certs", 1), "bondd.yaml:6: edge.ca_file: " + filepath.Join(dir, "certs") + " is a directory"},
+		{"ca_file absolute", strings.Replace(edgeOK, "ca_file: ca.pem", "ca_file: "+filepath.Join(dir, "ca.pem"), 1), ""},
+		{"token_file missing", strings.Replace(edgeOK, "token_file: van-17.token", "token_file: van-99.token", 1), "bondd.yaml:7: edge.token_file: token file " + filepath.Join(dir, "van-99.token") + ": no such file or directory"},
+		{"token_file readable by group", strings.Replace(edgeOK, "token_file: van-17.token", "token_file: shared.token", 1), "bondd.yaml:7: edge.token_file: token file " + filepath.Join(dir, "shared.token") + " may be read or written by group or others (mode 0640); expected mode 0600 or stricter"},
+		{"token_file short", strings.Replace(edgeOK, "token_file: van-17.token", "token_file: short.token", 1), "bondd.yaml:7: edge.token_file: token file " + filepath.Join(dir, "short.token") + " holds a 10-byte token; expected 16 to 4096 bytes"},
+		{"cert_file missing", strings.Replace(edgeOK, "  token_file: van-17.token\n", "  cert_file: nope.pem\n  key_file: van-17.key\n", 1), "bondd.yaml:7: edge.cert_file: " + filepath.Join(dir, "nope.pem") + " does not exist; expected the PEM file of this edge's client certificate"},
+		{"concentrator key missing", strings.Replace(concentratorOK, "key_file: concentrator.key", "key_file: nope.key", 1), "bondd.yaml:6: concentrator.key_file: " + filepath.Join(dir, "nope.key") + " does not exist"},
+		{"client_ca_file missing", strings.Replace(concentratorOK, "  edges:", "  client_ca_file: nope.pem\n  edges:", 1), "bondd.yaml:7: concentrator.client_ca_file: " + filepath.Join(dir, "nope.pem") + " does not exist"},
+		{"edge entry token missing", strings.Replace(concentratorOK, "token_file: van-17.token", "token_file: nope.token", 1), "bondd.yaml:8: concentrator.edges[0].token_file: token file " + filepath.Join(dir, "nope.token") + ": no such file"},
+
+		// paths.
+		{"paths all", edgeOK + "paths: {queue_packets: 1024, keepalive: 500ms, idle_timeout: 3s, redial_min: 100ms, redial_max: 30s, initial_packet_size_bytes: 1452}\n", ""},
+		{"paths unknown key", edgeOK + "paths: {keepalive_ms: 500}\n", `bondd.yaml:10: paths.keepalive_ms: unknown field "keepalive_ms"; known fields: queue_packets, keepalive, idle_timeout, redial_min, redial_max, initial_packet_size_bytes; did you mean "keepalive"?`},
+		{"queue_packets negative", edgeOK + "paths: {queue_packets: -1}\n", "bondd.yaml:10: paths.queue_packets: expected an integer from 1 to 65536 packets, got -1"},
+		{"queue_packets too large", edgeOK + "paths:\n  queue_packets: 65537\n", "bondd.yaml:11: paths.queue_packets: expected an integer from 1 to 65536 packets, got 65537"},
+		{"queue_packets word", edgeOK + "paths: {queue_packets: many}\n", `bondd.yaml:10: paths.queue_packets: expected an integer number of packets, got "many"`},
+		{"keepalive without unit", edgeOK + "paths: {keepalive: 1}\n", `bondd.yaml:10: paths.keepalive: expected a duration with a unit, like 1500ms or 5s, got "1"`},
+		{"keepalive negative", edgeOK + "paths: {keepalive: -1s}\n", "bondd.yaml:10: paths.keepalive: expected a positive duration, like 1s, got -1s"},
+		{"keepalive not below idle default", edgeOK + "paths: {keepalive: 5s}\n", "bondd.yaml:10: paths.keepalive: expected less than idle_timeout (5s), got 5s"},
+		{"keepalive not below idle", edgeOK + "paths: {keepalive: 2s, idle_timeout: 1500ms}\n", "bondd.yaml:10: paths.keepalive: expected less than idle_timeout (1.5s), got 2s"},
+		{"redial min above max", edgeOK + "paths:\n  redial_max: 100ms\n", "bondd.yaml:10: paths.redial_min: expected at most redial_max (100ms), got 250ms"},
+		{"initial packet size small", edgeOK + "paths: {initial_packet_size_bytes: 1199}\n", "bondd.yaml:10: paths.initial_packet_size_bytes: expected an integer from 1200 to 1452 bytes, got 1199"},
+		{"initial packet size large", edgeOK + "paths: {initial_packet_size_bytes: 1500}\n", "bondd.yaml:10: paths.initial_packet_size_bytes: expected an integer from 1200 to 1452 bytes, got 1500"},
+		{"paths on concentrator", concentratorOK + "paths: {queue_packets: 64}\n", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseConfig("bondd.yaml", []byte(tc.in), parseOptions{dir: dir})
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("unexpected error:\n%v", err)
+				}
+				if c == nil {
+					t.Fatal("nil Config without error")
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error; want %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error:\n%v\nwant it to contain:\n%s", err, tc.want)
+			}
+			if c != nil {
+				t.Error("non-nil Config with an error")
+			}
+			var errs ConfigErrors
+			if !errors.As(err, &errs) {
+				t.Fatalf("error is %T, want ConfigErrors", err)
+			}
+			for _, e := range errs {
+				if e.File != "bondd.yaml" || e.Line < 1 {
+					t.Errorf("error without file:line: %q", e)
+				}
+			}
+		})
+	}
+}
+
+// uplinkItems returns block-style uplink items named cell-<from> to cell-<to>.
+func uplinkItems(from, to int) string {
+	var b strings.Builder
+	for i := from; i <= to; i++ {
+		name := "cell-" + string(rune('0'+i))
+		b.WriteString("    - {name: " + name + ", interface: wwan" + string(rune('0'+i)) + "}\n")
+	}
+	return b.String()
+}
+
+func TestConfigDefaults(t *testing.T) {
+	dir := configDir(t)
+	c, err := parseConfig("bondd.yaml", []byte(edgeOK), parseOptions{dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{
+		Role:      RoleEdge,
+		LogLevel:  "info",
+		LogFormat: "text",
+		TUN: TUNConfig{
+			Name:      "bondd0",
+			Addresses: []netip.Prefix{netip.MustParsePrefix("10.77.17.1/24")},
+		},
+		Edge: &EdgeConfig{
+			ID:           "van-17",
+			Concentrator: "concentrator.example.net:4433",
+			ServerName:   "concentrator.example.net",
+			CAFile:       filepath.Join(dir, "ca.pem"),
+			TokenFile:    filepath.Join(dir, "van-17.token"),
+			Uplinks:      []UplinkConfig{{Name: "cell-a", Interface: "wwan0"}},
+		},
+		Paths: PathsConfig{
+			QueuePackets:           256,
+			Keepalive:              time.Second,
+			IdleTimeout:            5 * time.Second,
+			RedialMin:              250 * time.Millisecond,
+			RedialMax:              10 * time.Second,
+			InitialPacketSizeBytes: 1280,
+		},
+	}
+	c.src = nil
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("got  %+v\nwant %+v", c, want)
+		t.Errorf("edge got  %+v\nedge want %+v", c.Edge, want.Edge)
+	}
+	if c.TUN.MTU != 0 {
+		t.Errorf("MTU = %d, want 0 (auto)", c.TUN.MTU)
+	}
+
+	// An IP concentrator address is the default server name.
+	in := strings.Replace(edgeOK, "concentrator.example.net:4433", `"[2001:db8::10]:4433"`, 1)
+	c, err = parseConfig("bondd.yaml", []byte(in), parseOptions{dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Edge.ServerName != "2001:db8::10" {
+		t.Errorf("ServerName = %q, want 2001:db8::10", c.Edge.ServerName)
+	}
+}
+
+func TestConfigDecodesEveryField(t *testing.T) {
+	dir := configDir(t)
+	in := snippet(`
+role: edge
+log_level: warn
+log_format: json
+tun:
+  name: bond1
+  addresses: [10.77.17.1/24, "fd77:17::1/64"]
+  mtu: 1400
+  routes: [10.78.0.0/16]
+edge:
+  id: van-17
+  concentrator: 203.0.113.10:4433
+  server_name: concentrator.example.net
+  server_cert_sha256: "` + strings.Repeat("0f", 32) + `"
+  cert_file: van-17.pem
+  key_file: van-17.key
+  uplinks:
+    - name: starlink
+      bind: 192.168.1.20
+      interface: eth1
+      labels: {link_type: satellite, cost_class: unmetered}
+paths:
+  queue_packets: 64
+  keepalive: 200ms
+  idle_timeout: 2s
+  redial_min: 1s
+  redial_max: 1m
+  initial_packet_size_bytes: 1452
+`)
+	c, err := parseConfig("bondd.yaml", []byte(in), parseOptions{dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin := bytes.Repeat([]byte{0x0f}, sha256.Size)
+	want := &Config{
+		Role:      RoleEdge,
+		LogLevel:  "warn",
+		LogFormat: "json",
+		TUN: TUNConfig{
+			Name:      "bond1",
+			Addresses: []netip.Prefix{netip.MustParsePrefix("10.77.17.1/24"), netip.MustParsePrefix("fd77:17::1/64")},
+			MTU:       1400,
+			Routes:    []netip.Prefix{netip.MustParsePrefix("10.78.0.0/16")},
+		},
+		Edge: &EdgeConfig{
+			ID:               "van-17",
+			Concentrator:     "203.0.113.10:4433",
+			ServerName:       "concentrator.example.net",
+			ServerCertSHA256: pin,
+			CertFile:         filepath.Join(dir, "van-17.pem"),
+			KeyFile:          filepath.Join(dir, "van-17.key"),
+			Uplinks: []UplinkConfig{{
+				Name:      "starlink",
+				Bind:      netip.MustParseAddr("192.168.1.20"),
+				Interface: "eth1",
+				Labels:    map[string]string{"link_type": "satellite", "cost_class": "unmetered"},
+			}},
+		},
+		Paths: PathsConfig{
+			QueuePackets:           64,
+			Keepalive:              200 * time.Millisecond,
+			IdleTimeout:            2 * time.Second,
+			RedialMin:              time.Second,
+			RedialMax:              time.Minute,
+			InitialPacketSizeBytes: 1452,
+		},
+	}
+	c.src = nil
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("got  %+v\nwant %+v", c, want)
+		t.Errorf("edge got  %+v\nedge want %+v", c.Edge, want.Edge)
+	}
+}
+
+// TestConfigCollectsAllErrors checks that errors of every step come back
+// together, one per problem, sorted by line, in the documented format.
+func TestConfigCollectsAllErrors(t *testing.T) {
+	dir := configDir(t)
+	in, err := os.ReadFile(filepath.Join("testdata", "config", "bad-edge.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join("testdata", "config", "bad-edge.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = parseConfig("bad-edge.yaml", in, parseOptions{dir: dir})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	got := strings.ReplaceAll(err.Error(), dir+string(filepath.Separator), "$DIR/") + "\n"
+	if got != string(want) {
+		t.Errorf("errors differ from testdata/config/bad-edge.golden\ngot:\n%s\nwant:\n%s", got, want)
+	}
+	var errs ConfigErrors
+	errors.As(err, &errs)
+	for i := 1; i < len(errs); i++ {
+		if errs[i].Line < errs[i-1].Line {
+			t.Errorf("errors not sorted by line: %d after %d", errs[i].Line, errs[i-1].Line)
+		}
+	}
+	var one *ConfigError
+	if !errors.As(err, &one) || one.Field == "" {
+		t.Errorf("errors.As(*ConfigError) = %v, %+v", one != nil, one)
+	}
+}
+
+func TestConfigErrorFormat(t *testing.T) {
+	tests := []struct {
+		e    ConfigError
+		want string
+	}{
+		{ConfigError{"bondd.yaml", 12, "edge.uplinks[1].bind", "expected an IP address"}, "bondd.yaml:12: edge.uplinks[1].bind: expected an IP address"},
+		{ConfigError{"bondd.yaml", 3, "", "invalid YAML: x"}, "bondd.yaml:3: invalid YAML: x"},
+		{ConfigError{"bondd.yaml", 0, "", "cannot read"}, "bondd.yaml: cannot read"},
+		{ConfigError{"", 0, "role", "required"}, "role: required"},
+	}
+	for _, tc := range tests {
+		if got := tc.e.Error(); got != tc.want {
+			t.Errorf("Error() = %q, want %q", got, tc.want)
+		}
+	}
+}
+
+// TestConfigValidateBuiltInGo checks Validate on a Config that did not come
+// from a file: errors name fields but no file or line.
+func TestConfigValidateBuiltInGo(t *testing.T) {
+	c := &Config{
+		Role: RoleEdge,
+		TUN:  TUNConfig{Addresses: []netip.Prefix{netip.MustParsePrefix("10.77.17.1/24")}},
+		Edge: &EdgeConfig{
+			ID:           "van-17",
+			Concentrator: "203.0.113.10:4433",
+			CAFile:       "/etc/bondd/ca.pem",
+			TokenFile:    "/etc/bondd/van-17.token",
+			Uplinks:      []UplinkConfig{{Name: "cell-a", Bind: netip.MustParseAddr("192.0.2.10")}},
+		},
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate before Defaults: %v", err)
+	}
+	c.Defaults()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate after Defaults: %v", err)
+	}
+	if c.Edge.ServerName != "203.0.113.10" || c.TUN.Name != DefaultTUNName || c.Paths.RedialMax != DefaultRedialMax {
+		t.Errorf("Defaults left %+v %+v", c.TUN, c.Paths)
+	}
+	c.Edge.Uplinks = append(c.Edge.Uplinks, UplinkConfig{Name: "cell-a", Interface: "wwan0"})
+	c.TUN.MTU = 100
+	err := c.Validate()
+	want := "tun.mtu: expected \"auto\" or an integer number of bytes from 576 to 9000, got 100\n" +
+		"edge.uplinks[1].name: uplink name \"cell-a\" is already used by edge.uplinks[0]"
+	if err == nil || err.Error() != want {
+		t.Errorf("Validate() =\n%v\nwant\n%s", err, want)
+	}
+}
+
+func TestConfigLoad(t *testing.T) {
+	dir := configDir(t)
+	path := filepath.Join(dir, "edge.yaml")
+	if err := os.WriteFile(path, []byte(edgeOK), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "van-17.token"); c.Edge.TokenFile != want {
+		t.Errorf("TokenFile = %q, want %q (relative to the config file)", c.Edge.TokenFile, want)
+	}
+	tok, err := c.LoadToken(c.Edge.TokenFile)
+	if err != nil || string(tok) != testToken {
+		t.Errorf("LoadToken = %q, %v; want %q", tok, err, testToken)
+	}
+
+	_, err = LoadConfig(filepath.Join(dir, "missing.yaml"))
+	if err == nil || !strings.Contains(err.Error(), "missing.yaml: cannot read the config file: no such file or directory") {
+		t.Errorf("LoadConfig(missing) = %v", err)
+	}
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("#\n"), maxConfigFileBytes), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(big); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("LoadConfig(big) = %v", err)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("role: edgy\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(bad); err == nil || !strings.HasPrefix(err.Error(), bad+`:1: role: expected "edge" or "concentrator", got "edgy"`) {
+		t.Errorf("LoadConfig(bad) = %v", err)
+	}
+}
+
+func TestConfigLoadToken(t *testing.T) {
+	dir := configDir(t)
+	c, err := parseConfig("bondd.yaml", []byte(edgeOK), parseOptions{dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		path string
+		want string // token, or error substring after "ERR "
+	}{
+		{"van-17.token", testToken},
+		{"van-18.token", testToken + "ff"}, // trimmed; mode 0400 is fine
+		{filepath.Join(dir, "van-17.token"), testToken},
+		{"short.token", "ERR holds a 10-byte token; expected 16 to 4096 bytes"},
+		{"shared.token", "ERR may be read or written by group or others (mode 0640); expected mode 0600 or stricter: chmod 600 "},
+		{"none.token", "ERR none.token: no such file or directory"},
+		{"certs", "ERR is not a regular file"},
+	}
+	for _, tc := range tests {
+		tok, err := c.LoadToken(tc.path)
+		if want, ok := strings.CutPrefix(tc.want, "ERR "); ok {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("LoadToken(%q) = %q, %v; want error %q", tc.path, tok, err, want)
+			}
+			continue
+		}
+		if err != nil || string(tok) != tc.want {
+			t.Errorf("LoadToken(%q) = %q, %v; want %q", tc.path, tok, err, tc.want)
+		}
+	}
+	if _, err := c.LoadToken("none.token"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("LoadToken(missing) error %v is not os.ErrNotExist", err)
+	}
+}
+
+// TestConfigExamples parses docs/examples and checks that the concentrator
+// accepts the edge. The files they name live on the target machines, so
+// file checks are skipped.
+func TestConfigExamples(t *testing.T) {
+	load := func(name string) *Config {
+		t.Helper()
+		path := filepath.Join("..", "..", "docs", "examples", name)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := parseConfig(path, data, parseOptions{skipFileChecks: true})
+		if err != nil {
+			t.Fatalf("%s:\n%v", name, err)
+		}
+		return c
+	}
+	edge, conc := load("edge.yaml"), load("concentrator.yaml")
+	if edge.Role != RoleEdge || conc.Role != RoleConcentrator {
+		t.Fatalf("roles %q, %q", edge.Role, conc.Role)
+	}
+	if n := len(edge.Edge.Uplinks); n != 3 {
+		t.Errorf("edge example has %d uplinks, want 3", n)
+	}
+	links := map[string]int{}
+	for _, u := range edge.Edge.Uplinks {
+		links[u.Labels["link_type"]]++
+	}
+	if links["cellular"] != 2 || links["satellite"] != 1 {
+		t.Errorf("edge example uplinks by link_type = %v, want 2 cellular and 1 satellite", links)
+	}
+
+	var entry *EdgeEntry
+	for i := range conc.Concentrator.Edges {
+		if conc.Concentrator.Edges[i].ID == edge.Edge.ID {
+			entry = &conc.Concentrator.Edges[i]
+		}
+	}
+	if entry == nil {
+		t.Fatalf("concentrator example has no edge %q", edge.Edge.ID)
+	}
+	if (edge.Edge.TokenFile != "") != (entry.TokenFile != "") {
+		t.Errorf("edge token_file %q, concentrator token_file %q: credentials do not match", edge.Edge.TokenFile, entry.TokenFile)
+	}
+	for _, a := range edge.TUN.Addresses {
+		ok := false
+		for _, p := range entry.AllowedPrefixes {
+			ok = ok || p.Contains(a.Addr())
+		}
+		if !ok {
+			t.Errorf("edge address %s is outside the concentrator's allowed_prefixes %v", a, entry.AllowedPrefixes)
+		}
+	}
+	_, port, _ := strings.Cut(edge.Edge.Concentrator, ":")
+	if !strings.HasSuffix(conc.Concentrator.Listen, ":"+port) {
+		t.Errorf("edge dials port %s, concentrator listens on %s", port, conc.Concentrator.Listen)
+	}
+}
+
+// TestConfigDoc keeps docs/config.md in step with the decoder: it names
+// every key, and the YAML blocks under Examples parse.
+func TestConfigDoc(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "config.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, keys := range [][]string{configKeys, tunKeys, edgeKeys, uplinkKeys, concentratorKeys, edgeEntryKeys, pathsKeys} {
+		for _, k := range keys {
+			if !bytes.Contains(doc, []byte("`"+k+"`")) {
+				t.Errorf("docs/config.md does not mention `%s`", k)
+			}
+		}
+	}
+	_, examples, ok := strings.Cut(string(doc), "\n## Examples\n")
+	if !ok {
+		t.Fatal("docs/config.md has no Examples section")
+	}
+	blocks := strings.Split(examples, "```yaml\n")[1:]
+	if len(blocks) < 3 {
+		t.Fatalf("docs/config.md has %d YAML examples, want at least 3", len(blocks))
+	}
+	for i, b := range blocks {
+		b, _, _ = strings.Cut(b, "```")
+		if _, err := parseConfig("config.md", []byte(b), parseOptions{skipFileChecks: true}); err != nil {
+			t.Errorf("docs/config.md example %d:\n%v", i+1, err)
+		}
+	}
+}

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/testbed"
+	"github.com/bondd/bondd/tunnel"
+)
+
+// demoOptions are the flags of bondd demo.
+type demoOptions struct {
+	duration  time.Duration
+	rateMbps  float64
+	traces    string
+	jsonPath  string
+	seed      uint64
+	inprocess bool
+}
+
+func newDemoCmd() *cobra.Command {
+	var o demoOptions
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the bond over three emulated cellular uplinks and print a report",
+		Long: `Demo builds an edge and a concentrator joined by three uplinks that replay
+real cellular driving traces through the link emulator, sends a constant-rate
+UDP flow of 1200-byte packets through the bond, and prints per-path and
+end-to-end figures.
+
+As root it builds a network-namespace testbed (edge, link emulator,
+concentrator) with real TUN devices. Otherwise, or with --inprocess, it runs
+the same data path in one process with in-memory TUN devices.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runDemo(ctx, o, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&o.duration, "duration", 30*time.Second, "how long the flow runs")
+	f.Float64Var(&o.rateMbps, "rate", 4, "flow rate, Mbit/s")
+	f.StringVar(&o.traces, "traces", emu.DefaultTracesDir(), "folder laid out like shared/data/traces (cellular/, leo/); empty: built-in models")
+	f.StringVar(&o.jsonPath, "json", "", "also write the report as JSON to this file")
+	f.Uint64Var(&o.seed, "seed", 1, "seed of the link emulator (same seed, same run)")
+	f.BoolVar(&o.inprocess, "inprocess", false, "run in one process without TUN devices even as root")
+	return cmd
+}
+
+// demoReport is what bondd demo prints, and writes with --json.
+type demoReport struct {
+	Mode            string       `json:"mode"`   // "netns" or "inprocess"
+	Traces          []string     `json:"traces"` // files replayed, or ["builtin"]
+	DurationS       float64      `json:"duration_s"`
+	RateMbps        float64      `json:"rate_mbps"`
+	Paths           []demoPath   `json:"paths"`
+	OWDms           owdSummary   `json:"owd_ms"`
+	LossRate        float64      `json:"loss_rate"`
+	GoodputMbps     float64      `json:"goodput_mbps"`
+	PacketsSent     uint64       `json:"packets_sent"`
+	PacketsReceived uint64       `json:"packets_received"`
+	Bond            *bondSummary `json:"bond"`
+}
+
+type demoPath struct {
+	Name     string  `json:"name"`
+	Share    float64 `json:"share"`     // of the bond's data packets sent on this path
+	RTTms    float64 `json:"rtt_ms"`    // smoothed RTT at the end
+	LossRate float64 `json:"loss_rate"` // QUIC packets declared lost / sent
+	State    string  `json:"state"`
+	Packets  uint64  `json:"packets"`
+}
+
+type bondSummary struct {
+	Duplicates uint64 `json:"duplicates_dropped"`
+	QueueDrops uint64 `json:"queue_drops"`
+	NoPath     uint64 `json:"no_path_drops"`
+}
+
+// demoBed is a running testbed: the edge's bond, a way to send one flow
+// payload into the edge, and a channel of payloads out of the concentrator.
+type demoBed struct {
+	mode  string
+	edge  *tunnel.Bond
+	send  func(payload []byte) error
+	recv  func(ctx context.Context, fs *demoFlow)
+	close func()
+}
+
+func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
+	if o.duration <= 0 || o.rateMbps <= 0 {
+		return fmt.Errorf("--duration and --rate must be positive")
+	}
+	sc, err := emu.CellularScenario(o.traces, o.seed)
+	if err != nil {
+		return err
+	}
+	var bed *demoBed
+	if testbed.IsRoot() && !o.inprocess {
+		bed, err = newNetnsBed(sc, o.seed)
+	} else {
+		if !o.inprocess {
+			fmt.Fprintln(out, "not root: running in one process with in-memory TUN devices (run as root for a network-namespace testbed)")
+		}
+		bed, err = newInprocessBed(sc, o.seed)
+	}
+	if err != nil {
+		return err
+	}
+	defer bed.close()
+
+	fmt.Fprintf(out, "bondd demo: %s, %.1f Mbit/s of %d-byte UDP packets for %s over %d uplinks\n",
+		bed.mode, o.rateMbps, demoPacketBytes, o.duration, len(sc.Paths))
+	if sc.Source == "builtin" {
+		fmt.Fprintln(out, "traces: none found; using the built-in models fitted to the public traces (see docs/emu.md)")
+	} else {
+		fmt.Fprintf(out, "traces: %s\n", sc.Source)
+	}
+	if err := waitPaths(ctx, bed.edge, len(sc.Paths)); err != nil {
+		return err
+	}
+	fs := newDemoFlow()
+	rctx, rcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); bed.recv(rctx, fs) }()
+	before := bed.edge.Stats()
+	sendFlow(ctx, o.rateMbps, o.duration, fs, bed.send)
+	// Let the last packets drain through the slowest path.
+	select {
+	case <-time.After(2 * time.Second):
+	case <-ctx.Done():
+	}
+	rcancel()
+	<-done
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	rep := buildReport(bed, sc, o, fs, before, bed.edge.Stats())
+	printReport(out, rep)
+	if o.jsonPath != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(o.jsonPath, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitPaths waits up to 15 s for every path to come up.
+func waitPaths(ctx context.Context, b *tunnel.Bond, n int) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		up := 0
+		for _, p := range b.Stats().Paths {
+			if p.Status != "UNAVAILABLE" {
+				up++
+			}
+		}
+		if up == n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d paths came up: %+v", up, n, b.Stats().Paths)
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func buildReport(bed *demoBed, sc emu.Scenario, o demoOptions, fs *demoFlow, before, after tunnel.BondStats) demoReport {
+	sent, recvd, owd, goodput := fs.summary(o.duration)
+	rep := demoReport{
+		Mode: bed.mode, DurationS: o.duration.Seconds(), RateMbps: o.rateMbps,
+		OWDms: owd, GoodputMbps: goodput, PacketsSent: sent, PacketsReceived: recvd,
+		Bond: &bondSummary{Duplicates: after.Drops.Duplicate, NoPath: after.Drops.NoPath - before.Drops.NoPath},
+	}
+	if sent > 0 {
+		rep.LossRate = 1 - float64(recvd)/float64(sent)
+	}
+	if sc.Source == "builtin" {
+		rep.Traces = []string{"builtin"}
+	} else {
+		for _, p := range sc.Paths {
+			rep.Traces = append(rep.Traces, p.Files...)
+		}
+	}
+	var total uint64
+	for i, p := range after.Paths {
+		total += p.TxPackets - before.Paths[i].TxPackets
+	}
+	for i, p := range after.Paths {
+		b := before.Paths[i]
+		dp := demoPath{Name: p.Name, State: p.Status, RTTms: float64(p.SmoothedRTT) / 1e6, Packets: p.TxPackets - b.TxPackets}
+		if total > 0 {
+			dp.Share = float64(dp.Packets) / float64(total)
+		}
+		if s := p.PacketsSent - b.PacketsSent; s > 0 {
+			dp.LossRate = float64(p.PacketsLost-b.PacketsLost) / float64(s)
+		}
+		rep.Bond.QueueDrops += p.Drops.QueueFull + p.Drops.Expired - b.Drops.QueueFull - b.Drops.Expired
+		rep.Paths = append(rep.Paths, dp)
+	}
+	return rep
+}
+
+func printReport(out io.Writer, r demoReport) {
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "path\tstate\tshare\tpackets\tsrtt ms\tQUIC loss\t")
+	for _, p := range r.Paths {
+		fmt.Fprintf(tw, "%s\t%s\t%.1f %%\t%d\t%.1f\t%.2f %%\t\n", p.Name, p.State, 100*p.Share, p.Packets, p.RTTms, 100*p.LossRate)
+	}
+	tw.Flush()
+	fmt.Fprintln(out)
+	fmt.Fprintf(out, "end to end: %d sent, %d received, loss %.2f %%, goodput %.2f Mbit/s\n",
+		r.PacketsSent, r.PacketsReceived, 100*r.LossRate, r.GoodputMbps)
+	fmt.Fprintf(out, "one-way delay: mean %.1f ms, p50 %.1f ms, p95 %.1f ms, p99 %.1f ms\n",
+		r.OWDms.Mean, r.OWDms.P50, r.OWDms.P95, r.OWDms.P99)
+	fmt.Fprintf(out, "bond drops: %d in send queues (full or older than %s), %d with no path; %d duplicates filtered\n",
+		r.Bond.QueueDrops, tunnel.DefaultMaxQueueDelay, r.Bond.NoPath, r.Bond.Duplicates)
+}

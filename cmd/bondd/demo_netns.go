@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/testbed"
+	"github.com/bondd/bondd/tun"
+	"github.com/bondd/bondd/tunnel"
+)
+
+// The netns testbed: three namespaces in one process.
+//
+//	edge ns                    emu ns                        concentrator ns
+//	bondd0 10.77.0.2/24        relays on 10.100.i.1:4433 ──► 10.200.0.2:4433
+//	upI 10.100.I.2/24 ◄─veth─► upI 10.100.I.1/24
+//	                           wan 10.200.0.1/24 ◄─veth──► wan 10.200.0.2/24
+//	                                                         bondd0 10.78.0.1/24
+//
+// The flow goes from a UDP socket on 10.77.0.2 in the edge namespace to one
+// on 10.78.0.1 in the concentrator namespace, through both TUN devices.
+
+const demoNSPrefix = "bondd-demo-"
+
+func newNetnsBed(sc emu.Scenario, seed uint64) (bed *demoBed, err error) {
+	testbed.Cleanup(demoNSPrefix) // namespaces left by a killed earlier run
+	tb := testbed.New(demoNSPrefix)
+	var closers []func()
+	cleanup := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+		tb.Close()
+	}
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+	nsEdge, err := tb.NewNS()
+	if err != nil {
+		return nil, err
+	}
+	nsEmu, err := tb.NewNS()
+	if err != nil {
+		return nil, err
+	}
+	nsConc, err := tb.NewNS()
+	if err != nil {
+		return nil, err
+	}
+	concWAN := netip.MustParseAddrPort("10.200.0.2:4433")
+	if err := tb.Veth(nsEmu, "wan", netip.MustParsePrefix("10.200.0.1/24"), nsConc, "wan", netip.MustParsePrefix("10.200.0.2/24")); err != nil {
+		return nil, err
+	}
+
+	// Concentrator: TUN, UDP listener, bond.
+	cert, pin, err := tunnel.SelfSignedCert("concentrator.demo")
+	if err != nil {
+		return nil, err
+	}
+	var concDev tun.Device
+	var pc net.PacketConn
+	err = nsConc.Do(func() error {
+		concDev, err = tun.Open(tun.Config{Name: "bondd0", Addrs: []netip.Prefix{demoServerInner}, MTU: demoMTU,
+			Routes: []netip.Prefix{demoEdgeInner.Masked()}})
+		if err != nil {
+			return err
+		}
+		pc, err = net.ListenPacket("udp", concWAN.String())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("concentrator namespace: %w", err)
+	}
+	conc, err := tunnel.NewConcentrator(tunnel.ConcentratorOptions{
+		Device: concDev, MTU: demoMTU, Conn: pc, TLS: tunnel.ServerTLS(cert, nil), Paths: demoPathOptions,
+		Edges: []tunnel.EdgeAuth{{ID: "demo-edge", Token: demoToken, AllowedPrefixes: []netip.Prefix{demoEdgeInner.Masked()}}},
+	})
+	if err != nil {
+		concDev.Close()
+		pc.Close()
+		return nil, err
+	}
+	if err := conc.Start(); err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() { conc.Close() })
+
+	// One veth and one relay per uplink.
+	var uplinks []tunnel.UplinkOptions
+	for i, p := range sc.Paths {
+		name := fmt.Sprintf("up%d", i)
+		edgeSide := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 100, byte(i), 2}), 24)
+		emuSide := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 100, byte(i), 1}), 24)
+		if err := tb.Veth(nsEdge, name, edgeSide, nsEmu, name, emuSide); err != nil {
+			return nil, err
+		}
+		l, err := nsEmu.ListenUDP(netip.AddrPortFrom(emuSide.Addr(), 4433).String())
+		if err != nil {
+			return nil, err
+		}
+		r, err := emu.NewRelay(emu.Options{
+			Listen: l, Upstream: concWAN, Up: p.Up, Down: p.Down, Seed: seed + uint64(i),
+			DialUpstream: func() (net.PacketConn, error) { return nsEmu.ListenUDP("10.200.0.1:0") },
+		})
+		if err != nil {
+			l.Close()
+			return nil, fmt.Errorf("path %s: %w", p.Name, err)
+		}
+		closers = append(closers, func() { r.Close() })
+		uplinks = append(uplinks, tunnel.UplinkOptions{Name: p.Name, Bind: edgeSide.Addr(), Interface: name,
+			Remote: r.Addr().String(), Labels: p.Labels})
+	}
+
+	// Edge: TUN and bond; uplink sockets are opened inside the edge namespace.
+	var edgeDev tun.Device
+	var sender *net.UDPConn
+	err = nsEdge.Do(func() error {
+		edgeDev, err = tun.Open(tun.Config{Name: "bondd0", Addrs: []netip.Prefix{demoEdgeInner}, MTU: demoMTU,
+			Routes: []netip.Prefix{demoServerInner.Masked()}})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("edge namespace: %w", err)
+	}
+	tlsConf, err := tunnel.ClientTLS("concentrator.demo", nil, pin, nil)
+	if err != nil {
+		edgeDev.Close()
+		return nil, err
+	}
+	edge, err := tunnel.NewEdge(tunnel.EdgeOptions{
+		ID: "demo-edge", Device: edgeDev, MTU: demoMTU, Concentrator: concWAN.String(), TLS: tlsConf,
+		Token: demoToken, Uplinks: uplinks, Paths: demoPathOptions,
+		Listen: func(ctx context.Context, u tunnel.UplinkOptions) (pc net.PacketConn, err error) {
+			err = nsEdge.Do(func() error { pc, err = tunnel.ListenUplink(ctx, u); return err })
+			return pc, err
+		},
+	})
+	if err != nil {
+		edgeDev.Close()
+		return nil, err
+	}
+	edge.Start()
+	closers = append(closers, func() { edge.Close() })
+
+	// The flow's endpoints.
+	dst := netip.AddrPortFrom(demoServerInner.Addr(), demoPort)
+	err = nsEdge.Do(func() error {
+		sender, err = net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(demoEdgeInner.Addr(), demoPort)),
+			net.UDPAddrFromAddrPort(dst))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() { sender.Close() })
+	receiver, err := nsConc.ListenUDP(dst.String())
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() { receiver.Close() })
+
+	return &demoBed{
+		mode: "netns",
+		edge: edge.Bond(),
+		send: func(payload []byte) error { _, err := sender.Write(payload); return err },
+		recv: func(ctx context.Context, fs *demoFlow) {
+			stop := context.AfterFunc(ctx, func() { receiver.SetReadDeadline(time.Now()) })
+			defer stop()
+			buf := make([]byte, 2048)
+			for {
+				n, err := receiver.Read(buf)
+				if err != nil {
+					return
+				}
+				fs.record(buf[:n], time.Now())
+			}
+		},
+		close: cleanup,
+	}, nil
+}
