@@ -58,6 +58,7 @@ type Path struct {
 	lost      atomic.Uint64
 	sent      atomic.Uint64
 	queueLen  atomic.Int64 // packets
+	queueB    atomic.Int64 // bytes
 	lastRecv  atomic.Int64 // unix ns of the last packet received from the peer
 }
 
@@ -97,8 +98,11 @@ func (p *Path) PacketsSent() uint64 { return p.sent.Load() }
 // OnReceive records that a packet arrived from the peer at now.
 func (p *Path) OnReceive(now time.Time) { p.lastRecv.Store(now.UnixNano()) }
 
-// SetQueueLen records the send queue's current depth in packets.
-func (p *Path) SetQueueLen(n int) { p.queueLen.Store(int64(n)) }
+// SetQueueLen records the send queue's current depth in packets and bytes.
+func (p *Path) SetQueueLen(packets, bytes int) {
+	p.queueLen.Store(int64(packets))
+	p.queueB.Store(int64(bytes))
+}
 
 // SmoothedRTT returns the smoothed RTT, or 0 before the first sample.
 func (p *Path) SmoothedRTT() time.Duration { return time.Duration(p.srtt.Load()) }
@@ -118,8 +122,33 @@ func (p *Path) PacketsLost() uint64 { return p.lost.Load() }
 // QueueLen returns the send queue depth in packets.
 func (p *Path) QueueLen() int { return int(p.queueLen.Load()) }
 
+// QueueBytes returns the send queue depth in bytes.
+func (p *Path) QueueBytes() int { return int(p.queueB.Load()) }
+
 // HasRoom reports whether the send queue can take a packet without dropping.
 func (p *Path) HasRoom() bool { return p.queueLen.Load() < int64(p.QueueCap) }
+
+// HasWindow reports whether the path would send one more packet at once:
+// its queued bytes plus its bytes in flight are below its congestion window
+// (RFC 9002 §7). Before the first metrics update it reports true.
+func (p *Path) HasWindow() bool {
+	cwnd := p.cwnd.Load()
+	return cwnd == 0 || p.queueB.Load()+p.inflight.Load() < cwnd
+}
+
+// ExpectedDelivery estimates how long a packet queued now takes to reach the
+// peer: the bytes ahead of it (queued plus in flight) drained at the path's
+// rate, cwnd per smoothed RTT, plus half the smoothed RTT (the one-way
+// propagation). Paths without an RTT sample yet count as 0 RTT.
+func (p *Path) ExpectedDelivery() time.Duration {
+	srtt := p.srtt.Load()
+	cwnd := p.cwnd.Load()
+	ahead := p.queueB.Load() + p.inflight.Load()
+	if cwnd <= 0 {
+		return time.Duration(srtt / 2)
+	}
+	return time.Duration(float64(srtt)*float64(ahead)/float64(cwnd) + float64(srtt)/2)
+}
 
 // Status derives the path status at now: UNAVAILABLE without a connection,
 // DEGRADED when the peer has been silent for longer than

@@ -10,54 +10,47 @@ type Picker interface {
 	Pick(paths []*Path, now time.Time, out []int) int
 }
 
-// LowestRTT sends each packet on the ACTIVE path with the lowest smoothed RTT
-// that has send-queue room; failing that, on the DEGRADED path with the
-// lowest RTT that has room; failing that, on the best connected path even
-// though its queue is full (the queue then drops its oldest packet). It is the
-// interim default until rule-driven selection lands.
+// LowestRTT sends each packet on the ACTIVE path with the lowest smoothed
+// RTT whose congestion window has room (queued plus in-flight bytes below
+// cwnd), so a path's send queue does not grow while another path could send
+// at once. When no path has window room it picks the path with the earliest
+// expected delivery (Path.ExpectedDelivery), which spreads a load above any
+// one path's rate in proportion to the paths' rates. DEGRADED paths are used
+// only when no path is ACTIVE. It is the interim default until rule-driven
+// selection lands.
 type LowestRTT struct{}
 
 // Pick implements [Picker].
 func (LowestRTT) Pick(paths []*Path, now time.Time, out []int) int {
-	best, bestFull := -1, -1
-	var bestKey, bestFullKey pathKey
-	for i, p := range paths {
-		st := p.Status(now)
-		if st == StatusUnavailable {
-			continue
-		}
-		k := pathKey{status: st, srtt: p.SmoothedRTT()}
-		if p.HasRoom() {
-			if best < 0 || k.better(bestKey) {
-				best, bestKey = i, k
+	for _, want := range [...]Status{StatusActive, StatusDegraded} {
+		best, bestEDT := -1, -1
+		var bestRTT, bestDelivery time.Duration
+		for i, p := range paths {
+			if p.Status(now) != want {
+				continue
 			}
-		} else if bestFull < 0 || k.better(bestFullKey) {
-			bestFull, bestFullKey = i, k
+			if srtt := p.SmoothedRTT(); p.HasWindow() && p.HasRoom() && (best < 0 || rttLess(srtt, bestRTT)) {
+				best, bestRTT = i, srtt
+			}
+			if d := p.ExpectedDelivery(); bestEDT < 0 || d < bestDelivery {
+				bestEDT, bestDelivery = i, d
+			}
+		}
+		if best < 0 {
+			best = bestEDT
+		}
+		if best >= 0 {
+			out[0] = best
+			return 1
 		}
 	}
-	if best < 0 {
-		best = bestFull
-	}
-	if best < 0 {
-		return 0
-	}
-	out[0] = best
-	return 1
+	return 0
 }
 
-type pathKey struct {
-	status Status
-	srtt   time.Duration
-}
-
-// better orders by status (ACTIVE first), then by smoothed RTT; an RTT of 0
-// (no sample yet) sorts after any measured RTT.
-func (a pathKey) better(b pathKey) bool {
-	if a.status != b.status {
-		return a.status > b.status
+// rttLess orders smoothed RTTs, with 0 (no sample yet) after any sample.
+func rttLess(a, b time.Duration) bool {
+	if (a == 0) != (b == 0) {
+		return a != 0
 	}
-	if (a.srtt == 0) != (b.srtt == 0) {
-		return a.srtt != 0
-	}
-	return a.srtt < b.srtt
+	return a < b
 }

@@ -21,7 +21,8 @@ func TestLowestRTT(t *testing.T) {
 		{"none connected", []ps{{}, {}}, -1},
 		{"lowest rtt", []ps{{true, 0, 80 * time.Millisecond, 0}, {true, 0, 30 * time.Millisecond, 0}, {true, 0, 50 * time.Millisecond, 0}}, 1},
 		{"skip full queue", []ps{{true, 0, 80 * time.Millisecond, 0}, {true, 0, 30 * time.Millisecond, 4}}, 0},
-		{"all full: best anyway", []ps{{true, 0, 80 * time.Millisecond, 4}, {true, 0, 30 * time.Millisecond, 4}}, 1},
+		{"skip full window", []ps{{true, 0, 80 * time.Millisecond, 0}, {true, 0, 30 * time.Millisecond, 2}}, 0},
+		{"no window: earliest delivery", []ps{{true, 0, 80 * time.Millisecond, 3}, {true, 0, 30 * time.Millisecond, 4}}, 1},
 		{"active beats degraded", []ps{{true, 0, 80 * time.Millisecond, 0}, {true, 3 * time.Second, 10 * time.Millisecond, 0}}, 0},
 		{"degraded when alone", []ps{{false, 0, 0, 0}, {true, 3 * time.Second, 10 * time.Millisecond, 0}}, 1},
 		{"measured beats unmeasured", []ps{{true, 0, 0, 0}, {true, 0, 90 * time.Millisecond, 0}}, 1},
@@ -32,8 +33,9 @@ func TestLowestRTT(t *testing.T) {
 			for i, p := range tt.paths {
 				path := NewPath(string(rune('a'+i)), nil, 4)
 				path.SetConnected(p.connected, now.Add(-p.silent))
-				path.OnMetrics(p.srtt, p.srtt, 12000, 0)
-				path.SetQueueLen(p.queue)
+				// cwnd 2500 bytes: two queued 1250-byte packets fill it.
+				path.OnMetrics(p.srtt, p.srtt, 2500, 0)
+				path.SetQueueLen(p.queue, 1250*p.queue)
 				paths = append(paths, path)
 			}
 			out := make([]int, len(paths))

@@ -26,9 +26,9 @@ type path struct {
 	// one's routines have stopped.
 	serveMu sync.Mutex
 
-	txPackets, txBytes, rxPackets, rxBytes atomic.Uint64
-	tooLarge, sendErr, rxQueueFull         atomic.Uint64
-	lastErr                                atomic.Pointer[string]
+	txPackets, txBytes, rxPackets, rxBytes  atomic.Uint64
+	tooLarge, sendErr, rxQueueFull, rescued atomic.Uint64
+	lastErr                                 atomic.Pointer[string]
 }
 
 func newPath(b *Bond, name string, labels map[string]string) *path {
@@ -72,7 +72,36 @@ func (p *path) serve(conn *quic.Conn, rec *recorder) {
 	wg.Wait()
 	p.rxQueueFull.Add(rec.datagramsDropped.Swap(0))
 	p.rec.CompareAndSwap(rec, nil)
-	p.queue.drain()
+	p.rescue(nil)
+}
+
+// rescue moves first (if not nil) and the frames still queued on p to other
+// paths, once p's connection has failed: they were accepted from the TUN and
+// are not lost because one uplink died. Frames older than MaxQueueDelay, and
+// frames no other path can take, are dropped and counted.
+func (p *path) rescue(first *frame) {
+	set := p.bond.paths.Load()
+	picks := make([]int, len(set.paths))
+	now := time.Now()
+	move := func(f frame) {
+		if p.bond.picker.Pick(set.states, now, picks) == 0 || set.paths[picks[0]] == p {
+			putBuf(f.buf)
+			p.bond.ctr.noPath.Add(1)
+			return
+		}
+		set.paths[picks[0]].queue.push(f)
+		p.rescued.Add(1)
+	}
+	if first != nil {
+		move(*first)
+	}
+	for {
+		f, ok := p.queue.pop(now.UnixNano())
+		if !ok {
+			return
+		}
+		move(f)
+	}
 }
 
 func (p *path) stats(now time.Time) PathStats {
@@ -99,6 +128,7 @@ func (p *path) stats(now time.Time) PathStats {
 			SendError:        p.sendErr.Load(),
 			ReceiveQueueFull: p.rxQueueFull.Load(),
 		},
+		Rescued: p.rescued.Load(),
 	}
 	if rec := p.rec.Load(); rec != nil {
 		s.Drops.ReceiveQueueFull += rec.datagramsDropped.Load()

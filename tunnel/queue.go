@@ -23,17 +23,18 @@ func (f *frame) bytes() []byte { return f.buf[f.off:f.end] }
 // maxAge when popped are dropped and counted. Safe for concurrent use by one
 // pusher per bond and one popper.
 type sendQueue struct {
-	maxAge int64         // ns
-	bell   chan struct{} // doorbell, capacity 1: never blocks the pusher
-	onLen  func(int)     // reports the depth after each change
+	maxAge int64                    // ns
+	bell   chan struct{}            // doorbell, capacity 1: never blocks the pusher
+	onLen  func(packets, bytes int) // reports the depth after each change
 
 	mu      sync.Mutex // guards all following
 	ring    []frame
 	head, n int
+	bytes   int // sum of the queued frames' lengths
 	dropped struct{ full, expired uint64 }
 }
 
-func newSendQueue(capacity int, maxAge time.Duration, onLen func(int)) *sendQueue {
+func newSendQueue(capacity int, maxAge time.Duration, onLen func(packets, bytes int)) *sendQueue {
 	return &sendQueue{
 		maxAge: int64(maxAge),
 		bell:   make(chan struct{}, 1),
@@ -47,6 +48,7 @@ func (q *sendQueue) push(f frame) {
 	q.mu.Lock()
 	if q.n == len(q.ring) {
 		old := &q.ring[q.head]
+		q.bytes -= old.end - old.off
 		putBuf(old.buf)
 		*old = frame{}
 		q.head = (q.head + 1) % len(q.ring)
@@ -55,9 +57,10 @@ func (q *sendQueue) push(f frame) {
 	}
 	q.ring[(q.head+q.n)%len(q.ring)] = f
 	q.n++
-	n := q.n
+	q.bytes += f.end - f.off
+	n, b := q.n, q.bytes
 	q.mu.Unlock()
-	q.onLen(n)
+	q.onLen(n, b)
 	select {
 	case q.bell <- struct{}{}:
 	default:
@@ -73,6 +76,7 @@ func (q *sendQueue) pop(now int64) (f frame, ok bool) {
 		q.ring[q.head] = frame{}
 		q.head = (q.head + 1) % len(q.ring)
 		q.n--
+		q.bytes -= f.end - f.off
 		if q.maxAge > 0 && now-f.enqueued > q.maxAge {
 			putBuf(f.buf)
 			q.dropped.expired++
@@ -81,9 +85,9 @@ func (q *sendQueue) pop(now int64) (f frame, ok bool) {
 		ok = true
 		break
 	}
-	n := q.n
+	n, b := q.n, q.bytes
 	q.mu.Unlock()
-	q.onLen(n)
+	q.onLen(n, b)
 	return f, ok
 }
 
@@ -108,8 +112,9 @@ func (q *sendQueue) drain() {
 		q.n--
 		q.dropped.expired++
 	}
+	q.bytes = 0
 	q.mu.Unlock()
-	q.onLen(0)
+	q.onLen(0, 0)
 }
 
 // drops returns the frames dropped because the queue was full and because

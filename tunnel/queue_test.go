@@ -7,7 +7,7 @@ import (
 
 func TestSendQueue(t *testing.T) {
 	var depth int
-	q := newSendQueue(3, 100*time.Millisecond, func(n int) { depth = n })
+	q := newSendQueue(3, 100*time.Millisecond, func(n, _ int) { depth = n })
 	mk := func(id byte, at int64) frame {
 		b := getBuf()
 		b[0] = id
@@ -49,7 +49,7 @@ func TestSendQueue(t *testing.T) {
 }
 
 func TestSendQueueAllocs(t *testing.T) {
-	q := newSendQueue(64, time.Second, func(int) {})
+	q := newSendQueue(64, time.Second, func(int, int) {})
 	b := getBuf()
 	a := testing.AllocsPerRun(1000, func() {
 		q.push(frame{buf: b, end: 10})

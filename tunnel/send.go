@@ -125,7 +125,9 @@ func (b *Bond) replyTooBig(pkt []byte) {
 	b.ctr.icmpSent.Add(1)
 }
 
-// routineSend hands the path's queued frames to conn until conn ends.
+// routineSend hands the path's queued frames to conn until conn ends. When
+// SendDatagram fails the connection is going away: the path is marked down
+// at once and its frames move to other paths.
 func (p *path) routineSend(conn *quic.Conn) {
 	done := conn.Context().Done()
 	var tooLarge *quic.DatagramTooLargeError
@@ -136,18 +138,19 @@ func (p *path) routineSend(conn *quic.Conn) {
 				break
 			}
 			err := conn.SendDatagram(f.bytes())
-			size := f.end - f.off
-			putBuf(f.buf)
 			switch {
 			case err == nil:
 				p.txPackets.Add(1)
-				p.txBytes.Add(uint64(size))
+				p.txBytes.Add(uint64(f.end - f.off))
 			case errors.As(err, &tooLarge):
 				p.tooLarge.Add(1)
 			default:
 				p.sendErr.Add(1)
+				p.state.SetConnected(false, time.Time{})
+				p.rescue(&f)
 				return
 			}
+			putBuf(f.buf)
 		}
 	}
 }

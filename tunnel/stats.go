@@ -47,6 +47,7 @@ type PathStats struct {
 	RxPackets        uint64            `json:"rx_packets"`
 	RxBytes          uint64            `json:"rx_bytes"`
 	Drops            PathDrops         `json:"drops"`
+	Rescued          uint64            `json:"rescued"` // queued frames moved to other paths when this one failed
 	LastError        string            `json:"last_error,omitempty"`
 }
 
