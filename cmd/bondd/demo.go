@@ -147,6 +147,11 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 		return ctx.Err()
 	}
 	rep := buildReport(bed, sc, o, fs, before, bed.edge.Stats())
+	if os.Getenv("BONDD_DEMO_DEBUG") != "" {
+		for _, p := range bed.edge.Stats().Paths {
+			fmt.Fprintf(out, "DEBUG %+v\n", p)
+		}
+	}
 	printReport(out, rep)
 	if o.jsonPath != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
