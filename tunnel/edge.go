@@ -123,7 +123,7 @@ func (e *Edge) routineDial(p *path, u UplinkOptions) {
 	log.Debug("routineDial started")
 	defer log.Debug("routineDial stopped")
 	backoff := e.opts.Paths.RedialMin
-	var lastErr string
+	failures := 0
 	for e.ctx.Err() == nil {
 		conn, closeConn, rec, err := e.dial(u)
 		if err != nil {
@@ -131,10 +131,13 @@ func (e *Edge) routineDial(p *path, u UplinkOptions) {
 				return
 			}
 			p.setErr(err)
-			if err.Error() != lastErr { // log changes, not every retry
-				lastErr = err.Error()
-				log.Warn("path dial failed", "err", err, "retry_in", backoff)
+			// Warn once per outage; every retry is logged at debug level.
+			level := slog.LevelDebug
+			if failures == 0 {
+				level = slog.LevelWarn
 			}
+			failures++
+			log.Log(e.ctx, level, "path dial failed", "err", err, "attempt", failures, "retry_in", backoff)
 			// Full jitter keeps the uplinks of many edges from redialling in step.
 			sleep := backoff/2 + rand.N(backoff/2+1)
 			select {
@@ -145,8 +148,8 @@ func (e *Edge) routineDial(p *path, u UplinkOptions) {
 			backoff = min(2*backoff, e.opts.Paths.RedialMax)
 			continue
 		}
-		backoff, lastErr = e.opts.Paths.RedialMin, ""
-		log.Info("path up", "local", conn.LocalAddr(), "remote", conn.RemoteAddr())
+		log.Info("path up", "local", conn.LocalAddr(), "remote", conn.RemoteAddr(), "attempts", failures+1)
+		backoff, failures = e.opts.Paths.RedialMin, 0
 		p.serve(conn, rec)
 		cause := context.Cause(conn.Context())
 		p.setErr(cause)
