@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bondd/bondd/policy"
+	"github.com/bondd/bondd/tun"
 	"github.com/bondd/bondd/tun/tuntest"
 )
 
@@ -21,7 +22,9 @@ import (
 type testBond struct {
 	edge    *Edge
 	conc    *Concentrator
-	edgeDev *tuntest.Device
+	edgeTun tun.Device
+	concTun tun.Device
+	edgeDev *tuntest.Device // edgeTun, when it is a tuntest.Device
 	concDev *tuntest.Device
 
 	mu    sync.Mutex
@@ -38,6 +41,14 @@ const testMTU = 1200
 
 func newTestBond(t testing.TB, edgeToken []byte, uplinks int) *testBond {
 	t.Helper()
+	tb := newTestBondDevices(t, edgeToken, uplinks, tuntest.New(testMTU, 8), tuntest.New(testMTU, 8))
+	tb.edgeDev, tb.concDev = tb.edgeTun.(*tuntest.Device), tb.concTun.(*tuntest.Device)
+	return tb
+}
+
+// newTestBondDevices is newTestBond with the TUN devices supplied.
+func newTestBondDevices(t testing.TB, edgeToken []byte, uplinks int, edgeTun, concTun tun.Device) *testBond {
+	t.Helper()
 	cert, pin, err := SelfSignedCert("concentrator.test")
 	if err != nil {
 		t.Fatal(err)
@@ -46,10 +57,10 @@ func newTestBond(t testing.TB, edgeToken []byte, uplinks int) *testBond {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := &testBond{edgeDev: tuntest.New(testMTU, 8), concDev: tuntest.New(testMTU, 8), socks: map[string]net.PacketConn{}}
+	tb := &testBond{edgeTun: edgeTun, concTun: concTun, socks: map[string]net.PacketConn{}}
 	popts := PathOptions{IdleTimeout: 2 * time.Second, Keepalive: 300 * time.Millisecond, RedialMin: 50 * time.Millisecond, RedialMax: 200 * time.Millisecond}
 	tb.conc, err = NewConcentrator(ConcentratorOptions{
-		Device: tb.concDev, MTU: testMTU, Conn: pc, TLS: ServerTLS(cert, nil), Paths: popts,
+		Device: concTun, MTU: testMTU, Conn: pc, TLS: ServerTLS(cert, nil), Paths: popts,
 		Edges: []EdgeAuth{{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}}},
 	})
 	if err != nil {
@@ -68,7 +79,7 @@ func newTestBond(t testing.TB, edgeToken []byte, uplinks int) *testBond {
 			Labels: map[string]string{"link_type": "cellular"}})
 	}
 	tb.edge, err = NewEdge(EdgeOptions{
-		ID: "van-1", Device: tb.edgeDev, MTU: testMTU, Concentrator: pc.LocalAddr().String(), TLS: tlsConf,
+		ID: "van-1", Device: edgeTun, MTU: testMTU, Concentrator: pc.LocalAddr().String(), TLS: tlsConf,
 		Token: edgeToken, Uplinks: ups, Paths: popts,
 		Listen: func(ctx context.Context, u UplinkOptions) (net.PacketConn, error) {
 			c, err := ListenUplink(ctx, u)

@@ -25,6 +25,7 @@ func main() {
 		newDemoCmd(),
 		newVersionCmd(),
 		newClassifyCmd(),
+		newEmuCmd(),
 	)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "bondd:", err)

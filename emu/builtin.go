@@ -1,0 +1,213 @@
+package emu
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Built-in models, used when the trace files are absent. Every number
+// below was computed from the real traces by TestBuiltinFit
+// (builtin_fit_test.go), which recomputes them from the files whenever
+// they are present and fails if they drift; run
+//
+//	go test ./emu/ -run TestBuiltinFit -emu.printfit
+//
+// to print this block afresh. Definitions:
+//
+//   - Capacity (Mahimahi): opportunities per whole 1-s bin × 1500 B × 8;
+//     Starlink: mean of the ten 100-ms rows of each second. A second is
+//     idle below 0.1 Mbit/s (≤ 8 Mahimahi opportunities). quantMbps are the
+//     0, 5, …, 100 % quantiles (linear interpolation) of the non-idle
+//     seconds; lag1 is the lag-1 autocorrelation of their normal scores
+//     (Φ⁻¹ of the mid-rank), over pairs of consecutive non-idle seconds;
+//     idleShare and idleRunS are the share of idle seconds and the mean
+//     length of idle runs (s).
+//   - RTT: the 5Gophers samples (all-carriers-rtt.csv) of one carrier at
+//     server location US-East: mean, standard deviation and 0, 5, …, 100 %
+//     quantiles in ms.
+//   - One-way delay (Starlink): 0, 5, …, 100 % quantiles of the 100-ms rows.
+//   - Loss floor: mean loss fraction of the Starlink rows outside the
+//     reconfiguration windows (the 1 s from second 12 of each 15-s cycle).
+
+// capacityFit is a per-second capacity model fitted to a trace. series
+// draws from it a capacity time series with memory: a Gaussian AR(1)
+// process z with lag-1 correlation lag1 is mapped through Φ to the
+// fitted quantile function (a Gaussian copula, so the per-second
+// distribution matches the trace and consecutive seconds correlate like
+// it), and a two-state Markov chain with the fitted idle share and mean
+// idle run length sets idle seconds to zero.
+type capacityFit struct {
+	source    string      // file fitted (relative to the traces folder)
+	seconds   int         // whole 1-s bins
+	meanMbps  float64     // mean capacity over all bins, idle included
+	idleShare float64     // share of idle seconds
+	idleRunS  float64     // mean idle run length, s (0 if none)
+	lag1      float64     // lag-1 autocorrelation of normal scores
+	quantMbps [21]float64 // quantiles 0, 5, …, 100 % of non-idle seconds
+}
+
+// rttFit summarizes RTT samples.
+type rttFit struct {
+	source  string
+	carrier string // as spelled in the file
+	n       int
+	meanMs  float64
+	sdMs    float64
+	quantMs [21]float64 // quantiles 0, 5, …, 100 %
+}
+
+// quantFit is a quantile table (ms) of a one-way delay.
+type quantFit struct {
+	source  string
+	meanMs  float64
+	quantMs [21]float64
+}
+
+// lossFloorFit is the random-loss floor of a direction pair.
+type lossFloorFit struct {
+	source           string
+	up, down         float64 // mean loss outside reconfiguration windows
+	upReco, downReco float64 // mean loss inside them (for reference)
+}
+
+// quantile evaluates a 21-point quantile table at u in [0, 1] by linear
+// interpolation.
+func quantile(q *[21]float64, u float64) float64 {
+	pos := min(max(u, 0), 1) * 20
+	i := int(pos)
+	if i >= 20 {
+		return q[20]
+	}
+	f := pos - float64(i)
+	return q[i]*(1-f) + q[i+1]*f
+}
+
+// series generates n seconds of capacity from the fit (see capacityFit).
+func (c *capacityFit) series(seed uint64, n int, name string) *Series {
+	r := rand.New(rand.NewPCG(seed, 0x6361706163697479))
+	s := &Series{Name: name, Interval: time.Second, Rate: make([]BitRate, n)}
+	rho := min(max(c.lag1, -0.999), 0.999)
+	innov := math.Sqrt(1 - rho*rho)
+	z := r.NormFloat64()
+	var enter, leave float64
+	if c.idleShare > 0 && c.idleShare < 1 && c.idleRunS > 0 {
+		leave = 1 / max(c.idleRunS, 1)
+		enter = c.idleShare / (1 - c.idleShare) * leave
+	}
+	idle := r.Float64() < c.idleShare && leave > 0
+	for i := range s.Rate {
+		if !idle {
+			u := 0.5 * math.Erfc(-z/math.Sqrt2)
+			s.Rate[i] = BitRate(quantile(&c.quantMbps, u) * 1e6)
+		}
+		z = rho*z + innov*r.NormFloat64()
+		if idle {
+			idle = r.Float64() >= leave
+		} else {
+			idle = r.Float64() < enter
+		}
+	}
+	// A generated series must carry something.
+	var total BitRate
+	for _, v := range s.Rate {
+		total += v
+	}
+	if total == 0 {
+		s.Rate[0] = BitRate(c.quantMbps[10] * 1e6)
+	}
+	return s
+}
+
+// owdSamples returns 101 one-way delays, half the RTT quantile function
+// at 0, 1, …, 100 %, to use as LinkConfig.DelaySamples.
+func (f *rttFit) owdSamples() []time.Duration {
+	out := make([]time.Duration, 101)
+	for i := range out {
+		out[i] = time.Duration(quantile(&f.quantMs, float64(i)/100) / 2 * float64(time.Millisecond))
+	}
+	return out
+}
+
+// samples returns 101 one-way delays from the quantile table.
+func (f *quantFit) samples() []time.Duration {
+	out := make([]time.Duration, 101)
+	for i := range out {
+		out[i] = time.Duration(quantile(&f.quantMs, float64(i)/100) * float64(time.Millisecond))
+	}
+	return out
+}
+
+// BEGIN FITTED (generated by TestBuiltinFit -emu.printfit; do not edit by hand)
+var (
+	// Path "att": Mahimahi ATT-LTE-driving.down (Saturator, Boston-area driving).
+	builtinATT = capacityFit{
+		source: "cellular/mahimahi/ATT-LTE-driving.down", seconds: 786,
+		meanMbps: 5.17395, idleShare: 0.0356234, idleRunS: 5.6, lag1: 0.890837,
+		quantMbps: [21]float64{0.18, 1.1484, 1.7004, 2.1306, 2.5128, 2.916, 3.3252, 3.9354, 4.464, 5.1, 5.676, 6.0882, 6.4752, 6.9, 7.1856, 7.389, 7.5984, 8.04, 8.6592, 9.5766, 15.492},
+	}
+	// Path "tmobile": Mahimahi TMobile-LTE-driving.down.
+	builtinTMobile = capacityFit{
+		source: "cellular/mahimahi/TMobile-LTE-driving.down", seconds: 474,
+		meanMbps: 12.7712, idleShare: 0.00421941, idleRunS: 1, lag1: 0.770822,
+		quantMbps: [21]float64{0.42, 3.0618, 3.906, 4.3152, 4.7184, 5.16, 5.958, 6.6342, 7.1832, 8.4702, 10.002, 11.3532, 13.0032, 14.052, 15.9744, 17.937, 20.0184, 22.2, 24.9696, 30.5136, 59.46},
+	}
+	// Path "verizon": Mahimahi Verizon-LTE-short.down.
+	builtinVerizon = capacityFit{
+		source: "cellular/mahimahi/Verizon-LTE-short.down", seconds: 140,
+		meanMbps: 5.02749, idleShare: 0, idleRunS: 0, lag1: 0.808232,
+		quantMbps: [21]float64{0.288, 1.074, 1.4508, 1.8462, 2.3904, 2.598, 2.8716, 3.372, 3.5736, 4.0344, 4.302, 4.803, 5.2368, 5.8944, 6.2628, 6.693, 7.3416, 8.5356, 9.7068, 10.827, 16.776},
+	}
+	// Starlink uplink capacity, per second (Pan/Zhao/Cai lagos trace).
+	builtinLagosUp = capacityFit{
+		source: "leo/starlink-100ms-lagos/lagos.csv (uplink)", seconds: 5445,
+		meanMbps: 9.54971, idleShare: 0, idleRunS: 0, lag1: 0.920159,
+		quantMbps: [21]float64{0.105712, 2.87141, 3.37547, 3.72132, 4.056, 4.4384, 4.78806, 5.13907, 5.51244, 5.95698, 6.45293, 7.04412, 7.82823, 9.12177, 11.6516, 14.2294, 16.3987, 18.5241, 20.4914, 23.0936, 45.9047},
+	}
+	// Starlink downlink capacity, per second.
+	builtinLagosDown = capacityFit{
+		source: "leo/starlink-100ms-lagos/lagos.csv (downlink)", seconds: 5445,
+		meanMbps: 94.2853, idleShare: 0.000550964, idleRunS: 1, lag1: 0.790075,
+		quantMbps: [21]float64{0.114313, 33.505, 46.4272, 54.713, 61.0092, 67.1756, 72.52, 76.925, 82.4128, 86.8502, 91.6207, 96.4227, 101.379, 106.852, 112.351, 119.584, 126.684, 136.317, 148.057, 163.475, 224.398},
+	}
+
+	// Base RTT of path "att" (AT&T is not in 5Gophers; Sprint stands in).
+	builtinRTTSprint = rttFit{
+		source: "cellular/5gophers/all-carriers-rtt.csv (US-East)", carrier: "SPRINT", n: 120,
+		meanMs: 38.9375, sdMs: 5.37235,
+		quantMs: [21]float64{24.2, 29.985, 32.22, 33.055, 34.14, 35.5, 36.37, 37.395, 37.86, 38.41, 39.2, 39.845, 40.82, 41.535, 42.1, 42.625, 43.32, 44.23, 45.51, 48.105, 49.7},
+	}
+	// Base RTT of path "tmobile".
+	builtinRTTTMobile = rttFit{
+		source: "cellular/5gophers/all-carriers-rtt.csv (US-East)", carrier: "TMOBILE", n: 120,
+		meanMs: 78.6792, sdMs: 11.7366,
+		quantMs: [21]float64{38.6, 53.15, 59.38, 62.495, 70.9, 77.825, 79.4, 79.995, 80.92, 82, 82.45, 83.6, 84.34, 84.935, 85.79, 86.85, 87.78, 88.6, 89.2, 89.7, 90},
+	}
+	// Base RTT of path "verizon".
+	builtinRTTVerizon = rttFit{
+		source: "cellular/5gophers/all-carriers-rtt.csv (US-East)", carrier: "VERIZON", n: 120,
+		meanMs: 62.4367, sdMs: 12.1544,
+		quantMs: [21]float64{38.8, 43.785, 45.09, 46.84, 48.56, 52.1, 53.94, 56.995, 58.78, 62.375, 63.4, 66.18, 68.08, 71.235, 72.3, 73.625, 75.44, 76.5, 77.04, 77.725, 79.5},
+	}
+
+	// Starlink uplink one-way delay per 100-ms row, ms.
+	builtinLagosOWDUp = quantFit{
+		source: "leo/starlink-100ms-lagos/lagos.csv (uplink)", meanMs: 87.2556,
+		quantMs: [21]float64{31.726, 44.5107, 50.953, 55.5427, 60.4082, 64.783, 68.4505, 71.7208, 75.1533, 78.3419, 81.9797, 85.3697, 88.768, 93.6194, 99.2661, 105.73, 112.021, 119.254, 127.406, 147.561, 485.721},
+	}
+	// Starlink downlink one-way delay per 100-ms row, ms.
+	builtinLagosOWDDown = quantFit{
+		source: "leo/starlink-100ms-lagos/lagos.csv (downlink)", meanMs: 90.6002,
+		quantMs: [21]float64{26.4104, 39.8439, 46.5793, 52.5753, 56.7665, 61.8693, 65.8393, 69.7612, 73.5743, 77.4881, 82.8524, 88.3316, 92.9972, 98.9567, 103.474, 108.41, 114.388, 128.744, 142.578, 169.636, 543.815},
+	}
+
+	// Random-loss floor: Starlink loss outside the reconfiguration windows. The
+	// cellular traces carry no loss at all, so the cellular paths borrow
+	// this floor, the only wireless loss measurement in the shared data.
+	builtinLossFloor = lossFloorFit{
+		source: "leo/starlink-100ms-lagos/lagos.csv",
+		up:     0.00613009, down: 0.00743403, upReco: 0.0791248, downReco: 0.0133554,
+	}
+)
+
+// END FITTED

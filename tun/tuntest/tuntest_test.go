@@ -1,0 +1,239 @@
+package tuntest_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/bondd/bondd/tun"
+	"github.com/bondd/bondd/tun/tuntest"
+)
+
+const offset = 16
+
+// checkGoroutineLeaks fails the test if, after its cleanups, more
+// goroutines run than when it started. Call it first in a test.
+func checkGoroutineLeaks(t *testing.T) {
+	t.Helper()
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(3 * time.Second)
+		for runtime.NumGoroutine() > before {
+			if time.Now().After(deadline) {
+				t.Errorf("goroutine leak: %d running, %d before", runtime.NumGoroutine(), before)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+}
+
+func bufs(n, size int) ([][]byte, []int) {
+	b := make([][]byte, n)
+	for i := range b {
+		b[i] = make([]byte, offset+size)
+	}
+	return b, make([]int, n)
+}
+
+func TestReadBatches(t *testing.T) {
+	d := tuntest.New(1280, 4)
+	defer d.Close()
+	for i := range 6 {
+		if err := d.Inject(bytes.Repeat([]byte{byte(i)}, 10+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, sizes := bufs(4, 1280)
+	n, err := d.Read(b, sizes, offset)
+	if err != nil || n != 4 {
+		t.Fatalf("first Read = %d, %v; want 4 packets", n, err)
+	}
+	for i := range n {
+		want := bytes.Repeat([]byte{byte(i)}, 10+i)
+		if got := b[i][offset : offset+sizes[i]]; !bytes.Equal(got, want) {
+			t.Errorf("packet %d = %x, want %x", i, got, want)
+		}
+	}
+	n, err = d.Read(b, sizes, offset)
+	if err != nil || n != 2 || sizes[1] != 15 {
+		t.Fatalf("second Read = %d, %v (sizes %v); want the 2 remaining packets", n, err, sizes[:2])
+	}
+}
+
+func TestReadOversize(t *testing.T) {
+	d := tuntest.New(1280, 2)
+	defer d.Close()
+	d.Inject(make([]byte, 100))
+	d.Inject(make([]byte, 10))
+	d.Inject(make([]byte, 100))
+	d.Inject(make([]byte, 30))
+	small := [][]byte{make([]byte, offset+50), make([]byte, offset+50)}
+	sizes := make([]int, 2)
+	if n, err := d.Read(small, sizes, offset); err == nil || n != 0 {
+		t.Fatalf("oversize first packet: Read = %d, %v; want an error", n, err)
+	}
+	// The 10-byte packet fits; the following 100-byte one is held back.
+	if n, err := d.Read(small, sizes, offset); err != nil || n != 1 || sizes[0] != 10 {
+		t.Fatalf("Read = %d, %v, sizes %v; want one 10-byte packet", n, err, sizes)
+	}
+	big, bsizes := bufs(2, 200)
+	if n, err := d.Read(big, bsizes, offset); err != nil || n != 2 || bsizes[0] != 100 || bsizes[1] != 30 {
+		t.Fatalf("Read = %d, %v, sizes %v; want the held 100-byte packet then 30", n, err, bsizes)
+	}
+}
+
+func TestWrite(t *testing.T) {
+	d := tuntest.New(1280, 2)
+	defer d.Close()
+	b := [][]byte{append(make([]byte, offset), 1, 2, 3), append(make([]byte, offset), 4, 5)}
+	if _, err := d.Write(b, tun.MinWriteOffset-1); !errors.Is(err, tuntest.ErrInvalidOffset) || !errors.Is(err, os.ErrInvalid) {
+		t.Fatalf("Write with offset %d: %v, want ErrInvalidOffset", tun.MinWriteOffset-1, err)
+	}
+	n, err := d.Write(b, offset)
+	if err != nil || n != 3+2+2*tun.MinWriteOffset {
+		t.Fatalf("Write = %d, %v; want %d bytes", n, err, 3+2+2*tun.MinWriteOffset)
+	}
+	b[0][offset] = 99 // the outbound copy must not change
+	for _, want := range [][]byte{{1, 2, 3}, {4, 5}} {
+		if got := <-d.Outbound(); !bytes.Equal(got, want) {
+			t.Errorf("outbound %x, want %x", got, want)
+		}
+	}
+}
+
+func TestCloseUnblocks(t *testing.T) {
+	checkGoroutineLeaks(t)
+	d := tuntest.New(1280, 1)
+	if ev := <-d.Events(); ev != tun.EventUp {
+		t.Fatalf("first event %v, want EventUp", ev)
+	}
+	errc := make(chan error, 2)
+	go func() {
+		b, s := bufs(1, 100)
+		_, err := d.Read(b, s, offset)
+		errc <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	d.Close()
+	if _, err := d.Write([][]byte{make([]byte, offset+1)}, offset); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("Write after Close: %v, want os.ErrClosed", err)
+	}
+	for range 1 {
+		select {
+		case err := <-errc:
+			if !errors.Is(err, os.ErrClosed) {
+				t.Errorf("blocked call returned %v, want os.ErrClosed", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Close did not unblock Read/Write")
+		}
+	}
+	if _, ok := <-d.Events(); ok {
+		t.Error("Events not closed after Close")
+	}
+	if err := d.Inject([]byte{1}); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("Inject after Close: %v", err)
+	}
+	tun.DrainEvents(d, nil) // returns at once on a closed device
+	if err := d.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestWriteDropsWhenFull(t *testing.T) {
+	d := tuntest.New(1280, 1)
+	defer d.Close()
+	pkt := [][]byte{make([]byte, offset+1)}
+	for range tuntest.QueueLen + 3 {
+		if n, err := d.Write(pkt, offset); err != nil || n != 1+tun.MinWriteOffset {
+			t.Fatalf("Write = %d, %v", n, err)
+		}
+	}
+	if got := d.Dropped(); got != 3 {
+		t.Errorf("Dropped = %d, want 3", got)
+	}
+	if len(d.Outbound()) != tuntest.QueueLen {
+		t.Errorf("%d packets on Outbound, want %d", len(d.Outbound()), tuntest.QueueLen)
+	}
+}
+
+func TestReadHonoursBatchSize(t *testing.T) {
+	d := tuntest.New(1280, 2)
+	defer d.Close()
+	for range 5 {
+		d.Inject([]byte{1})
+	}
+	b, sizes := bufs(8, 100)
+	if n, err := d.Read(b, sizes, offset); n != 2 || err != nil {
+		t.Errorf("Read with 8 bufs and batch 2 = %d, %v; want 2", n, err)
+	}
+}
+
+func TestInjectContext(t *testing.T) {
+	d := tuntest.New(1280, 1)
+	defer d.Close()
+	for range tuntest.QueueLen {
+		if err := d.Inject([]byte{1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := d.InjectContext(ctx, []byte{1}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("InjectContext on a full queue: %v, want DeadlineExceeded", err)
+	}
+}
+
+func TestConcurrent(t *testing.T) {
+	checkGoroutineLeaks(t)
+	const packets = 5000
+	d := tuntest.New(1280, 8)
+	defer d.Close()
+	go func() {
+		for i := range packets {
+			d.Inject([]byte{byte(i), byte(i >> 8)})
+		}
+	}()
+	done := make(chan struct{})
+	go func() {
+		// Write drops when Outbound is full, so count drops as delivered
+		// and check only the order of what arrives.
+		defer close(done)
+		last, recv := -1, 0
+		for recv+int(d.Dropped()) < packets {
+			select {
+			case p := <-d.Outbound():
+				i := int(p[0]) | int(p[1])<<8
+				if i <= last {
+					t.Errorf("packet %d after %d: out of order", i, last)
+					return
+				}
+				last, recv = i, recv+1
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	b, sizes := bufs(8, 1280)
+	for got := 0; got < packets; {
+		n, err := d.Read(b, sizes, offset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			b[i] = b[i][:offset+sizes[i]]
+		}
+		if _, err := d.Write(b[:n], offset); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			b[i] = b[i][:cap(b[i])]
+		}
+		got += n
+	}
+	<-done
+}
