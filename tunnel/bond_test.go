@@ -284,3 +284,54 @@ func checkGoroutines(t *testing.T) {
 		}
 	})
 }
+
+// TestBondClampsMSS sends a TCP SYN advertising MSS 1460 into each end: it
+// leaves the other end with the MSS clamped to what the tunnel MTU carries,
+// and a valid checksum.
+func TestBondClampsMSS(t *testing.T) {
+	checkGoroutines(t)
+	tb := newTestBond(t, token, 1)
+	tb.waitActive(t, 1)
+	for _, dir := range []struct {
+		from, to *tuntest.Device
+		src, dst netip.AddrPort
+	}{
+		{tb.edgeDev, tb.concDev, edgeAddr, srvAddr},
+		{tb.concDev, tb.edgeDev, srvAddr, edgeAddr},
+	} {
+		dir.from.Inject(tcpSYN4(dir.src, dir.dst, 1460))
+		select {
+		case pkt := <-dir.to.Outbound():
+			mss := int(pkt[20+22])<<8 | int(pkt[20+23])
+			if want := testMTU - 40; mss != want {
+				t.Fatalf("MSS %d after the tunnel, want %d", mss, want)
+			}
+			if c := fold(sum(sum(0, pkt[12:20])+6+uint64(len(pkt)-20), pkt[20:])); c != 0xffff {
+				t.Fatalf("TCP checksum invalid after clamping: %#x", c)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("SYN did not cross the tunnel")
+		}
+	}
+}
+
+// tcpSYN4 builds an IPv4 TCP SYN with one option, MSS mss, and valid checksums.
+func tcpSYN4(src, dst netip.AddrPort, mss uint16) []byte {
+	pkt := make([]byte, 44)
+	pkt[0], pkt[8], pkt[9] = 0x45, 64, 6
+	pkt[2], pkt[3] = 0, 44
+	s, d := src.Addr().As4(), dst.Addr().As4()
+	copy(pkt[12:], s[:])
+	copy(pkt[16:], d[:])
+	tcp := pkt[20:]
+	tcp[0], tcp[1], tcp[2], tcp[3] = byte(src.Port()>>8), byte(src.Port()), byte(dst.Port()>>8), byte(dst.Port())
+	tcp[12] = 6 << 4 // data offset: 24 bytes
+	tcp[13] = 0x02   // SYN
+	tcp[14], tcp[15] = 0xff, 0xff
+	tcp[20], tcp[21], tcp[22], tcp[23] = 2, 4, byte(mss>>8), byte(mss)
+	c := ^fold(sum(0, pkt[:20]))
+	pkt[10], pkt[11] = byte(c>>8), byte(c)
+	c = ^fold(sum(sum(0, pkt[12:20])+6+24, tcp))
+	tcp[16], tcp[17] = byte(c>>8), byte(c)
+	return pkt
+}

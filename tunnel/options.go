@@ -22,7 +22,7 @@ const (
 	DefaultIdleTimeout       = 5 * time.Second
 	DefaultRedialMin         = 250 * time.Millisecond
 	DefaultRedialMax         = 10 * time.Second
-	DefaultInitialPacketSize = 1280 // bytes, QUIC InitialPacketSize
+	DefaultInitialPacketSize = 1360 // bytes, QUIC InitialPacketSize: gives an inner MTU of 1280 (see MTUFor)
 	DefaultHandshakeTimeout  = 5 * time.Second
 )
 
@@ -34,12 +34,18 @@ const quicDatagramOverhead = 37
 // MTUFor returns the inner (TUN) MTU, in bytes, that fits in one datagram
 // from the first packet of a connection whose QUIC packets are
 // initialPacketSize bytes: the datagram payload limit minus MaxHeaderLen,
-// rounded down to a multiple of 8. For the default 1280 it is 1200.
+// rounded down to a multiple of 8. For the default 1360 it is 1280; for
+// QUIC's minimum 1200 it is 1120; for 1452 (a full 1500-byte IPv4 path) 1368.
 //
-// bondd sizes the TUN from the post-handshake limit rather than the larger
-// one path MTU discovery finds later (≈1400 bytes) because that figure varies
-// by path and run, and an MTU that is only valid after discovery would drop or
-// bounce packets on every fresh or re-dialled path.
+// Why these figures: bondd sizes the TUN from the limit that holds from the
+// first packet of every connection, not from the larger one path MTU
+// discovery finds later (about 1400 bytes, varying by path and run), because
+// an MTU that is only valid after discovery would drop or bounce packets on
+// every fresh or re-dialled path. And it starts QUIC at 1360 bytes rather
+// than 1280 so that the inner MTU reaches 1280, the IPv6 minimum (RFC 8200
+// §5): Linux disables IPv6 on a device with a smaller MTU. A path whose MTU
+// is below 1388 bytes (1360 + IPv4 and UDP headers) fails the handshake; set
+// initial_packet_size_bytes lower for it and accept an IPv4-only tunnel.
 func MTUFor(initialPacketSize int) int {
 	return (initialPacketSize - quicDatagramOverhead - MaxHeaderLen) &^ 7
 }

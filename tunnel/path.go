@@ -136,5 +136,10 @@ func (p *path) stats(now time.Time) PathStats {
 	if e := p.lastErr.Load(); e != nil {
 		s.LastError = *e
 	}
+	if c := p.conn.Load(); c != nil {
+		cs := c.ConnectionStats()
+		s.Conn = &ConnStats{LatestRTT: cs.LatestRTT, MeanDeviation: cs.MeanDeviation, BytesSent: cs.BytesSent,
+			PacketsSent: cs.PacketsSent, BytesLost: cs.BytesLost, PacketsLost: cs.PacketsLost, BytesReceived: cs.BytesReceived}
+	}
 	return s
 }

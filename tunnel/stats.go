@@ -48,6 +48,9 @@ type PathStats struct {
 	RxBytes          uint64            `json:"rx_bytes"`
 	Drops            PathDrops         `json:"drops"`
 	Rescued          uint64            `json:"rescued"` // queued frames moved to other paths when this one failed
+	// Conn is the current QUIC connection's own counters (quic-go
+	// ConnectionStats); nil while the path is down.
+	Conn *ConnStats `json:"conn,omitempty"`
 	LastError        string            `json:"last_error,omitempty"`
 }
 
@@ -58,4 +61,17 @@ type PathDrops struct {
 	TooLarge         uint64 `json:"too_large"`          // above the connection's datagram size limit
 	SendError        uint64 `json:"send_error"`         // SendDatagram failed (connection closing)
 	ReceiveQueueFull uint64 `json:"receive_queue_full"` // dropped inside quic-go's receive queue
+}
+
+// ConnStats are one QUIC connection's counters, from quic-go's
+// ConnectionStats: since the connection was established, in bytes and QUIC
+// packets (not bondd datagrams).
+type ConnStats struct {
+	LatestRTT     time.Duration `json:"latest_rtt_ns"`
+	MeanDeviation time.Duration `json:"rtt_mean_deviation_ns"`
+	BytesSent     uint64        `json:"bytes_sent"`
+	PacketsSent   uint64        `json:"packets_sent"`
+	BytesLost     uint64        `json:"bytes_lost"`
+	PacketsLost   uint64        `json:"packets_lost"`
+	BytesReceived uint64        `json:"bytes_received"`
 }

@@ -55,7 +55,7 @@ const (
 	DefaultIdleTimeout            = 5 * time.Second
 	DefaultRedialMin              = 250 * time.Millisecond
 	DefaultRedialMax              = 10 * time.Second
-	DefaultInitialPacketSizeBytes = 1280
+	DefaultInitialPacketSizeBytes = 1360
 )
 
 // Limits enforced by (*Config).Validate.

@@ -357,7 +357,7 @@ func TestConfigDefaults(t *testing.T) {
 			IdleTimeout:            5 * time.Second,
 			RedialMin:              250 * time.Millisecond,
 			RedialMax:              10 * time.Second,
-			InitialPacketSizeBytes: 1280,
+			InitialPacketSizeBytes: 1360,
 		},
 	}
 	c.src = nil

@@ -22,7 +22,8 @@ var (
 	demoToken       = []byte("demo-token-not-a-secret")
 )
 
-const demoMTU = 1200
+// demoMTU is the inner MTU bondd derives for its default QUIC packet size.
+var demoMTU = tunnel.MTUFor(tunnel.DefaultInitialPacketSize)
 
 // demoPathOptions shortens the timers so a path that dies in the demo is
 // noticed and redialled within a couple of seconds.

@@ -154,8 +154,8 @@ func (b *itBed) concConfig() string {
 log_level: info
 tun:
   name: bondd0
-  addresses: [10.78.0.1/24]
-  routes: [10.77.0.0/24]
+  addresses: [10.78.0.1/24, "fd78::1/64"]
+  routes: [10.77.0.0/24, "fd77::/64"]
 concentrator:
   listen: 0.0.0.0:4433
   cert_file: %[1]s/conc.pem
@@ -163,7 +163,7 @@ concentrator:
   edges:
     - id: van-1
       token_file: %[1]s/van.token
-      allowed_prefixes: [10.77.0.0/24]
+      allowed_prefixes: [10.77.0.0/24, "fd77::/64"]
 paths:
   idle_timeout: 3s
   redial_max: 1s
@@ -179,7 +179,7 @@ func (b *itBed) edgeConfig(tunName, addr, tokenFile, pin string) string {
 tun:
   name: %s
   addresses: [%s]
-  routes: [10.78.0.0/24]
+  routes: [10.78.0.0/24, "fd78::/64"]
 edge:
   id: van-1
   concentrator: 10.101.0.1:4433
@@ -276,12 +276,17 @@ func TestNetnsBond(t *testing.T) {
 	pin := b.writeCreds(t)
 	b.start(t, b.conc, "concentrator", b.concConfig(), b.concSock)
 	status(t, b.concSock)
-	b.start(t, b.edge, "edge", b.edgeConfig("bondd0", "10.77.0.2/24", "van.token", pin), b.edgeSock)
+	b.start(t, b.edge, "edge", b.edgeConfig("bondd0", `10.77.0.2/24, "fd77::2/64"`, "van.token", pin), b.edgeSock)
 	waitCond(t, "three active edge paths", 15*time.Second, func() bool { return activePaths(status(t, b.edgeSock)) == 3 })
 
 	t.Run("udp echo both ways", func(t *testing.T) {
 		udpEcho(t, b.edge, b.conc, "10.77.0.2:40000", "10.78.0.1:7")
 		udpEcho(t, b.conc, b.edge, "10.78.0.1:40001", "10.77.0.2:7")
+	})
+
+	t.Run("udp echo over IPv6", func(t *testing.T) {
+		udpEcho(t, b.edge, b.conc, "[fd77::2]:40003", "[fd78::1]:7")
+		udpEcho(t, b.conc, b.edge, "[fd78::1]:40004", "[fd77::2]:7")
 	})
 
 	t.Run("tcp 20 MB with an uplink set down halfway", func(t *testing.T) {
@@ -336,6 +341,7 @@ func TestNetnsBond(t *testing.T) {
 		if err := b.edge.SetLinkUp(busiest, true); err != nil {
 			t.Fatal(err)
 		}
+		waitCond(t, "the uplink's path to be redialled", 20*time.Second, func() bool { return activePaths(status(t, b.edgeSock)) == 3 })
 	})
 
 	t.Run("spoofed inner source is dropped and counted", func(t *testing.T) {

@@ -77,7 +77,7 @@ func startDaemon(cfg *Config, log *slog.Logger) (daemon, error) {
 	}
 	mtu := cfg.TUN.MTU
 	if mtu == 0 {
-		mtu = tunnel.MTUFor(max(cfg.Paths.InitialPacketSizeBytes, tunnel.DefaultInitialPacketSize))
+		mtu = tunnel.MTUFor(cfg.Paths.InitialPacketSizeBytes)
 	}
 	dev, err := tun.Open(tun.Config{Name: cfg.TUN.Name, Addrs: cfg.TUN.Addresses, MTU: mtu, Routes: cfg.TUN.Routes})
 	if err != nil {
