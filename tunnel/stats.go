@@ -50,8 +50,8 @@ type PathStats struct {
 	Rescued          uint64            `json:"rescued"` // queued frames moved to other paths when this one failed
 	// Conn is the current QUIC connection's own counters (quic-go
 	// ConnectionStats); nil while the path is down.
-	Conn *ConnStats `json:"conn,omitempty"`
-	LastError        string            `json:"last_error,omitempty"`
+	Conn      *ConnStats `json:"conn,omitempty"`
+	LastError string     `json:"last_error,omitempty"`
 }
 
 // PathDrops counts datagrams a path dropped, by reason.
