@@ -2,6 +2,7 @@ package emu
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync/atomic"
@@ -36,7 +37,9 @@ type benchRig struct {
 	start  time.Time
 }
 
-func newBenchRig(tb testing.TB, up LinkConfig) *benchRig {
+func newBenchRig(tb testing.TB, up LinkConfig) *benchRig { return newBenchRigSpin(tb, up, 0) }
+
+func newBenchRigSpin(tb testing.TB, up LinkConfig, spin time.Duration) *benchRig {
 	tb.Helper()
 	lo := netip.MustParseAddr("127.0.0.1")
 	sink, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo, 0)))
@@ -64,8 +67,9 @@ func newBenchRig(tb testing.TB, up LinkConfig) *benchRig {
 			}
 			return c, err
 		},
-		Up:   up,
-		Seed: 1,
+		Up:         up,
+		Seed:       1,
+		SpinWindow: spin,
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -185,16 +189,21 @@ func BenchmarkRelayThroughput1200(b *testing.B) {
 
 // BenchmarkRelayRelease20Mbps paces 1200-byte datagrams at 2000/s (19.6
 // Mbit/s with headers) into a 20 Mbit/s, 5 ms link and reports the release
-// time error against the model; run it with -benchtime of a few thousand
-// ops (each op takes 0.5 ms).
+// time error against the model, for the default spin window and a longer
+// one; run it with -benchtime of a few thousand ops (each op takes
+// 0.5 ms).
 func BenchmarkRelayRelease20Mbps(b *testing.B) {
-	rig := newBenchRig(b, LinkConfig{Rate: 20 * Mbps, Delay: 5 * time.Millisecond})
-	defer rig.close()
-	b.ReportAllocs()
-	b.ResetTimer()
-	t0 := time.Since(rig.start)
-	rig.send(b, b.N, 1200, 2000)
-	rig.wait(int64(b.N), 300*time.Millisecond)
-	b.StopTimer()
-	rig.report(b, b.N, t0)
+	for _, spin := range []time.Duration{DefaultSpinWindow, 400 * time.Microsecond} {
+		b.Run(fmt.Sprintf("spin%dus", spin.Microseconds()), func(b *testing.B) {
+			rig := newBenchRigSpin(b, LinkConfig{Rate: 20 * Mbps, Delay: 5 * time.Millisecond}, spin)
+			defer rig.close()
+			b.ReportAllocs()
+			b.ResetTimer()
+			t0 := time.Since(rig.start)
+			rig.send(b, b.N, 1200, 2000)
+			rig.wait(int64(b.N), 300*time.Millisecond)
+			b.StopTimer()
+			rig.report(b, b.N, t0)
+		})
+	}
 }

@@ -28,26 +28,37 @@ type Options struct {
 type op uint8
 
 // Ops, cheapest first: Compile orders each rule's entries by op so that a
-// rule fails on integer compares before it reaches a label compare.
+// rule fails on integer compares before it reaches a byte compare.
 const (
-	opEqAnn     op = iota // annotation EQUALS num
-	opExistsAnn           // annotation EXISTS
-	opEqUint              // md.Uint(key) == num
-	opExists              // md.Has(key)
-	opEqSrcIP             // md.Src == addr
-	opEqDstIP             // md.Dst == addr
-	opEqClass             // md.Class() == str
-	opEqLabel             // label value == str (AppendValue)
+	opEqSlot     op = iota // slot value == num
+	opExistsSlot           // slot present
+	opExists               // md.Has(key): src_ip, dst_ip and label keys
+	opEqSrcIP              // md.Src == addr
+	opEqDstIP              // md.Dst == addr
+	opEqClass              // md.Class() == str
+	opEqLabel              // label value == str (AppendValue)
 )
 
-// entry is one compiled match entry.
+// maxSlots bounds the keys with an integer form a set reads: the builtin
+// keys but src_ip and dst_ip, and the annotations.
+const maxSlots = 32
+
+// slotKey is a key with an integer form that Evaluate reads once per
+// packet into a slot: a classifier key (classify.Metadata.Uint) or, when
+// ann is set, an annotation.
+type slotKey struct {
+	key classify.Key
+	ann annKey
+}
+
+// entry is one compiled match entry, 16 bytes so that a rule's entries
+// share cache lines.
 type entry struct {
+	num  uint64 // opEqSlot: the value
 	op   op
-	ann  annKey
-	key  classify.Key
-	num  uint64
-	str  string
-	addr netip.Addr
+	slot uint8        // opEqSlot, opExistsSlot: the slot (< maxSlots)
+	key  classify.Key // opExists, opEqLabel: the key
+	aux  uint16       // opEqClass, opEqLabel: index into Set.strs; opEqSrcIP, opEqDstIP: into Set.addrs
 }
 
 // rule is one compiled rule: its entries and its actions, already merged
@@ -62,7 +73,14 @@ type rule struct {
 	fec        FEC
 	deadline   time.Duration
 	resequence time.Duration
-	prefs      []Preference
+	prefs      []pref
+}
+
+// pref is a compiled preference: the label key interned per set, so that
+// the merge compares integers.
+type pref struct {
+	id uint16 // index of Key among the set's preference keys
+	Preference
 }
 
 // Set is a compiled rule set: immutable, safe for concurrent use. Its
@@ -72,7 +90,10 @@ type Set struct {
 	name     string
 	rules    []rule
 	entries  []entry
-	src      []Rule // source rules, evaluation order
+	slots    []slotKey    // keys Evaluate reads first, ≤ maxSlots
+	strs     []string     // values of class and label entries
+	addrs    []netip.Addr // values of src_ip and dst_ip entries
+	src      []Rule       // source rules, evaluation order
 	warnings []Error
 	classes  *classify.ClassSet
 }
@@ -89,7 +110,7 @@ var (
 // actions are skipped with a warning (Set.Warnings). All problems are
 // reported as *Error with f.Name and the line, joined. f is not retained.
 func Compile(f *File, opts Options) (*Set, error) {
-	c := compiler{el: errList{file: f.Name}, opts: opts}
+	c := compiler{el: errList{file: f.Name}, opts: opts, slots: map[slotKey]uint8{}, prefKeys: map[string]uint16{}}
 	s := &Set{name: f.Name, classes: opts.Classes}
 	if len(f.Rules) > MaxRules {
 		c.el.add(f.Rules[MaxRules].Line, fmt.Sprintf("%d rules, at most %d per set (MoMQ Table 8)", len(f.Rules), MaxRules))
@@ -146,6 +167,8 @@ type compiler struct {
 	el       errList
 	opts     Options
 	warnings []Error
+	slots    map[slotKey]uint8
+	prefKeys map[string]uint16
 }
 
 func (c *compiler) errf(line int, format string, a ...any) {
@@ -183,7 +206,21 @@ func (c *compiler) rule(s *Set, r *Rule) (rule, bool) {
 			continue
 		}
 		seen[m.Key] = m.Line
-		if e, ok := c.entry(&m); ok {
+		if e, ok := c.entry(s, &m); ok {
+			if e.op == opEqSlot || e.op == opExistsSlot {
+				sk := slotKey{key: e.key, ann: annKey(e.slot)}
+				n, ok := c.slots[sk]
+				if !ok {
+					if len(s.slots) == maxSlots { // only if classify grows past 30 keys
+						c.errf(m.Line, "match: more than %d distinct keys in the set", maxSlots)
+						continue
+					}
+					n = uint8(len(s.slots))
+					c.slots[sk] = n
+					s.slots = append(s.slots, sk)
+				}
+				e.slot = n
+			}
 			s.entries = append(s.entries, e)
 		}
 	}
@@ -276,16 +313,18 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-func (c *compiler) entry(m *Match) (entry, bool) {
+func (c *compiler) entry(s *Set, m *Match) (entry, bool) {
 	k, ann, ok := c.key(m.Key, m.Line)
 	if !ok {
 		return entry{}, false
 	}
-	e := entry{key: k, ann: ann}
+	// e.slot holds the annKey until rule() assigns the slot.
+	e := entry{key: k, slot: uint8(ann)}
+	slotted := ann != annNone || k != classify.KeySrcIP && k != classify.KeyDstIP && !k.IsLabel()
 	if m.Op == OpExists {
 		e.op = opExists
-		if ann != annNone {
-			e.op = opExistsAnn
+		if slotted {
+			e.op = opExistsSlot
 		}
 		return e, true
 	}
@@ -300,13 +339,13 @@ func (c *compiler) entry(m *Match) (entry, bool) {
 			c.errf(m.Line, "match pending_iframe: value %q; the key is present only while true, so write true (or {exists: true})", v)
 			return entry{}, false
 		}
-		e.op, e.num = opEqAnn, 1
+		e.op, e.num = opEqSlot, 1
 	case ann == annLEOState:
 		if v != LEOReconf.String() {
 			c.errf(m.Line, "match leo_state: value %q; want reconf", v)
 			return entry{}, false
 		}
-		e.op, e.num = opEqAnn, uint64(LEOReconf)
+		e.op, e.num = opEqSlot, uint64(LEOReconf)
 	case k == classify.KeyClass:
 		if v == "" {
 			c.errf(m.Line, "match class: empty class name")
@@ -316,16 +355,19 @@ func (c *compiler) entry(m *Match) (entry, bool) {
 			c.errf(m.Line, "match class: no traffic class %q", v)
 			return entry{}, false
 		}
-		e.op, e.str = opEqClass, v
+		e.op, e.aux = opEqClass, uint16(len(s.strs))
+		s.strs = append(s.strs, v)
 	case k.IsLabel():
-		e.op, e.str = opEqLabel, v
+		e.op, e.aux = opEqLabel, uint16(len(s.strs))
+		s.strs = append(s.strs, v)
 	case k == classify.KeySrcIP || k == classify.KeyDstIP:
 		a, err := netip.ParseAddr(v)
 		if err != nil || a.Zone() != "" {
 			c.errf(m.Line, "match %s: %q is not an IPv4 or IPv6 address", m.Key, v)
 			return entry{}, false
 		}
-		e.op, e.addr = opEqSrcIP, a
+		e.op, e.aux = opEqSrcIP, uint16(len(s.addrs))
+		s.addrs = append(s.addrs, a)
 		if k == classify.KeyDstIP {
 			e.op = opEqDstIP
 		}
@@ -335,7 +377,7 @@ func (c *compiler) entry(m *Match) (entry, bool) {
 			c.errf(m.Line, "match %s", strings.TrimPrefix(err.Error(), "classify: "))
 			return entry{}, false
 		}
-		e.op, e.num = opEqUint, n
+		e.op, e.num = opEqSlot, n
 	}
 	return e, true
 }
@@ -400,7 +442,12 @@ func (c *compiler) action(r *rule, a *Action, seen map[string]int) {
 			return
 		}
 		seen["prefer "+a.Key] = a.Line
-		r.prefs = append(r.prefs, Preference{Key: a.Key, Value: a.Value})
+		id, ok := c.prefKeys[a.Key]
+		if !ok {
+			id = uint16(len(c.prefKeys))
+			c.prefKeys[a.Key] = id
+		}
+		r.prefs = append(r.prefs, pref{id: id, Preference: Preference{Key: a.Key, Value: a.Value}})
 		r.fields |= FieldPreferences
 	case actAffinity:
 		k, ok := classify.KeyByName(a.Value)

@@ -40,10 +40,6 @@ func (e *Error) Error() string {
 	return string(append(b, e.Msg...))
 }
 
-// ErrFileTooLarge is wrapped by the *Error Load returns for a file larger
-// than MaxFileBytes. Not retried by a Watcher until the file changes.
-var ErrFileTooLarge = errors.New("rules: file too large")
-
 // maxErrors bounds how many errors one Parse or Compile reports.
 const maxErrors = 20
 

@@ -23,9 +23,11 @@ func (s *Set) Evaluate(md *classify.Metadata, ann *Annotations, d *Directive) {
 		md = &noMetadata
 	}
 	var m merger
+	var sv slotValues
+	sv.load(s.slots, md, ann)
 	for i := range s.rules {
 		r := &s.rules[i]
-		if !s.matches(r, md, ann) {
+		if !s.matches(r, md, &sv) {
 			continue
 		}
 		d.Rules.set(i)
@@ -38,39 +40,65 @@ func (s *Set) Matches(i int, md *classify.Metadata, ann *Annotations) bool {
 	if md == nil {
 		md = &noMetadata
 	}
-	return s.matches(&s.rules[i], md, ann)
+	var sv slotValues
+	sv.load(s.slots, md, ann)
+	return s.matches(&s.rules[i], md, &sv)
 }
 
-func (s *Set) matches(r *rule, md *classify.Metadata, ann *Annotations) bool {
+// slotValues holds the integer value of each of a set's slot keys for one
+// packet, read once before the rules are walked.
+type slotValues struct {
+	present uint32 // bit i: slot i's key is present
+	v       [maxSlots]uint64
+}
+
+func (sv *slotValues) load(slots []slotKey, md *classify.Metadata, ann *Annotations) {
+	for i, sk := range slots {
+		var v uint64
+		var ok bool
+		if sk.ann != annNone {
+			v, ok = ann.value(sk.ann)
+		} else {
+			v, ok = md.Uint(sk.key)
+		}
+		if ok {
+			sv.v[i] = v
+			sv.present |= 1 << uint(i)
+		}
+	}
+}
+
+func (s *Set) matches(r *rule, md *classify.Metadata, sv *slotValues) bool {
 	for j := r.lo; j < r.hi; j++ {
-		if !s.entries[j].matches(md, ann) {
+		e := &s.entries[j]
+		if e.op == opEqSlot { // the common case, inlined
+			i := e.slot & (maxSlots - 1)
+			if sv.present&(1<<i) == 0 || sv.v[i] != e.num {
+				return false
+			}
+			continue
+		}
+		if !s.matchesSlow(e, md, sv) {
 			return false
 		}
 	}
 	return true
 }
 
-func (e *entry) matches(md *classify.Metadata, ann *Annotations) bool {
+func (s *Set) matchesSlow(e *entry, md *classify.Metadata, sv *slotValues) bool {
 	switch e.op {
-	case opEqAnn:
-		v, ok := ann.value(e.ann)
-		return ok && v == e.num
-	case opExistsAnn:
-		_, ok := ann.value(e.ann)
-		return ok
-	case opEqUint:
-		v, ok := md.Uint(e.key)
-		return ok && v == e.num
+	case opExistsSlot:
+		return sv.present&(1<<(e.slot&(maxSlots-1))) != 0
 	case opExists:
 		return md.Has(e.key)
 	case opEqSrcIP:
-		return md.Has(classify.KeySrcIP) && md.Src == e.addr
+		return md.Has(classify.KeySrcIP) && md.Src == s.addrs[e.aux]
 	case opEqDstIP:
-		return md.Has(classify.KeyDstIP) && md.Dst == e.addr
+		return md.Has(classify.KeyDstIP) && md.Dst == s.addrs[e.aux]
 	case opEqClass:
-		return md.Class() == e.str
+		return md.Class() == s.strs[e.aux]
 	case opEqLabel:
-		return labelEquals(md, e.key, e.str)
+		return labelEquals(md, e.key, s.strs[e.aux])
 	}
 	return false
 }

@@ -5,7 +5,8 @@ import "github.com/bondd/bondd/classify"
 // merger carries the state of one Evaluate's merge that the Directive does
 // not show.
 type merger struct {
-	single bool // some matching rule asked for single_path
+	single bool                   // some matching rule asked for single_path
+	keys   [MaxPreferences]uint16 // interned keys of d.Preferences
 }
 
 // merge folds the actions of rule r, which matched, into d. Rules arrive in
@@ -41,8 +42,8 @@ func (m *merger) merge(d *Directive, r *rule, md *classify.Metadata) {
 		}
 	}
 	if f&FieldPreferences != 0 {
-		for _, p := range r.prefs {
-			d.addPreference(p)
+		for i := 0; i < len(r.prefs) && d.NumPreferences < MaxPreferences; i++ {
+			m.addPreference(d, &r.prefs[i])
 		}
 	}
 	if f&FieldAffinity != 0 && d.Fields&FieldAffinity == 0 {
@@ -67,19 +68,17 @@ func (m *merger) merge(d *Directive, r *rule, md *classify.Metadata) {
 	d.Fields |= f &^ FieldAffinity &^ FieldPreferences
 }
 
-// addPreference appends p unless its label key is already preferred or
-// the array is full.
-func (d *Directive) addPreference(p Preference) {
+// addPreference appends p unless its label key is already preferred. The
+// caller checks that d.Preferences has room.
+func (m *merger) addPreference(d *Directive, p *pref) {
 	n := int(d.NumPreferences)
 	for i := 0; i < n; i++ {
-		if d.Preferences[i].Key == p.Key {
+		if m.keys[i] == p.id {
 			return
 		}
 	}
-	if n == MaxPreferences {
-		return
-	}
-	d.Preferences[n] = p
+	m.keys[n] = p.id
+	d.Preferences[n] = p.Preference
 	d.NumPreferences++
 	d.Fields |= FieldPreferences
 }

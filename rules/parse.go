@@ -133,19 +133,23 @@ func Parse(name string, data []byte) (*File, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		p.yamlError(err)
+		p.yamlError(data, err)
 		return nil, p.el.err()
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		p.el.add(extra.Line, "a rule file holds one YAML document")
 	} else if !errors.Is(err, io.EOF) {
-		p.yamlError(err)
+		p.yamlError(data, err)
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return f, p.el.err() // empty file: no rules
 	}
-	root := deref(doc.Content[0])
+	if a := findAlias(&doc); a != nil {
+		p.el.add(a.Line, "YAML aliases (*"+a.Value+") are not supported: write each rule out")
+		return nil, p.el.err()
+	}
+	root := doc.Content[0]
 	switch {
 	case isNull(root):
 		return f, p.el.err()
@@ -168,7 +172,7 @@ func Parse(name string, data []byte) (*File, error) {
 			return
 		}
 		for _, item := range v.Content {
-			if r, ok := p.rule(deref(item)); ok {
+			if r, ok := p.rule(item); ok {
 				f.Rules = append(f.Rules, r)
 			}
 		}
@@ -186,32 +190,88 @@ type parser struct {
 	el errList
 }
 
-var yamlLineRE = regexp.MustCompile(`line (\d+): (.*)`)
+var yamlLineRE = regexp.MustCompile(`^line (\d+): (.*)`)
 
-// yamlError turns a YAML syntax error into Errors with lines.
-func (p *parser) yamlError(err error) {
+// yamlError turns a YAML syntax error into Errors with lines. The YAML
+// decoder often reports the line where the enclosing block starts (0-based
+// for parser errors), so the line is found instead as the shortest prefix
+// of whole lines of data that fails to decode.
+func (p *parser) yamlError(data []byte, err error) {
 	var te *yaml.TypeError
 	msgs := []string{err.Error()}
 	if errors.As(err, &te) {
 		msgs = te.Errors
 	}
+	line := failingLine(data)
 	for _, m := range msgs {
 		m = strings.TrimPrefix(m, "yaml: ")
 		if s := yamlLineRE.FindStringSubmatch(m); s != nil {
-			line, _ := strconv.Atoi(s[1])
-			p.el.add(line, "YAML: "+s[2])
-			continue
+			m = s[2]
 		}
-		p.el.add(0, "YAML: "+m)
+		p.el.add(line, "YAML: "+m)
 	}
 }
 
-// deref follows YAML aliases (bounded: the decoder rejects alias loops).
-func deref(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && n.Alias != nil && i < 8; i++ {
-		n = n.Alias
+// failingLine returns the smallest n such that the first n lines of data do
+// not decode as YAML, by bisection (decoding is taken to fail for every
+// longer prefix too), or 0 when data as a whole decodes.
+func failingLine(data []byte) int {
+	starts := []int{0} // starts[i]: offset of line i+1
+	for i, c := range data {
+		if c == '\n' && i+1 < len(data) {
+			starts = append(starts, i+1)
+		}
 	}
-	return n
+	prefix := func(n int) []byte { // the first n lines
+		if n >= len(starts) {
+			return data
+		}
+		return data[:starts[n]]
+	}
+	if decodes(data) {
+		return 0
+	}
+	lo, hi := 0, len(starts) // decodes(prefix(lo)), !decodes(prefix(hi))
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if decodes(prefix(mid)) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi
+}
+
+// decodes reports whether data decodes as a stream of YAML documents.
+func decodes(data []byte) bool {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+	}
+}
+
+// findAlias returns the first alias node under n, or nil. Rule files may
+// not use aliases: each alias would make the parser walk its anchor's nodes
+// again, so a small file could cost time exponential in its nesting.
+// The walk itself does not follow aliases, so it is linear.
+func findAlias(n *yaml.Node) *yaml.Node {
+	if n.Kind == yaml.AliasNode {
+		return n
+	}
+	for _, c := range n.Content {
+		if a := findAlias(c); a != nil {
+			return a
+		}
+	}
+	return nil
 }
 
 func isNull(n *yaml.Node) bool {
@@ -223,7 +283,7 @@ func isNull(n *yaml.Node) bool {
 func (p *parser) fields(m *yaml.Node, what string, fn func(key string, k, v *yaml.Node)) {
 	first := map[string]int{}
 	for i := 0; i+1 < len(m.Content); i += 2 {
-		k, v := deref(m.Content[i]), deref(m.Content[i+1])
+		k, v := m.Content[i], m.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
 			p.el.add(k.Line, what+": a key must be a plain string")
 			continue
@@ -328,11 +388,11 @@ func (p *parser) match(v *yaml.Node) []Match {
 		case val.Kind == yaml.ScalarNode:
 			m.Op, m.Value = OpEquals, val.Value
 		case val.Kind == yaml.MappingNode:
-			if len(val.Content) != 2 || deref(val.Content[0]).Value != "exists" {
+			if len(val.Content) != 2 || val.Content[0].Value != "exists" {
 				p.el.add(val.Line, "match "+key+": the only operator besides a value is {exists: true}")
 				return
 			}
-			ex := deref(val.Content[1])
+			ex := val.Content[1]
 			if b, err := strconv.ParseBool(ex.Value); ex.Kind != yaml.ScalarNode || err != nil || !b {
 				p.el.add(ex.Line, "match "+key+": exists must be true (the language has no negation)")
 				return
