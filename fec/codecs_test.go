@@ -146,14 +146,14 @@ func TestGFInvert(t *testing.T) {
 }
 
 // TestRecoveryLargeBlocks samples erasure patterns for large geometries,
-// up to k = r = MaxK.
+// up to k = r = MaxK, including a few losses past r.
 func TestRecoveryLargeBlocks(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	for _, g := range [][2]int{{32, 8}, {64, 16}, {MaxK, MaxK}} {
 		k, r := g[0], g[1]
 		b := encodeBlock(t, mustEncoder(t, EncoderOptions{K: k}), randPackets(rng, k, 1, 1500), r)
 		for range 20 {
-			lost := rng.IntN(r + 1)
+			lost := rng.IntN(min(r+3, k+r) + 1)
 			erased := map[int]bool{}
 			for _, i := range rng.Perm(k + r)[:lost] {
 				erased[i] = true
@@ -161,7 +161,8 @@ func TestRecoveryLargeBlocks(t *testing.T) {
 			d := mustDecoder(t, DecoderOptions{MaxK: MaxK, MaxBlocks: 2})
 			got := feed(t, d, b, rng.Perm(k+r), func(i int) bool { return erased[i] }, t0)
 			for i := range k {
-				if !bytes.Equal(got[i], b.data[i]) {
+				p, ok := got[i]
+				if ok && !bytes.Equal(p, b.data[i]) || !ok && lost <= r {
 					t.Fatalf("%s, %d lost: data %d wrong or missing", geometry(k, r), lost, i)
 				}
 			}
