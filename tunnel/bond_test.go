@@ -3,6 +3,7 @@ package tunnel
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/netip"
@@ -334,4 +335,67 @@ func tcpSYN4(src, dst netip.AddrPort, mss uint16) []byte {
 	c = ^fold(sum(sum(0, pkt[12:20])+6+24, tcp))
 	tcp[16], tcp[17] = byte(c>>8), byte(c)
 	return pkt
+}
+
+// TestBondClientCertificate authenticates the edge by mutual TLS: the
+// concentrator accepts the certificate whose CommonName it expects and
+// refuses one with another name.
+func TestBondClientCertificate(t *testing.T) {
+	checkGoroutines(t)
+	for _, tc := range []struct {
+		cn string
+		ok bool
+	}{{"van-1", true}, {"van-2", false}} {
+		t.Run(tc.cn, func(t *testing.T) {
+			srvCert, pin, err := SelfSignedCert("concentrator.test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			edgeCert, _, err := SelfSignedCert(tc.cn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			leaf, err := x509.ParseCertificate(edgeCert.Certificate[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			cas := x509.NewCertPool()
+			cas.AddCert(leaf)
+			pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			concDev, edgeDev := tuntest.New(testMTU, 8), tuntest.New(testMTU, 8)
+			conc, err := NewConcentrator(ConcentratorOptions{Device: concDev, MTU: testMTU, Conn: pc, TLS: ServerTLS(srvCert, cas),
+				Edges: []EdgeAuth{{ID: "van-1", CertCN: "van-1", AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := conc.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer conc.Close()
+			tlsConf, err := ClientTLS("concentrator.test", nil, pin, &edgeCert)
+			if err != nil {
+				t.Fatal(err)
+			}
+			edge, err := NewEdge(EdgeOptions{ID: "van-1", Device: edgeDev, MTU: testMTU, Concentrator: pc.LocalAddr().String(),
+				TLS: tlsConf, Uplinks: []UplinkOptions{{Name: "up0", Bind: netip.MustParseAddr("127.0.0.1")}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			edge.Start()
+			defer edge.Close()
+			waitFor(t, func() bool {
+				p := edge.Bond().Stats().Paths[0]
+				return p.Status == "ACTIVE" || p.LastError != ""
+			})
+			if got := edge.Bond().Stats().Paths[0].Status == "ACTIVE"; got != tc.ok {
+				t.Fatalf("path active = %v, want %v (%+v)", got, tc.ok, edge.Bond().Stats().Paths[0])
+			}
+			if !tc.ok && conc.AuthFailures() == 0 {
+				t.Fatal("refusal not counted")
+			}
+		})
+	}
 }
