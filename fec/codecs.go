@@ -121,10 +121,11 @@ func extractMatrix(k, r int) ([]byte, error) {
 	return a, nil
 }
 
-// mulEnc is the multiply-accumulate kernel: an encoder with 255 data shards
-// and one parity row [1, 2, …, 255], so EncodeIdx(in, c-1, [out]) computes
-// out ^= c·in in GF(2^8) with the library's SIMD code.
-var mulEnc = func() reedsolomon.Encoder {
+// mulKernel is the multiply-accumulate kernel: an encoder with 255 data
+// shards and one parity row [1, 2, …, 255], so EncodeIdx(in, c-1, [out])
+// computes out ^= c·in in GF(2^8) with the library's SIMD code. Built on
+// first use (≈110 µs, 146 KB), not at program start.
+var mulKernel = sync.OnceValue(func() reedsolomon.Encoder {
 	row := make([]byte, 255)
 	for i := range row {
 		row[i] = byte(i + 1)
@@ -134,18 +135,19 @@ var mulEnc = func() reedsolomon.Encoder {
 		panic("fec: cannot build the GF(2^8) kernel: " + err.Error()) // a broken build, not input
 	}
 	return e
-}()
+})
 
-// mulAdd computes out ^= c·in over GF(2^8); len(in) == len(out). one is a
-// caller-owned 1-element scratch slice, so the call does not allocate.
-func mulAdd(c byte, in, out []byte, one [][]byte) {
+// mulAdd computes out ^= c·in over GF(2^8) with kernel (mulKernel());
+// len(in) == len(out). one is a caller-owned 1-element scratch slice, so the
+// call does not allocate.
+func mulAdd(kernel reedsolomon.Encoder, c byte, in, out []byte, one [][]byte) {
 	switch c {
 	case 0:
 	case 1:
 		subtle.XORBytes(out, out, in)
 	default:
 		one[0] = out
-		_ = mulEnc.EncodeIdx(in, int(c)-1, one) // lengths match by construction
+		_ = kernel.EncodeIdx(in, int(c)-1, one) // lengths match by construction
 		one[0] = nil
 	}
 }

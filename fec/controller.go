@@ -16,7 +16,8 @@ import "math"
 // rates are clamped to [0, 1]. alpha ≤ 0 or NaN means DefaultAlpha; the paper
 // requires α ≥ 1 and uses 2. The product is rounded up after subtracting
 // 1e-9, so that floating-point noise in an exact product (20 × 0.05 × 2)
-// does not add a parity packet. The result is in [0, k]; k ≤ 0 gives 0.
+// does not add a parity packet. The result is in [0, min(k, MaxK)]; k ≤ 0
+// gives 0.
 //
 // ParityCount is pure and does not allocate.
 func ParityCount(k int, kPerPath []int, lossPerPath []float64, alpha float64) int {

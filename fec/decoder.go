@@ -5,6 +5,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/klauspost/reedsolomon"
 )
 
 // The receive side, in the order a block lives:
@@ -289,6 +291,7 @@ type Decoder struct {
 	free     []uint16     // ids of free buffers
 
 	// scratch for reconstruction
+	kernel  reedsolomon.Encoder // mulKernel()
 	one     [1][]byte
 	out     []byte // one shard
 	mat     []byte // e×e system
@@ -303,7 +306,7 @@ func NewDecoder(o DecoderOptions) (*Decoder, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	d := &Decoder{o: o, ents: make([]entry, o.MaxBlocks)}
+	d := &Decoder{o: o, ents: make([]entry, o.MaxBlocks), kernel: mulKernel()}
 	slots := make([]uint16, 2*o.MaxK*o.MaxBlocks)
 	for i := range d.ents {
 		d.ents[i].slot = slots[: 2*o.MaxK : 2*o.MaxK]
@@ -813,10 +816,10 @@ func (d *Decoder) reconstructLocked(cs *classState, e *entry, rec *Recovered) {
 			for ai, j := range par {
 				coef ^= gfMul(inv[ai], a[(j-k)*k+i])
 			}
-			mulAdd(coef, d.bufs[e.slot[i]-1][:shardLen], out, one)
+			mulAdd(d.kernel, coef, d.bufs[e.slot[i]-1][:shardLen], out, one)
 		}
 		for ai, j := range par {
-			mulAdd(inv[ai], d.bufs[e.slot[j]-1][:shardLen], out, one)
+			mulAdd(d.kernel, inv[ai], d.bufs[e.slot[j]-1][:shardLen], out, one)
 		}
 		n := prefix(out)
 		if n > maxLen {

@@ -32,14 +32,18 @@
 //			for j, s := range par.Shards { send(par.ShardRef(j), s) }
 //		}
 //	}
-//	// and from a timer at enc.Deadline(): enc.Flush(now, &rd, &par), likewise.
+//	// From a timer at enc.Deadline(), with its own rd2 and par2:
+//	if enc.Flush(now, &rd2, &par2) { /* send par2.Shards likewise */ }
 //
 // # Receive path (one Decoder per bond)
 //
-//	v := dec.AddData(now, ref, pkt, &rec)        // a DATA datagram
-//	if v.Deliver() { deliver(pkt) }
-//	v = dec.AddParity(now, ref, shard, &rec)     // a PARITY datagram
-//	for i := range rec.N { deliver(rec.Bufs[i][rec.Offset : rec.Offset+rec.Sizes[i]]) }
+//	if dec.AddData(now, ref, pkt, &rec).Deliver() { // a DATA datagram
+//		deliver(pkt)
+//	}
+//	dec.AddParity(now, ref, shard, &rec) // a PARITY datagram
+//	for i := range rec.Sizes {           // after either call
+//		deliver(rec.Packet(i))
+//	}
 //
 // Either call may reconstruct packets into rec. Data is never held back:
 // the decoder only keeps copies for reconstruction.

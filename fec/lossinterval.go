@@ -66,7 +66,9 @@ func (l *LossIntervals) OnSent(n int) {
 // smoothed RTT. A loss more than rtt after the first loss of the current
 // event starts a new event: the open interval closes (at least one packet
 // long) and both rates are recomputed. Otherwise the loss joins the current
-// event, which leaves Rate unchanged and raises PacketRate.
+// event, which leaves Rate unchanged and raises PacketRate. With rtt ≤ 0
+// only losses reported at the same instant share an event. It does not
+// allocate.
 func (l *LossIntervals) OnLoss(now time.Time, rtt time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
