@@ -9,6 +9,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/bondd/bondd/fec"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tun"
 )
@@ -30,6 +31,9 @@ type Bond struct {
 	started time.Time
 
 	seq atomic.Uint64 // next bond sequence number to send
+
+	fecTx *fecSender   // nil when FEC is off
+	dec   *fec.Decoder // receive side; safe for concurrent use
 
 	// paths is the current path set, replaced copy-on-write under pathsMu
 	// and read lock-free on the per-packet path.
@@ -65,9 +69,13 @@ type bondCounters struct {
 	tunWrite, icmpSent, mssClamped          atomic.Uint64
 }
 
-func newBond(edgeID string, dev tun.Device, mtu int, picker policy.Picker, popts PathOptions, allowed []netip.Prefix, log *slog.Logger) *Bond {
+func newBond(edgeID string, dev tun.Device, mtu int, picker policy.Picker, popts PathOptions, fopts FECOptions, allowed []netip.Prefix, log *slog.Logger) (*Bond, error) {
 	if picker == nil {
 		picker = policy.LowestRTT{}
+	}
+	dec, err := fec.NewDecoder(fec.DecoderOptions{MaxPacketLen: max(mtu, fec.DefaultMaxPacketLen)})
+	if err != nil {
+		return nil, err
 	}
 	b := &Bond{
 		edgeID:  edgeID,
@@ -80,9 +88,15 @@ func newBond(edgeID string, dev tun.Device, mtu int, picker policy.Picker, popts
 		started: time.Now(),
 		icmpBuf: make([]byte, 0, 1500),
 		wbuf:    make([][]byte, 1),
+		dec:     dec,
+	}
+	if fopts.Mode != FECOff {
+		if b.fecTx, err = newFECSender(fopts, mtu); err != nil {
+			return nil, err
+		}
 	}
 	b.paths.Store(&pathSet{})
-	return b
+	return b, nil
 }
 
 // pathFor returns the bond's path named name, creating it with labels if it
@@ -121,6 +135,7 @@ func (b *Bond) adoptBondID(id uint64) (changed bool) {
 	if changed {
 		b.rx.bondID = id
 		b.rx.dedupe.reset()
+		b.dec.Reset()
 	}
 	b.rx.Unlock()
 	return changed
@@ -160,6 +175,7 @@ func (b *Bond) Stats() BondStats {
 		},
 		ICMPSent:   b.ctr.icmpSent.Load(),
 		MSSClamped: b.ctr.mssClamped.Load(),
+		FEC:        b.fecStats(),
 	}
 	now := time.Now()
 	for _, p := range b.paths.Load().paths {

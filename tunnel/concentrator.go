@@ -55,13 +55,16 @@ type route struct {
 // listening. It returns an error naming the first invalid option, including
 // overlapping allowed prefixes of two edges.
 func NewConcentrator(opts ConcentratorOptions) (*Concentrator, error) {
-	opts.Paths = opts.Paths.withDefaults()
+	opts.Paths, opts.FEC = opts.Paths.withDefaults(), opts.FEC.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("tunnel: concentrator options: %w", err)
 	}
 	c := &Concentrator{opts: opts, log: orDiscard(opts.Logger), edges: map[string]*edgeEntry{}}
 	for _, ea := range opts.Edges {
-		b := newBond(ea.ID, opts.Device, opts.MTU, opts.Picker, opts.Paths, ea.AllowedPrefixes, c.log.With("edge", ea.ID))
+		b, err := newBond(ea.ID, opts.Device, opts.MTU, opts.Picker, opts.Paths, opts.FEC, ea.AllowedPrefixes, c.log.With("edge", ea.ID))
+		if err != nil {
+			return nil, fmt.Errorf("tunnel: concentrator: %w", err)
+		}
 		c.edges[ea.ID] = &edgeEntry{auth: ea, bond: b}
 		for _, p := range ea.AllowedPrefixes {
 			c.routes = append(c.routes, route{p.Masked(), b})
@@ -105,6 +108,9 @@ func (o *ConcentratorOptions) validate() error {
 		}
 		all = append(all, e.AllowedPrefixes...)
 	}
+	if err := o.FEC.validate(); err != nil {
+		return err
+	}
 	return o.Paths.validate()
 }
 
@@ -129,6 +135,9 @@ func (c *Concentrator) Start() error {
 	c.wg.Go(c.routineAccept)
 	c.wg.Go(func() { tun.DrainEvents(c.opts.Device, func(ev tun.Event) { c.log.Debug("tun event", "event", ev) }) })
 	c.wg.Go(func() { routineReadTUN(c.opts.Device, c.log, c.route) })
+	for _, e := range c.edges {
+		e.bond.startFEC(&c.wg, c.ctx.Done())
+	}
 	return nil
 }
 

@@ -40,7 +40,7 @@ type Edge struct {
 // NewEdge checks opts and returns an Edge that is not yet running. It
 // returns an error naming the first missing or invalid option.
 func NewEdge(opts EdgeOptions) (*Edge, error) {
-	opts.Paths = opts.Paths.withDefaults()
+	opts.Paths, opts.FEC = opts.Paths.withDefaults(), opts.FEC.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("tunnel: edge options: %w", err)
 	}
@@ -49,7 +49,11 @@ func NewEdge(opts EdgeOptions) (*Edge, error) {
 		return nil, err
 	}
 	e := &Edge{opts: opts, log: orDiscard(opts.Logger), bondID: binary.BigEndian.Uint64(id[:]) >> 2}
-	e.bond = newBond(opts.ID, opts.Device, opts.MTU, opts.Picker, opts.Paths, nil, e.log)
+	bond, err := newBond(opts.ID, opts.Device, opts.MTU, opts.Picker, opts.Paths, opts.FEC, nil, e.log)
+	if err != nil {
+		return nil, fmt.Errorf("tunnel: edge: %w", err)
+	}
+	e.bond = bond
 	e.bond.adoptBondID(e.bondID)
 	for _, u := range opts.Uplinks {
 		p, _ := e.bond.pathFor(u.Name, u.Labels)
@@ -85,6 +89,9 @@ func (o *EdgeOptions) validate() error {
 		}
 		seen[u.Name] = true
 	}
+	if err := o.FEC.validate(); err != nil {
+		return err
+	}
 	return o.Paths.validate()
 }
 
@@ -101,6 +108,7 @@ func (e *Edge) Start() {
 	}
 	e.wg.Go(func() { tun.DrainEvents(e.opts.Device, func(ev tun.Event) { e.log.Debug("tun event", "event", ev) }) })
 	e.wg.Go(func() { routineReadTUN(e.opts.Device, e.log, func([]byte) *Bond { return e.bond }) })
+	e.bond.startFEC(&e.wg, e.ctx.Done())
 }
 
 // Close closes every connection and the TUN device, and waits for all of the

@@ -120,6 +120,7 @@ type EdgeOptions struct {
 	Token        []byte          // optional: token credential (else the client certificate identifies the edge)
 	Uplinks      []UplinkOptions // required, at least one
 	Paths        PathOptions     // optional tuning
+	FEC          FECOptions      // optional: default adaptive FEC, k = 20, α = 2
 	Picker       policy.Picker   // optional: default policy.LowestRTT
 	Listen       ListenFunc      // optional: default binds Bind / Interface
 	Logger       *slog.Logger    // optional: nil discards
@@ -141,6 +142,7 @@ type ConcentratorOptions struct {
 	TLS    *tls.Config    // required: certificate; ClientCAs when edges use client certificates
 	Edges  []EdgeAuth     // required, at least one
 	Paths  PathOptions    // optional tuning
+	FEC    FECOptions     // optional: FEC on downlink traffic; default adaptive
 	Picker policy.Picker  // optional: default policy.LowestRTT
 	Logger *slog.Logger   // optional: nil discards
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/bondd/bondd/fec"
 	"github.com/bondd/bondd/policy"
 )
 
@@ -18,6 +19,7 @@ type path struct {
 	name  string
 	state *policy.Path
 	queue *sendQueue
+	loss  fec.LossIntervals // RFC 5348 §5.4 loss rate, fed by the tracer
 
 	conn atomic.Pointer[quic.Conn]
 	rec  atomic.Pointer[recorder] // the current connection's tracer
@@ -58,6 +60,7 @@ func (p *path) serve(conn *quic.Conn, rec *recorder) {
 	p.queue.drain() // frames queued for a dead connection are stale
 	p.conn.Store(conn)
 	p.rec.Store(rec)
+	rec.loss.Store(&p.loss)
 	rec.path.Store(p.state)
 	p.state.SetConnected(true, time.Now())
 	p.setErr(nil)

@@ -3,9 +3,11 @@ package tunnel
 import (
 	"encoding/binary"
 	"net/netip"
+	"time"
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/bondd/bondd/fec"
 	"github.com/bondd/bondd/tun"
 )
 
@@ -17,9 +19,12 @@ import (
 //  2. ParseHeader checks the bondd header; a bad one is counted and dropped.
 //  3. The bond's sliding window drops duplicates (DUPLICATE action, redundant
 //     scheduler, or a peer's retransmission) by sequence number.
-//  4. The inner packet must be a well-formed IPv4/IPv6 packet and, on the
+//  4. A packet of an FEC block goes to the bond's fec.Decoder: data is
+//     delivered at once, and once any k of a block's k + r packets are in,
+//     the missing data packets are reconstructed and delivered too.
+//  5. The inner packet must be a well-formed IPv4/IPv6 packet and, on the
 //     concentrator, come from one of the edge's allowed prefixes.
-//  5. The packet is written to the TUN in place: the datagram is resliced so
+//  6. The packet is written to the TUN in place: the datagram is resliced so
 //     the inner packet starts at tun.MinWriteOffset, and the virtio-net
 //     header overwrites the already-parsed bondd header bytes.
 
@@ -27,6 +32,7 @@ import (
 func (p *path) routineReceive(conn *quic.Conn) {
 	ctx := conn.Context()
 	wbuf := make([][]byte, 1)
+	rec := newRecovered(p.bond.mtu)
 	for {
 		dg, err := conn.ReceiveDatagram(ctx)
 		if err != nil {
@@ -34,21 +40,19 @@ func (p *path) routineReceive(conn *quic.Conn) {
 		}
 		p.rxPackets.Add(1)
 		p.rxBytes.Add(uint64(len(dg)))
-		p.bond.receive(dg, wbuf)
+		p.bond.receive(dg, wbuf, rec)
 	}
 }
 
-// receive checks one datagram and writes its inner packet to the TUN.
-// wbuf is the caller's one-entry scratch slice for the TUN write.
-func (b *Bond) receive(dg []byte, wbuf [][]byte) {
+// receive checks one datagram and writes its inner packet, and any packets
+// FEC reconstructs with it, to the TUN. wbuf and rec are the calling
+// routine's scratch: a one-entry slice for the TUN write and the buffers
+// for reconstructed packets.
+func (b *Bond) receive(dg []byte, wbuf [][]byte, rec *fec.Recovered) {
 	var h Header
 	n, err := ParseHeader(dg, &h)
 	if err != nil {
 		b.ctr.badHeader.Add(1)
-		return
-	}
-	if h.Type != TypeData || h.Flags&FlagFEC != 0 {
-		b.ctr.unsupported.Add(1) // parity and FEC blocks arrive with the fec package
 		return
 	}
 	b.rx.Lock()
@@ -62,8 +66,32 @@ func (b *Bond) receive(dg []byte, wbuf [][]byte) {
 		b.ctr.tooOld.Add(1)
 		return
 	}
-	pkt := dg[n:]
-	src, ok := innerSource(pkt)
+	if h.Flags&FlagFEC == 0 {
+		b.deliver(dg, n, wbuf)
+		return
+	}
+	now := time.Now()
+	if h.Type == TypeData {
+		switch v := b.dec.AddData(now, fecRef(&h), dg[n:], rec); {
+		case v.Deliver():
+			b.deliver(dg, n, wbuf)
+		case v == fec.Duplicate: // its reconstruction was delivered already
+			b.ctr.duplicate.Add(1)
+		default:
+			b.ctr.badHeader.Add(1)
+		}
+	} else {
+		b.dec.AddParity(now, fecRef(&h), dg[n:], rec) // the decoder counts what it rejects
+	}
+	for i := range rec.Sizes {
+		b.deliver(rec.Bufs[i][:rec.Offset+rec.Sizes[i]], rec.Offset, wbuf)
+	}
+}
+
+// deliver checks the inner packet pkt[n:] and writes it to the TUN; pkt[:n]
+// is headroom it may overwrite.
+func (b *Bond) deliver(pkt []byte, n int, wbuf [][]byte) {
+	src, ok := innerSource(pkt[n:])
 	if !ok {
 		b.ctr.malformed.Add(1)
 		return
@@ -72,7 +100,7 @@ func (b *Bond) receive(dg []byte, wbuf [][]byte) {
 		b.ctr.spoofed.Add(1)
 		return
 	}
-	b.writeTUN(dg, n, wbuf)
+	b.writeTUN(pkt, n, wbuf)
 }
 
 // writeTUN writes the inner packet dg[n:] to the TUN, reusing the header

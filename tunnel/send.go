@@ -21,8 +21,10 @@ import (
 //     b. answers a packet longer than the MTU with an ICMP error,
 //     c. clamps the MSS of TCP SYNs to the tunnel MTU,
 //     d. asks the bond's Picker for a path,
-//     e. writes the bondd header into the headroom in place, and
-//     f. pushes the frame on the chosen path's send queue (never blocks).
+//     e. adds the packet to the open FEC block (fec.go),
+//     f. writes the bondd header into the headroom in place,
+//     g. pushes the frame on the chosen path's send queue (never blocks),
+//        and the block's parity after it when the packet filled the block.
 //  2. path.routineSend, one per live connection, pops frames in order and
 //     hands them to quic.Conn.SendDatagram, which copies them; the buffer
 //     then goes back to the pool.
@@ -90,6 +92,7 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 		return false
 	}
 	h := Header{Type: TypeData, Seq: b.seq.Add(1) - 1, Timestamp: uint64(now.UnixMicro())}
+	sealed := b.fecTx != nil && b.protect(pkt, b.picks[0], &h, now)
 	off := Headroom - HeaderLen(&h)
 	AppendHeader(buf[off:off], &h)
 	f := frame{buf: buf, off: off, end: Headroom + n, enqueued: now.UnixNano()}
@@ -100,6 +103,9 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 	}
 	set.paths[b.picks[0]].queue.push(f)
 	b.ctr.txPackets.Add(1)
+	if sealed {
+		b.sendParity(&b.fecTx.par, b.picks, now)
+	}
 	return true
 }
 

@@ -14,6 +14,7 @@ type BondStats struct {
 	ICMPSent   uint64        `json:"icmp_sent"`  // "fragmentation needed" / "packet too big" replies
 	MSSClamped uint64        `json:"mss_clamped"`
 	Drops      BondDrops     `json:"drops"`
+	FEC        *FECStats     `json:"fec"`
 	Paths      []PathStats   `json:"paths"`
 }
 

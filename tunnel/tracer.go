@@ -7,17 +7,20 @@ import (
 	"github.com/quic-go/quic-go/qlog"
 	"github.com/quic-go/quic-go/qlogwriter"
 
+	"github.com/bondd/bondd/fec"
 	"github.com/bondd/bondd/policy"
 )
 
 // recorder turns one connection's qlog events into plain calls on the
 // path's policy state: MetricsUpdated → OnMetrics, PacketLost (RFC 9002 loss
-// detection) → OnLoss, PacketSent → OnSent, PacketReceived → OnReceive. It implements both
+// detection) → OnLoss, PacketSent → OnSent, PacketReceived → OnReceive; lost
+// and sent packets also feed the path's FEC loss-interval estimator. It implements both
 // qlogwriter.Trace and qlogwriter.Recorder. On the concentrator the path is
 // only known after the hello, so events before that are ignored. RecordEvent
 // runs on quic-go's goroutines: it only stores atomics.
 type recorder struct {
 	path             atomic.Pointer[policy.Path]
+	loss             atomic.Pointer[fec.LossIntervals]
 	datagramsDropped atomic.Uint64 // receive queue overflow inside quic-go
 }
 
@@ -35,10 +38,16 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 	case qlog.PacketLost:
 		if p := r.path.Load(); p != nil && !e.IsMTUProbePacket {
 			p.OnLoss(1)
+			if l := r.loss.Load(); l != nil {
+				l.OnLoss(time.Now(), p.SmoothedRTT())
+			}
 		}
 	case qlog.PacketSent:
 		if p := r.path.Load(); p != nil {
 			p.OnSent()
+			if l := r.loss.Load(); l != nil {
+				l.OnSent(1)
+			}
 		}
 	case qlog.PacketReceived:
 		if p := r.path.Load(); p != nil {

@@ -26,6 +26,7 @@ type demoOptions struct {
 	jsonPath  string
 	seed      uint64
 	inprocess bool
+	fec       string
 }
 
 func newDemoCmd() *cobra.Command {
@@ -55,6 +56,7 @@ the same data path in one process with in-memory TUN devices.`,
 	f.StringVar(&o.jsonPath, "json", "", "also write the report as JSON to this file")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the link emulator (same seed, same run)")
 	f.BoolVar(&o.inprocess, "inprocess", false, "run in one process without TUN devices even as root")
+	f.StringVar(&o.fec, "fec", tunnel.FECAdaptive, "forward error correction: adaptive or off")
 	return cmd
 }
 
@@ -70,6 +72,10 @@ type demoReport struct {
 	GoodputMbps     float64      `json:"goodput_mbps"`
 	PacketsSent     uint64       `json:"packets_sent"`
 	PacketsReceived uint64       `json:"packets_received"`
+	FEC             string       `json:"fec"`         // adaptive or off
+	CodingRate      float64      `json:"coding_rate"` // k/(k+r) of the blocks the edge sent; 1 without FEC
+	ParitySent      uint64       `json:"parity_sent"`
+	Recovered       uint64       `json:"recovered"` // data packets the concentrator reconstructed
 	Bond            *bondSummary `json:"bond"`
 }
 
@@ -92,7 +98,8 @@ type bondSummary struct {
 // payload into the edge, and a channel of payloads out of the concentrator.
 type demoBed struct {
 	mode  string
-	edge  *tunnel.Bond
+	edge  *tunnel.Bond // sends the flow
+	conc  *tunnel.Bond // the concentrator's bond of the edge: receives it
 	send  func(payload []byte) error
 	recv  func(ctx context.Context, fs *demoFlow)
 	close func()
@@ -102,26 +109,33 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	if o.duration <= 0 || o.rateMbps <= 0 {
 		return fmt.Errorf("--duration and --rate must be positive")
 	}
+	if o.fec == "" {
+		o.fec = tunnel.FECAdaptive
+	}
+	if o.fec != tunnel.FECAdaptive && o.fec != tunnel.FECOff {
+		return fmt.Errorf("--fec must be adaptive or off, not %q", o.fec)
+	}
+	fopts := tunnel.FECOptions{Mode: o.fec}
 	sc, err := emu.CellularScenario(o.traces, o.seed)
 	if err != nil {
 		return err
 	}
 	var bed *demoBed
 	if testbed.IsRoot() && !o.inprocess {
-		bed, err = newNetnsBed(sc, o.seed)
+		bed, err = newNetnsBed(sc, o.seed, fopts)
 	} else {
 		if !o.inprocess {
 			fmt.Fprintln(out, "not root: running in one process with in-memory TUN devices (run as root for a network-namespace testbed)")
 		}
-		bed, err = newInprocessBed(sc, o.seed)
+		bed, err = newInprocessBed(sc, o.seed, fopts)
 	}
 	if err != nil {
 		return err
 	}
 	defer bed.close()
 
-	fmt.Fprintf(out, "bondd demo: %s, %.1f Mbit/s of %d-byte UDP packets for %s over %d uplinks\n",
-		bed.mode, o.rateMbps, demoPacketBytes, o.duration, len(sc.Paths))
+	fmt.Fprintf(out, "bondd demo: %s, %.1f Mbit/s of %d-byte UDP packets for %s over %d uplinks, FEC %s\n",
+		bed.mode, o.rateMbps, demoPacketBytes, o.duration, len(sc.Paths), o.fec)
 	if sc.Source == "builtin" {
 		fmt.Fprintln(out, "traces: none found; using the built-in models fitted to the public traces (see docs/emu.md)")
 	} else {
@@ -134,7 +148,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	rctx, rcancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); bed.recv(rctx, fs) }()
-	before := bed.edge.Stats()
+	before, concBefore := bed.edge.Stats(), bed.conc.Stats()
 	sendFlow(ctx, o.rateMbps, o.duration, fs, bed.send)
 	// Let the last packets drain through the slowest path.
 	select {
@@ -147,6 +161,8 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 		return ctx.Err()
 	}
 	rep := buildReport(bed, sc, o, fs, before, bed.edge.Stats())
+	tx, rx, rx0 := rep.fecAfter(before, bed.edge.Stats()), bed.conc.Stats().FEC, concBefore.FEC
+	rep.FEC, rep.CodingRate, rep.ParitySent, rep.Recovered = o.fec, tx.rate, tx.parity, rx.Recovered-rx0.Recovered
 	if os.Getenv("BONDD_DEMO_DEBUG") != "" {
 		for _, p := range bed.edge.Stats().Paths {
 			fmt.Fprintf(out, "DEBUG %+v\n", p)
@@ -235,6 +251,26 @@ func printReport(out io.Writer, r demoReport) {
 		r.PacketsSent, r.PacketsReceived, 100*r.LossRate, r.GoodputMbps)
 	fmt.Fprintf(out, "one-way delay: mean %.1f ms, p50 %.1f ms, p95 %.1f ms, p99 %.1f ms\n",
 		r.OWDms.Mean, r.OWDms.P50, r.OWDms.P95, r.OWDms.P99)
+	if r.FEC != tunnel.FECOff {
+		fmt.Fprintf(out, "FEC: coding rate %.3f, %d parity packets sent, %d packets recovered\n", r.CodingRate, r.ParitySent, r.Recovered)
+	}
 	fmt.Fprintf(out, "bond drops: %d in send queues (full or older than %s), %d with no path; %d duplicates filtered\n",
 		r.Bond.QueueDrops, tunnel.DefaultMaxQueueDelay, r.Bond.NoPath, r.Bond.Duplicates)
+}
+
+type fecDelta struct {
+	rate   float64
+	parity uint64
+}
+
+// fecAfter returns the edge's coding rate and parity count over the flow
+// only (between the two snapshots).
+func (demoReport) fecAfter(before, after tunnel.BondStats) fecDelta {
+	b, a := before.FEC, after.FEC
+	data, parity := a.DataProtected-b.DataProtected, a.ParitySent-b.ParitySent
+	d := fecDelta{rate: 1, parity: parity}
+	if data+parity > 0 {
+		d.rate = float64(data) / float64(data+parity)
+	}
+	return d
 }

@@ -31,7 +31,7 @@ var demoPathOptions = tunnel.PathOptions{IdleTimeout: 3 * time.Second, RedialMax
 
 // newInprocessBed runs the edge, the concentrator and one emu relay per path
 // in this process, over loopback UDP, with in-memory TUN devices.
-func newInprocessBed(sc emu.Scenario, seed uint64) (*demoBed, error) {
+func newInprocessBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions) (*demoBed, error) {
 	var closers []func()
 	cleanup := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -50,7 +50,7 @@ func newInprocessBed(sc emu.Scenario, seed uint64) (*demoBed, error) {
 	}
 	concDev, edgeDev := tuntest.New(demoMTU, 8), tuntest.New(demoMTU, 8)
 	conc, err := tunnel.NewConcentrator(tunnel.ConcentratorOptions{
-		Device: concDev, MTU: demoMTU, Conn: pc, TLS: tunnel.ServerTLS(cert, nil), Paths: demoPathOptions,
+		Device: concDev, MTU: demoMTU, Conn: pc, TLS: tunnel.ServerTLS(cert, nil), Paths: demoPathOptions, FEC: fopts,
 		Edges: []tunnel.EdgeAuth{{ID: "demo-edge", Token: demoToken, AllowedPrefixes: []netip.Prefix{demoEdgeInner.Masked()}}},
 	})
 	if err != nil {
@@ -84,7 +84,7 @@ func newInprocessBed(sc emu.Scenario, seed uint64) (*demoBed, error) {
 	}
 	edge, err := tunnel.NewEdge(tunnel.EdgeOptions{
 		ID: "demo-edge", Device: edgeDev, MTU: demoMTU, Concentrator: concAddr.String(), TLS: tlsConf,
-		Token: demoToken, Uplinks: uplinks, Paths: demoPathOptions,
+		Token: demoToken, Uplinks: uplinks, Paths: demoPathOptions, FEC: fopts,
 	})
 	if err != nil {
 		return fail(err)
@@ -97,6 +97,7 @@ func newInprocessBed(sc emu.Scenario, seed uint64) (*demoBed, error) {
 	return &demoBed{
 		mode: "inprocess",
 		edge: edge.Bond(),
+		conc: conc.Bond("demo-edge"),
 		send: func(payload []byte) error {
 			pkt, err := buildUDP4(src, dst, payload)
 			if err == nil {

@@ -26,7 +26,7 @@ import (
 
 const demoNSPrefix = "bondd-demo-"
 
-func newNetnsBed(sc emu.Scenario, seed uint64) (bed *demoBed, err error) {
+func newNetnsBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions) (bed *demoBed, err error) {
 	testbed.Cleanup(demoNSPrefix) // namespaces left by a killed earlier run
 	tb := testbed.New(demoNSPrefix)
 	var closers []func()
@@ -78,7 +78,7 @@ func newNetnsBed(sc emu.Scenario, seed uint64) (bed *demoBed, err error) {
 		return nil, fmt.Errorf("concentrator namespace: %w", err)
 	}
 	conc, err := tunnel.NewConcentrator(tunnel.ConcentratorOptions{
-		Device: concDev, MTU: demoMTU, Conn: pc, TLS: tunnel.ServerTLS(cert, nil), Paths: demoPathOptions,
+		Device: concDev, MTU: demoMTU, Conn: pc, TLS: tunnel.ServerTLS(cert, nil), Paths: demoPathOptions, FEC: fopts,
 		Edges: []tunnel.EdgeAuth{{ID: "demo-edge", Token: demoToken, AllowedPrefixes: []netip.Prefix{demoEdgeInner.Masked()}}},
 	})
 	if err != nil {
@@ -135,7 +135,7 @@ func newNetnsBed(sc emu.Scenario, seed uint64) (bed *demoBed, err error) {
 	}
 	edge, err := tunnel.NewEdge(tunnel.EdgeOptions{
 		ID: "demo-edge", Device: edgeDev, MTU: demoMTU, Concentrator: concWAN.String(), TLS: tlsConf,
-		Token: demoToken, Uplinks: uplinks, Paths: demoPathOptions,
+		Token: demoToken, Uplinks: uplinks, Paths: demoPathOptions, FEC: fopts,
 		Listen: func(ctx context.Context, u tunnel.UplinkOptions) (pc net.PacketConn, err error) {
 			err = nsEdge.Do(func() error { pc, err = tunnel.ListenUplink(ctx, u); return err })
 			return pc, err
@@ -168,6 +168,7 @@ func newNetnsBed(sc emu.Scenario, seed uint64) (bed *demoBed, err error) {
 	return &demoBed{
 		mode: "netns",
 		edge: edge.Bond(),
+		conc: conc.Bond("demo-edge"),
 		send: func(payload []byte) error { _, err := sender.Write(payload); return err },
 		recv: func(ctx context.Context, fs *demoFlow) {
 			stop := context.AfterFunc(ctx, func() { receiver.SetReadDeadline(time.Now()) })

@@ -1,0 +1,293 @@
+package tunnel
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/bondd/bondd/fec"
+)
+
+// Forward error correction in the bond (paper 1, scheduler-agnostic adaptive
+// FEC, applied to IP packets). Until per-class rules exist every data packet
+// a bond sends belongs to FEC class 0.
+//
+// Send side: the TUN reader adds each data packet to the open block
+// (fec.Encoder.Add) and sends it at once with the block fields in its
+// header. When the block holds k packets the TUN reader seals it; when its
+// time budget runs out first, routineFECFlush does. Sealing sizes r from the
+// loss-interval estimate of each path the block's packets went out on and
+// hands the r parity shards to the same picker as data.
+//
+// Receive side: every path's receive routine hands FEC packets to the
+// bond's fec.Decoder, which delivers data at once and reconstructs missing
+// data once any k of a block's k + r packets are in; routineFECExpire times
+// out blocks and follows the paths' RTT spread.
+
+// FEC modes.
+const (
+	FECAdaptive = "adaptive" // r = min(k, ⌈α·Σ k_i·p_i⌉) per block (the default)
+	FECFixed    = "fixed"    // r = ⌈Ratio·k⌉ per block
+	FECOff      = "off"      // no FEC fields, no parity
+)
+
+// FECOptions configures the FEC of what a bond sends. The zero value is
+// adaptive FEC with the paper's k = 20 and α = 2 and a 20 ms block budget.
+type FECOptions struct {
+	Mode   string        // FECAdaptive (""), FECFixed or FECOff
+	K      int           // data packets per block; default 20
+	Alpha  float64       // adaptive: safety factor α; default 2
+	Ratio  float64       // fixed: parity packets per data packet, (0, 1]
+	Budget time.Duration // longest a block stays open; default 20 ms
+}
+
+func (o FECOptions) withDefaults() FECOptions {
+	if o.Mode == "" {
+		o.Mode = FECAdaptive
+	}
+	if o.K == 0 {
+		o.K = fec.DefaultK
+	}
+	if o.Alpha == 0 {
+		o.Alpha = fec.DefaultAlpha
+	}
+	if o.Budget == 0 {
+		o.Budget = fec.DefaultBudget
+	}
+	return o
+}
+
+func (o FECOptions) validate() error {
+	switch o.Mode {
+	case FECAdaptive, FECOff:
+	case FECFixed:
+		if o.Ratio <= 0 || o.Ratio > 1 {
+			return fmt.Errorf("fixed FEC needs a ratio in (0, 1], got %v", o.Ratio)
+		}
+	default:
+		return fmt.Errorf("FEC mode %q is not adaptive, fixed or off", o.Mode)
+	}
+	if o.K < 1 || o.K > fec.DefaultMaxK {
+		return fmt.Errorf("FEC k %d is outside 1..%d", o.K, fec.DefaultMaxK)
+	}
+	if o.Alpha < 0 || o.Budget < 0 {
+		return errors.New("FEC alpha and budget must not be negative")
+	}
+	return nil
+}
+
+// fecSender is the send side of one bond's FEC.
+type fecSender struct {
+	enc  *fec.Encoder
+	opts FECOptions
+	wake chan struct{} // capacity 1: a block opened, arm the flush timer
+
+	// Owned by the TUN reader goroutine.
+	rd  fec.Redundancy
+	par fec.Parity
+
+	// Owned by routineFECFlush.
+	rdT   fec.Redundancy
+	parT  fec.Parity
+	picks []int
+}
+
+func newFECSender(o FECOptions, mtu int) (*fecSender, error) {
+	enc, err := fec.NewEncoder(fec.EncoderOptions{K: o.K, Budget: o.Budget, MaxPacketLen: mtu})
+	if err != nil {
+		return nil, err
+	}
+	s := &fecSender{enc: enc, opts: o, wake: make(chan struct{}, 1)}
+	for _, p := range []*fec.Parity{&s.par, &s.parT} {
+		for range o.K {
+			p.Bufs = append(p.Bufs, make([]byte, mtu+fec.ShardOverhead))
+		}
+	}
+	return s, nil
+}
+
+// redundancy fills rd for the bond's current paths.
+func (s *fecSender) redundancy(rd *fec.Redundancy, set *pathSet) *fec.Redundancy {
+	switch s.opts.Mode {
+	case FECFixed:
+		rd.Ratio = s.opts.Ratio
+		return rd
+	}
+	rd.Alpha = s.opts.Alpha
+	rd.Loss = rd.Loss[:0]
+	for _, p := range set.paths {
+		rd.Loss = append(rd.Loss, p.loss.Rate())
+	}
+	return rd
+}
+
+// protect adds the data packet pkt, going out on path index pi, to the open
+// block and fills h's FEC fields. When the block is now full it seals it and
+// reports true: the caller sends s.par with sendParity after the data packet.
+func (b *Bond) protect(pkt []byte, pi int, h *Header, now time.Time) (sealed bool) {
+	s := b.fecTx
+	ref, full, ok := s.enc.Add(now, pkt, pi)
+	if !ok {
+		return false // too long to protect: goes out without FEC fields
+	}
+	h.Flags |= FlagFEC
+	h.Class, h.Block, h.Index, h.K = ref.Class, ref.Block, uint16(ref.Index), uint16(ref.K)
+	if ref.Index == 0 {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+	return full && s.enc.Seal(ref.Block, s.redundancy(&s.rd, b.paths.Load()), &s.par)
+}
+
+// sendParity frames the parity shards in p and queues each on a path the
+// picker chooses, as for data. picks is the caller's scratch slice.
+func (b *Bond) sendParity(p *fec.Parity, picks []int, now time.Time) {
+	set := b.paths.Load()
+	for j, shard := range p.Shards {
+		ref := p.ShardRef(j)
+		if len(picks) < len(set.paths) || b.picker.Pick(set.states, now, picks) == 0 {
+			b.ctr.noPath.Add(1)
+			continue
+		}
+		h := Header{Type: TypeParity, Flags: FlagFEC, Seq: b.seq.Add(1) - 1, Timestamp: uint64(now.UnixMicro()),
+			Class: ref.Class, Block: ref.Block, Index: uint16(ref.Index), K: uint16(ref.K), R: uint16(ref.R), MaxLen: uint16(ref.MaxLen)}
+		buf := getBuf()
+		off := Headroom - HeaderLen(&h)
+		AppendHeader(buf[off:off], &h)
+		end := Headroom + copy(buf[Headroom:], shard)
+		set.paths[picks[0]].queue.push(frame{buf: buf, off: off, end: end, enqueued: now.UnixNano()})
+	}
+}
+
+// routineFECFlush closes blocks whose time budget ran out before they
+// filled, so parity is never later than the budget at low packet rates.
+func (b *Bond) routineFECFlush(done <-chan struct{}) {
+	s := b.fecTx
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		deadline, open := s.enc.Deadline()
+		if !open {
+			select {
+			case <-s.wake:
+				continue
+			case <-done:
+				return
+			}
+		}
+		timer.Reset(time.Until(deadline))
+		select {
+		case <-timer.C:
+		case <-done:
+			return
+		}
+		now := time.Now()
+		if s.enc.Flush(now, s.redundancy(&s.rdT, b.paths.Load()), &s.parT) {
+			if n := len(b.paths.Load().paths); len(s.picks) < n {
+				s.picks = make([]int, n)
+			}
+			b.sendParity(&s.parT, s.picks, now)
+		}
+		select { // drop a wake-up for the block just flushed
+		case <-s.wake:
+		default:
+		}
+	}
+}
+
+// fecRecoveredBufs is how many reconstructed packets one receive call can
+// hand out: a block's largest r.
+const fecRecoveredBufs = 64
+
+// newRecovered returns a path receive routine's buffers for reconstructed
+// packets, with tun.MinWriteOffset bytes of headroom each.
+func newRecovered(mtu int) *fec.Recovered {
+	rc := &fec.Recovered{Offset: 16}
+	for range fecRecoveredBufs {
+		rc.Bufs = append(rc.Bufs, make([]byte, rc.Offset+max(mtu, 1500)))
+	}
+	return rc
+}
+
+// routineFECExpire times out blocks whose packets stopped coming, and sets
+// the decoder's timeout from the spread of the paths' RTTs: a block waits
+// for its slowest path's packets, no longer.
+func (b *Bond) routineFECExpire(done <-chan struct{}) {
+	t := time.NewTicker(fecExpireInterval)
+	defer t.Stop()
+	for {
+		select {
+		case now := <-t.C:
+			b.dec.SetTimeout(fecTimeout(b.paths.Load()))
+			b.dec.Expire(now)
+		case <-done:
+			return
+		}
+	}
+}
+
+const (
+	fecExpireInterval = 50 * time.Millisecond
+	fecMinTimeout     = 50 * time.Millisecond
+	fecMaxTimeout     = time.Second
+)
+
+// fecTimeout is twice the spread of the connected paths' smoothed RTTs plus
+// the block budget and a margin, within [fecMinTimeout, fecMaxTimeout].
+func fecTimeout(set *pathSet) time.Duration {
+	var lo, hi time.Duration
+	for i, p := range set.states {
+		r := p.SmoothedRTT()
+		if i == 0 || r < lo {
+			lo = r
+		}
+		hi = max(hi, r)
+	}
+	return min(max(2*(hi-lo)+fec.DefaultBudget+20*time.Millisecond, fecMinTimeout), fecMaxTimeout)
+}
+
+// startFEC starts the bond's FEC routines on wg; they stop when done closes.
+func (b *Bond) startFEC(wg *sync.WaitGroup, done <-chan struct{}) {
+	if b.fecTx != nil {
+		wg.Go(func() { b.routineFECFlush(done) })
+	}
+	wg.Go(func() { b.routineFECExpire(done) })
+}
+
+// fecRef converts a header's FEC fields.
+func fecRef(h *Header) fec.Ref {
+	return fec.Ref{Class: h.Class, Block: h.Block, Index: int(h.Index), K: int(h.K), R: int(h.R), MaxLen: int(h.MaxLen)}
+}
+
+// FECStats are a bond's FEC counters: what it sent and what it received.
+type FECStats struct {
+	Mode          string  `json:"mode"`
+	CodingRate    float64 `json:"coding_rate"` // k/(k+r) over the blocks sent
+	DataProtected uint64  `json:"data_protected"`
+	ParitySent    uint64  `json:"parity_sent"`
+	BlocksByK     uint64  `json:"blocks_by_k"`
+	BlocksByTimer uint64  `json:"blocks_by_timer"`
+
+	ParityReceived uint64  `json:"parity_received"`
+	Recovered      uint64  `json:"recovered"`     // data packets reconstructed and delivered
+	Lost           uint64  `json:"lost"`          // data packets missing when their block timed out
+	ResidualLoss   float64 `json:"residual_loss"` // Lost / (data + recovered + lost) received in blocks
+	Duplicates     uint64  `json:"duplicates"`    // late originals of reconstructed packets, spare parity
+	Bad            uint64  `json:"bad"`           // FEC fields impossible or inconsistent
+}
+
+func (b *Bond) fecStats() *FECStats {
+	s := &FECStats{Mode: FECOff, CodingRate: 1}
+	if b.fecTx != nil {
+		es := b.fecTx.enc.Stats()
+		s.Mode, s.CodingRate, s.DataProtected, s.ParitySent = b.fecTx.opts.Mode, es.CodingRate(), es.Data, es.Parity
+		s.BlocksByK, s.BlocksByTimer = es.BlocksByK, es.BlocksByTimer
+	}
+	ds := b.dec.Stats()
+	s.ParityReceived, s.Recovered, s.Lost, s.ResidualLoss = ds.Parity, ds.Recovered, ds.Lost, ds.ResidualLoss()
+	s.Duplicates, s.Bad = ds.Duplicates, ds.Bad
+	return s
+}
