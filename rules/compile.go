@@ -32,15 +32,15 @@ type op uint8
 const (
 	opEqSlot     op = iota // slot value == num
 	opExistsSlot           // slot present
-	opExists               // md.Has(key): src_ip, dst_ip and label keys
+	opExists               // md.Has(key): src_ip, dst_ip, class and label keys
 	opEqSrcIP              // md.Src == addr
 	opEqDstIP              // md.Dst == addr
 	opEqClass              // md.Class() == str
 	opEqLabel              // label value == str (AppendValue)
 )
 
-// maxSlots bounds the keys with an integer form a set reads: the builtin
-// keys but src_ip and dst_ip, and the annotations.
+// maxSlots bounds the keys a set compares as integers: the builtin keys
+// but src_ip, dst_ip and class, and the annotations.
 const maxSlots = 32
 
 // slotKey is a key with an integer form that Evaluate reads once per
@@ -117,12 +117,13 @@ func Compile(f *File, opts Options) (*Set, error) {
 	}
 	ids := map[string]int{}
 	order := make([]int, 0, len(f.Rules))
-	for i := range f.Rules {
+	for i := range f.Rules[:min(len(f.Rules), MaxRules)] {
 		r := &f.Rules[i]
 		if l, dup := ids[r.ID]; dup && r.ID != "" {
 			c.el.add(r.Line, fmt.Sprintf("rule id %q used twice (first at line %d)", r.ID, l))
+		} else {
+			ids[r.ID] = r.Line
 		}
-		ids[r.ID] = r.Line
 		cr, ok := c.rule(s, r)
 		if ok {
 			s.rules = append(s.rules, cr)
@@ -207,20 +208,6 @@ func (c *compiler) rule(s *Set, r *Rule) (rule, bool) {
 		}
 		seen[m.Key] = m.Line
 		if e, ok := c.entry(s, &m); ok {
-			if e.op == opEqSlot || e.op == opExistsSlot {
-				sk := slotKey{key: e.key, ann: annKey(e.slot)}
-				n, ok := c.slots[sk]
-				if !ok {
-					if len(s.slots) == maxSlots { // only if classify grows past 30 keys
-						c.errf(m.Line, "match: more than %d distinct keys in the set", maxSlots)
-						continue
-					}
-					n = uint8(len(s.slots))
-					c.slots[sk] = n
-					s.slots = append(s.slots, sk)
-				}
-				e.slot = n
-			}
 			s.entries = append(s.entries, e)
 		}
 	}
@@ -313,19 +300,39 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
+// slot returns the slot of a key with an integer form, assigning the next
+// one on first use.
+func (c *compiler) slot(s *Set, sk slotKey, line int) (uint8, bool) {
+	if n, ok := c.slots[sk]; ok {
+		return n, true
+	}
+	if len(s.slots) == maxSlots { // only if classify grows past 30 keys
+		c.errf(line, "match: more than %d distinct keys in the set", maxSlots)
+		return 0, false
+	}
+	n := uint8(len(s.slots))
+	c.slots[sk] = n
+	s.slots = append(s.slots, sk)
+	return n, true
+}
+
 func (c *compiler) entry(s *Set, m *Match) (entry, bool) {
 	k, ann, ok := c.key(m.Key, m.Line)
 	if !ok {
 		return entry{}, false
 	}
-	// e.slot holds the annKey until rule() assigns the slot.
-	e := entry{key: k, slot: uint8(ann)}
-	slotted := ann != annNone || k != classify.KeySrcIP && k != classify.KeyDstIP && !k.IsLabel()
-	if m.Op == OpExists {
-		e.op = opExists
-		if slotted {
-			e.op = opExistsSlot
+	e := entry{key: k}
+	// Annotations and the classifier keys compared as integers read their
+	// value once per packet, into a slot.
+	if ann != annNone || k != classify.KeySrcIP && k != classify.KeyDstIP && k != classify.KeyClass && !k.IsLabel() {
+		if e.slot, ok = c.slot(s, slotKey{key: k, ann: ann}, m.Line); !ok {
+			return entry{}, false
 		}
+		e.op = opExistsSlot
+	} else {
+		e.op = opExists
+	}
+	if m.Op == OpExists {
 		return e, true
 	}
 	v := m.Value

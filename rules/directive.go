@@ -10,8 +10,8 @@ import (
 
 // Directive is what the rules advise for one packet: the merge of the
 // actions of every rule that matched it (MoMQ §3, "Directive merge"). It is
-// a fixed-size value (about 370 bytes) that the caller owns and reuses;
-// Evaluate overwrites all of it. Its strings point into the immutable Set
+// a fixed-size value (320 bytes on 64-bit platforms) that the caller owns
+// and reuses; Evaluate overwrites all of it. Its strings point into the immutable Set
 // that produced it, so it holds no reference to the packet.
 //
 // A Directive is advice: the policy package honours it when it can and

@@ -6,14 +6,17 @@ import "github.com/bondd/bondd/classify"
 var noMetadata classify.Metadata
 
 // Evaluate matches md and ann against the rules in evaluation order and
-// merges the actions of every matching rule into d (see merge). It
-// overwrites all of d. md may be nil (no metadata), as may ann (no
-// annotations) and s (no rules: the default Directive).
+// merges the actions of every matching rule into d, per dimension as each
+// Directive field documents (docs/rules.md, "Merge"). It overwrites all of
+// d. md may be nil (no metadata), as may ann (no annotations) and s (no
+// rules: the default Directive).
 //
-// Cost: for each rule, at most its match entries' compares, each an
-// integer compare except class and label values, which compare bytes; then
-// the merge of its actions for the rules that match. No allocation, no
-// lock; safe for concurrent use. md and ann are not retained.
+// Cost: one read of each key the set compares as integers (at most
+// maxSlots); then for each rule at most its match entries' compares, each
+// an integer compare except class, label and address values; then the
+// merge of the matching rules' actions. BenchmarkEvaluate: 40–90 ns for
+// the four MoMQ rules, 0.4–0.9 µs for 100 rules. No allocation, no lock;
+// safe for concurrent use. md and ann are not retained.
 func (s *Set) Evaluate(md *classify.Metadata, ann *Annotations, d *Directive) {
 	*d = Directive{}
 	if s == nil {

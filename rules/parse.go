@@ -143,7 +143,7 @@ func Parse(name string, data []byte) (*File, error) {
 		p.yamlError(data, err)
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
-		return f, p.el.err() // empty file: no rules
+		return p.result(f) // empty file: no rules
 	}
 	if a := findAlias(&doc); a != nil {
 		p.el.add(a.Line, "YAML aliases (*"+a.Value+") are not supported: write each rule out")
@@ -152,7 +152,7 @@ func Parse(name string, data []byte) (*File, error) {
 	root := doc.Content[0]
 	switch {
 	case isNull(root):
-		return f, p.el.err()
+		return p.result(f)
 	case root.Kind != yaml.MappingNode:
 		p.el.add(root.Line, "want a mapping with the key rules")
 		return nil, p.el.err()
@@ -180,6 +180,11 @@ func Parse(name string, data []byte) (*File, error) {
 	if !seen {
 		p.el.add(root.Line, "missing key rules")
 	}
+	return p.result(f)
+}
+
+// result returns f, or the errors found.
+func (p *parser) result(f *File) (*File, error) {
 	if err := p.el.err(); err != nil {
 		return nil, err
 	}

@@ -82,7 +82,12 @@ type WatcherOptions struct {
 // through an atomic pointer. It reloads the file when it changes (fsnotify
 // on the file's directory, so editors that write a new file and rename it
 // over the old one are seen; and Kubernetes-style symlink swaps) and when
-// Reload is called (the daemon calls it on SIGHUP). A reload that fails
+// Reload is called (the daemon calls it on SIGHUP). File events are
+// debounced; an event that leaves the contents unchanged, or the file
+// empty (a writer that truncated it and has not written yet), does not
+// reload. A file written in place in several pieces may still be read
+// half-written if the pieces are further apart than Debounce: replace the
+// file by renaming a finished one over it. A reload that fails
 // keeps the running set and reports the error with file:line to the logger
 // and OnReload. Sessions are not disturbed either way: packets in flight
 // finish with the set they loaded.
@@ -214,6 +219,14 @@ func (w *Watcher) Close() error {
 // nothing, such as a chmod or another file in the directory).
 func (w *Watcher) reloadLocked(onlyIfChanged *bool) error {
 	data, err := readFile(w.path)
+	if err == nil && len(data) == 0 && onlyIfChanged != nil {
+		// Most likely a writer that truncated the file and has not written
+		// it yet; its write will send another event. Reload installs an
+		// empty file when asked to.
+		w.log.Debug("rules: rule file is empty; waiting for the write to finish", "file", w.path)
+		*onlyIfChanged = false
+		return nil
+	}
 	if err == nil {
 		sum := sha256.Sum256(data)
 		if onlyIfChanged != nil && sum == w.lastSum {

@@ -22,6 +22,7 @@ import (
 func newClassifyCmd() *cobra.Command {
 	var (
 		pcapPath    string
+		configPath  string
 		summary     bool
 		asJSON      bool
 		rtpPorts    []string
@@ -29,7 +30,7 @@ func newClassifyCmd() *cobra.Command {
 		noHeuristic bool
 	)
 	cmd := &cobra.Command{
-		Use:   "classify --pcap FILE",
+		Use:   "classify --pcap FILE [--config FILE]",
 		Short: "Print the metadata rules would match, for each packet of a capture",
 		Long: `Reads a pcap or pcapng file (Ethernet, raw IP, Linux SLL/SLL2 or
 Null/Loopback link types; gzip allowed) and runs bondd's classifier over every
@@ -40,7 +41,13 @@ and every metadata key as rules see it (key=value). Non-IP frames are skipped
 but keep their index. --json prints one JSON object per packet instead, with
 "index" and the keys (numbers as JSON numbers). --summary prints one line per
 flow (protocol, addresses, ports and RTP SSRC) with packet and keyframe counts;
-with --json, one JSON object per flow.`,
+with --json, one JSON object per flow.
+
+--config reads the classifier's settings from a daemon config file's classify
+section: RTP ports, payload types, the RTP heuristic and the traffic classes,
+whose class and labels then show as keys. The rest of the file must be valid
+too, but the files it names (credentials) need not exist here. --rtp-ports,
+--rtp-pt and --no-heuristic, when given, replace the file's setting.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if pcapPath == "" {
@@ -50,16 +57,37 @@ with --json, one JSON object per flow.`,
 			if err != nil {
 				return err
 			}
+			if configPath != "" {
+				flags := opts
+				cfg, err := loadConfig(configPath, parseOptions{skipFileChecks: true})
+				if err != nil {
+					return err
+				}
+				if opts, err = cfg.Classify.Options(); err != nil {
+					return err
+				}
+				f := cmd.Flags()
+				if f.Changed("rtp-ports") {
+					opts.RTPPorts = flags.RTPPorts
+				}
+				if f.Changed("rtp-pt") {
+					opts.PayloadTypes = flags.PayloadTypes
+				}
+				if f.Changed("no-heuristic") {
+					opts.NoHeuristic = flags.NoHeuristic
+				}
+			}
 			return runClassify(cmd.OutOrStdout(), pcapPath, opts, summary, asJSON)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&pcapPath, "pcap", "", "capture file to read (pcap or pcapng)")
+	f.StringVar(&configPath, "config", "", "daemon config file whose classify section to use (classes, RTP ports, payload types)")
 	f.BoolVar(&summary, "summary", false, "print one line per flow instead of one per packet")
 	f.BoolVar(&asJSON, "json", false, "print JSON lines")
-	f.StringSliceVar(&rtpPorts, "rtp-ports", nil, "UDP ports or ranges carrying RTP, e.g. 5004,6000-6010")
-	f.StringSliceVar(&rtpPTs, "rtp-pt", nil, "RTP payload type to codec, e.g. 96=h264,97=vp8 (as in SDP a=rtpmap)")
-	f.BoolVar(&noHeuristic, "no-heuristic", false, "find RTP only on --rtp-ports and --rtp-pt")
+	f.StringSliceVar(&rtpPorts, "rtp-ports", nil, "UDP ports or ranges carrying RTP, e.g. 5004,6000-6010 (replaces the config's rtp_ports)")
+	f.StringSliceVar(&rtpPTs, "rtp-pt", nil, "RTP payload type to codec, e.g. 96=h264,97=vp8 (as in SDP a=rtpmap; replaces the config's payload_types)")
+	f.BoolVar(&noHeuristic, "no-heuristic", false, "find RTP only on the RTP ports and payload types (overrides the config's rtp_heuristic)")
 	return cmd
 }
 
@@ -104,7 +132,7 @@ func runClassify(w io.Writer, path string, opts classify.Options, summary, asJSO
 	}
 	bw := bufio.NewWriter(w)
 	defer bw.Flush()
-	keys := classify.BuiltinKeys()
+	keys := outputKeys(opts.Classes)
 	var (
 		md    classify.Metadata
 		fr    capture.Frame
@@ -145,24 +173,46 @@ func runClassify(w io.Writer, path string, opts classify.Options, summary, asJSO
 	return nil
 }
 
+// outputKey is a key printed per packet, with its name.
+type outputKey struct {
+	key  classify.Key
+	name string
+}
+
+// outputKeys returns the builtin keys in their documented order, then the
+// label keys of classes in order of first use.
+func outputKeys(classes *classify.ClassSet) []outputKey {
+	var ks []outputKey
+	for _, k := range classify.BuiltinKeys() {
+		ks = append(ks, outputKey{k, k.String()})
+	}
+	if classes != nil {
+		for _, k := range classes.LabelKeys() {
+			ks = append(ks, outputKey{k, classes.KeyName(k)})
+		}
+	}
+	return ks
+}
+
 // appendPacket formats one packet: "index key=value …" or a JSON object.
-func appendPacket(b []byte, index int, md *classify.Metadata, keys []classify.Key, reason classify.Reason, asJSON bool) []byte {
+func appendPacket(b []byte, index int, md *classify.Metadata, keys []outputKey, reason classify.Reason, asJSON bool) []byte {
 	if asJSON {
 		b = append(b, `{"index":`...)
 	}
 	b = strconv.AppendInt(b, int64(index), 10)
-	for _, k := range keys {
+	for _, o := range keys {
+		k := o.key
 		if !md.Has(k) {
 			continue
 		}
 		if asJSON {
 			b = append(b, ',')
-			b = strconv.AppendQuote(b, k.String())
+			b = strconv.AppendQuote(b, o.name)
 			b = append(b, ':')
 			b = appendJSONValue(b, md, k)
 		} else {
 			b = append(b, ' ')
-			b = append(b, k.String()...)
+			b = append(b, o.name...)
 			b = append(b, '=')
 			b, _ = md.AppendValue(b, k)
 		}

@@ -37,6 +37,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/bondd/bondd/classify"
 )
 
 // Roles, the values of the role key.
@@ -122,6 +124,9 @@ type Config struct {
 	Concentrator *ConcentratorConfig
 	// Paths tunes every path (uplink connection). Optional.
 	Paths PathsConfig
+	// Classify configures the packet classifier: how RTP is found and the
+	// traffic classes. Optional, both roles.
+	Classify ClassifyConfig
 
 	// src records where the config came from; nil for a Config built in Go.
 	src *configSource
@@ -249,6 +254,34 @@ type PathsConfig struct {
 	InitialPacketSizeBytes int
 }
 
+// ClassifyConfig configures the packet classifier of every bond (key
+// classify). The zero value is valid: RTP is found by the heuristic alone
+// and no traffic class is set. Options turns it into classify.Options.
+type ClassifyConfig struct {
+	// RTPPorts are UDP port ranges (source or destination port) whose
+	// payloads are RTP from the first packet, with no probation. Optional;
+	// at most classify.MaxRTPPortRanges ranges, each with Lo ≤ Hi, none
+	// overlapping another.
+	RTPPorts []classify.PortRange
+	// PayloadTypes maps RTP payload types, 0–127 except 72–76 (which RTCP
+	// packet types alias, RFC 5761 §4), to their codecs, as the senders'
+	// SDP a=rtpmap lines say. classify.CodecUnknown (YAML "auto") means
+	// "RTP; learn the codec from the payload". Optional.
+	PayloadTypes map[uint8]classify.Codec
+	// NoRTPHeuristic turns off finding RTP on UDP that matches neither
+	// RTPPorts nor PayloadTypes (YAML rtp_heuristic: false). Default false:
+	// the heuristic is on.
+	NoRTPHeuristic bool
+	// Classes are the traffic classes; the first whose match holds sets
+	// class and its labels. Optional; at most classify.MaxClasses, names
+	// unique, and the other bounds of classify.NewClassSet.
+	Classes []classify.Class
+
+	// src records where the section came from, so that Options can name
+	// the line of a class it cannot compile; nil when built in Go.
+	src *configSource
+}
+
 // ConfigError is one problem in a config file. It is returned inside
 // ConfigErrors.
 type ConfigError struct {
@@ -314,6 +347,13 @@ func (es ConfigErrors) sort() {
 // and checks the files it refers to. Relative paths in the file are resolved
 // against the file's directory. The error, if any, is ConfigErrors.
 func LoadConfig(path string) (*Config, error) {
+	return loadConfig(path, parseOptions{})
+}
+
+// loadConfig is LoadConfig with options: `bondd classify --config` reads
+// only the classify section, so it skips the checks of referenced files
+// (credentials that live on the daemon's machine).
+func loadConfig(path string, opts parseOptions) (*Config, error) {
 	fail := func(format string, args ...any) (*Config, error) {
 		return nil, ConfigErrors{{File: path, Msg: fmt.Sprintf(format, args...)}}
 	}
@@ -329,7 +369,7 @@ func LoadConfig(path string) (*Config, error) {
 	if len(data) > maxConfigFileBytes {
 		return fail("config file is larger than %d bytes; expected a small YAML file", maxConfigFileBytes)
 	}
-	return ParseConfig(path, data)
+	return parseConfig(path, data, opts)
 }
 
 // ParseConfig is LoadConfig for a file already in memory: name is used in
@@ -343,7 +383,8 @@ type parseOptions struct {
 	// dir resolves relative paths instead of the directory of name.
 	dir string
 	// skipFileChecks skips checking that referenced files exist, for
-	// configs whose files live on another machine (docs/examples).
+	// configs whose files live on another machine (docs/examples, and
+	// `bondd classify --config`).
 	skipFileChecks bool
 }
 
@@ -549,13 +590,16 @@ func indexField(list string, i int) string {
 
 // Known keys of each mapping, in the order docs/config.md lists them.
 var (
-	configKeys       = []string{"role", "log_level", "log_format", "tun", "edge", "concentrator", "paths"}
+	configKeys       = []string{"role", "log_level", "log_format", "tun", "edge", "concentrator", "paths", "classify"}
 	tunKeys          = []string{"name", "addresses", "mtu", "routes"}
 	edgeKeys         = []string{"id", "concentrator", "server_name", "ca_file", "server_cert_sha256", "token_file", "cert_file", "key_file", "uplinks"}
 	uplinkKeys       = []string{"name", "bind", "interface", "remote", "labels"}
 	concentratorKeys = []string{"listen", "cert_file", "key_file", "client_ca_file", "edges"}
 	edgeEntryKeys    = []string{"id", "token_file", "cert_cn", "allowed_prefixes"}
 	pathsKeys        = []string{"queue_packets", "keepalive", "idle_timeout", "redial_min", "redial_max", "initial_packet_size_bytes"}
+	classifyKeys     = []string{"rtp_ports", "payload_types", "rtp_heuristic", "classes"}
+	classKeys        = []string{"name", "match", "labels"}
+	classMatchKeys   = []string{"proto", "src", "dst", "src_ports", "dst_ports", "ports", "dscp"}
 )
 
 // configDecoder turns a yaml.Node tree into a Config, collecting errors.
@@ -704,8 +748,11 @@ func suggestKey(key string, known []string) string {
 	return fmt.Sprintf("; did you mean %q?", best)
 }
 
-// editDistance is the Levenshtein distance of a and b, in bytes.
+// editDistance is the edit distance of a and b in bytes, counting a swap of
+// two adjacent bytes as one edit (optimal string alignment), so that dcsp is
+// nearer to dscp than to dst.
 func editDistance(a, b string) int {
+	prev2 := make([]int, len(b)+1)
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {
@@ -719,8 +766,11 @@ func editDistance(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
 }
@@ -840,6 +890,9 @@ func (d *configDecoder) config(root *yaml.Node) *Config {
 	if n := f["paths"]; n != nil {
 		d.paths(n, &c.Paths)
 	}
+	if n := f["classify"]; n != nil {
+		d.classify(n, &c.Classify)
+	}
 	return c
 }
 
@@ -924,11 +977,25 @@ func (d *configDecoder) uplink(n *yaml.Node, path string) UplinkConfig {
 }
 
 func (d *configDecoder) labels(n *yaml.Node, path string) map[string]string {
-	if n.Kind != yaml.MappingNode {
-		d.errorf(n, path, "expected a mapping of label keys to values, like {link_type: cellular}, got %s", describeNode(n))
+	pairs, ok := d.labelPairs(n, path, "{link_type: cellular}")
+	if !ok {
 		return nil
 	}
-	m := make(map[string]string, len(n.Content)/2)
+	m := make(map[string]string, len(pairs))
+	for _, l := range pairs {
+		m[l.Key] = l.Value
+	}
+	return m
+}
+
+// labelPairs decodes a mapping of label keys to values in file order;
+// example is a mapping for the message when n is not one.
+func (d *configDecoder) labelPairs(n *yaml.Node, path, example string) ([]classify.Label, bool) {
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "expected a mapping of label keys to values, like %s, got %s", example, describeNode(n))
+		return nil, false
+	}
+	var pairs []classify.Label
 	first := make(map[string]int)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := derefNode(n.Content[i]), derefNode(n.Content[i+1])
@@ -944,10 +1011,10 @@ func (d *configDecoder) labels(n *yaml.Node, path string) map[string]string {
 		first[k.Value] = k.Line
 		d.src.lines[f] = k.Line
 		if s, ok := d.scalar(val, f, "a label value"); ok {
-			m[k.Value] = s
+			pairs = append(pairs, classify.Label{Key: k.Value, Value: s})
 		}
 	}
-	return m
+	return pairs, true
 }
 
 func (d *configDecoder) concentrator(n *yaml.Node) *ConcentratorConfig {
@@ -986,6 +1053,245 @@ func (d *configDecoder) paths(n *yaml.Node, p *PathsConfig) {
 	p.RedialMin = d.duration(f["redial_min"], "paths.redial_min")
 	p.RedialMax = d.duration(f["redial_max"], "paths.redial_max")
 	p.InitialPacketSizeBytes = d.integer(f["initial_packet_size_bytes"], "paths.initial_packet_size_bytes", "an integer number of bytes")
+}
+
+func (d *configDecoder) classify(n *yaml.Node, c *ClassifyConfig) {
+	c.src = d.src
+	f := d.fields(n, "classify", classifyKeys)
+	if f == nil {
+		return
+	}
+	c.RTPPorts = d.portRanges(f["rtp_ports"], "classify.rtp_ports")
+	if pt := f["payload_types"]; pt != nil {
+		c.PayloadTypes = d.payloadTypes(pt, "classify.payload_types")
+	}
+	if h := f["rtp_heuristic"]; h != nil {
+		if on, ok := d.boolean(h, "classify.rtp_heuristic"); ok {
+			c.NoRTPHeuristic = !on
+		}
+	}
+	if d.notList(f["classes"], "classify.classes", "classes", "{name: video, match: {ports: [5004-5010]}}") {
+		return
+	}
+	for i, it := range d.list(f["classes"], "classify.classes", "classes") {
+		c.Classes = append(c.Classes, d.class(it, indexField("classify.classes", i)))
+	}
+}
+
+func (d *configDecoder) class(n *yaml.Node, path string) classify.Class {
+	var cl classify.Class
+	f := d.fields(n, path, classKeys)
+	if f == nil {
+		return cl
+	}
+	cl.Name = d.str(f["name"], path+".name", "a class name")
+	if m := f["match"]; m != nil {
+		mf := d.fields(m, path+".match", classMatchKeys)
+		if mf != nil {
+			cl.Match = d.classMatch(mf, path+".match")
+		}
+	}
+	if l := f["labels"]; l != nil {
+		cl.Labels, _ = d.labelPairs(l, path+".labels", "{media: camera}")
+	}
+	return cl
+}
+
+func (d *configDecoder) classMatch(f map[string]*yaml.Node, path string) classify.ClassMatch {
+	var m classify.ClassMatch
+	const protoWant = "a protocol name (udp, tcp, icmp, icmpv6, sctp, …) or number from 0 to 255"
+	if n := f["proto"]; !d.notList(n, path+".proto", "protocols", "udp") {
+		for i, it := range d.list(n, path+".proto", "protocols") {
+			fi := indexField(path+".proto", i)
+			s, ok := d.scalar(it, fi, protoWant)
+			if !ok {
+				m.Protos = append(m.Protos, 0)
+				continue
+			}
+			p, err := classify.KeyProto.ParseValue(s)
+			if err != nil {
+				d.errorf(it, fi, "expected %s, got %q", protoWant, s)
+			}
+			m.Protos = append(m.Protos, uint8(p))
+		}
+	}
+	for _, side := range []struct {
+		key string
+		dst *[]netip.Prefix
+	}{{"src", &m.Src}, {"dst", &m.Dst}} {
+		field := path + "." + side.key
+		if n := f[side.key]; !d.notList(n, field, "network prefixes", "10.77.17.0/24") {
+			*side.dst = d.prefixes(n, field, "a network prefix", "10.77.17.0/24 or fd77:0:0:17::/64")
+		}
+	}
+	m.SrcPorts = d.portRanges(f["src_ports"], path+".src_ports")
+	m.DstPorts = d.portRanges(f["dst_ports"], path+".dst_ports")
+	m.Ports = d.portRanges(f["ports"], path+".ports")
+	if n := f["dscp"]; !d.notList(n, path+".dscp", "DSCP code points", "EF") {
+		for i, it := range d.list(n, path+".dscp", "DSCP code points") {
+			fi := indexField(path+".dscp", i)
+			s, ok := d.scalar(it, fi, dscpWant)
+			if !ok {
+				m.DSCP = append(m.DSCP, 0)
+				continue
+			}
+			v, ok := parseDSCP(s)
+			if !ok {
+				d.errorf(it, fi, "expected %s, got %q", dscpWant, s)
+			}
+			m.DSCP = append(m.DSCP, v)
+		}
+	}
+	return m
+}
+
+// notList reports, after recording an error, that n is a single value
+// where a list is expected, and shows the list to write instead.
+func (d *configDecoder) notList(n *yaml.Node, field, wantItems, example string) bool {
+	if n == nil || n.Kind != yaml.ScalarNode || isNullNode(n) {
+		return false
+	}
+	d.errorf(n, field, "expected a list of %s, like [%s], got %q", wantItems, example, n.Value)
+	return true
+}
+
+const portRangeWant = "a port or a range LO-HI of ports from 0 to 65535, like 5004 or 5004-5010"
+
+// portRanges decodes a list of ports and LO-HI ranges. An item that does
+// not parse stays the zero PortRange, so that indexes match the file.
+func (d *configDecoder) portRanges(n *yaml.Node, field string) []classify.PortRange {
+	if d.notList(n, field, "ports or ranges", "5004-5010") {
+		return nil
+	}
+	items := d.list(n, field, "ports or ranges")
+	if items == nil {
+		return nil
+	}
+	out := make([]classify.PortRange, len(items))
+	for i, it := range items {
+		f := indexField(field, i)
+		s, ok := d.scalar(it, f, portRangeWant)
+		if !ok {
+			continue
+		}
+		r, ok := parsePortRange(s)
+		if !ok {
+			d.errorf(it, f, "expected %s, got %q", portRangeWant, s)
+			continue
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// parsePortRange parses PORT or LO-HI (spaces around the dash allowed); it
+// does not check LO ≤ HI.
+func parsePortRange(s string) (classify.PortRange, bool) {
+	lo, hi, isRange := strings.Cut(s, "-")
+	a, err := strconv.ParseUint(strings.TrimSpace(lo), 10, 16)
+	if err != nil {
+		return classify.PortRange{}, false
+	}
+	b := a
+	if isRange {
+		if b, err = strconv.ParseUint(strings.TrimSpace(hi), 10, 16); err != nil {
+			return classify.PortRange{}, false
+		}
+	}
+	return classify.PortRange{Lo: uint16(a), Hi: uint16(b)}, true
+}
+
+const payloadTypeWant = "an RTP payload type from 0 to 127"
+
+// payloadTypes decodes a mapping of payload types to codec names.
+func (d *configDecoder) payloadTypes(n *yaml.Node, path string) map[uint8]classify.Codec {
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "expected a mapping of RTP payload types to codecs, like {96: h264, 111: opus}, got %s", describeNode(n))
+		return nil
+	}
+	m := make(map[uint8]classify.Codec, len(n.Content)/2)
+	first := make(map[int]int)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := derefNode(n.Content[i]), derefNode(n.Content[i+1])
+		if k.Kind != yaml.ScalarNode {
+			d.errorf(k, path, "expected %s as the key, got %s", payloadTypeWant, describeNode(k))
+			continue
+		}
+		f := joinField(path, k.Value)
+		d.src.lines[f] = k.Line
+		pt, err := strconv.Atoi(k.Value)
+		if err != nil || pt < 0 || pt > 255 {
+			d.errorf(k, f, "expected %s as the key, got %q", payloadTypeWant, k.Value)
+			continue
+		}
+		if line, dup := first[pt]; dup {
+			d.errorf(k, f, "payload type %d set twice; first set at line %d", pt, line)
+			continue
+		}
+		first[pt] = k.Line
+		want := "a codec name (" + strings.Join(codecNames(), ", ") + ") or auto"
+		s, ok := d.scalar(val, f, want)
+		if !ok {
+			continue
+		}
+		codec, known := classify.CodecByName(s)
+		switch {
+		case strings.EqualFold(s, "auto"):
+			codec = classify.CodecUnknown
+		case !known:
+			d.errorf(val, f, "expected %s to learn it from the payload, got %q", want, s)
+			continue
+		}
+		m[uint8(pt)] = codec
+	}
+	return m
+}
+
+// codecNames returns the names of the codecs classify knows.
+func codecNames() []string {
+	var names []string
+	for c := classify.CodecUnknown + 1; c.String() != ""; c++ {
+		names = append(names, c.String())
+	}
+	return names
+}
+
+func (d *configDecoder) boolean(n *yaml.Node, field string) (bool, bool) {
+	s, ok := d.scalar(n, field, "true or false")
+	if !ok {
+		return false, false
+	}
+	switch strings.ToLower(s) {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	d.errorf(n, field, "expected true or false, got %q", s)
+	return false, false
+}
+
+const dscpWant = "a DSCP from 0 to 63 or a name like EF, AF41, CS6 or LE"
+
+// dscpNames are the DSCP names of RFC 2474 (CS), RFC 2597 (AF), RFC 3246
+// (EF), RFC 5865 (VA) and RFC 8622 (LE); DF is the default (CS0).
+var dscpNames = map[string]uint8{
+	"df": 0, "be": 0, "le": 1, "va": 44, "ef": 46,
+	"cs0": 0, "cs1": 8, "cs2": 16, "cs3": 24, "cs4": 32, "cs5": 40, "cs6": 48, "cs7": 56,
+	"af11": 10, "af12": 12, "af13": 14, "af21": 18, "af22": 20, "af23": 22,
+	"af31": 26, "af32": 28, "af33": 30, "af41": 34, "af42": 36, "af43": 38,
+}
+
+// parseDSCP parses a DSCP name (any case) or a decimal number 0–63.
+func parseDSCP(s string) (uint8, bool) {
+	if v, ok := dscpNames[strings.ToLower(s)]; ok {
+		return v, true
+	}
+	v, err := strconv.ParseUint(s, 10, 8)
+	if err != nil || v > 63 {
+		return 0, false
+	}
+	return uint8(v), true
 }
 
 // ---------------------------------------------------------------------------
@@ -1148,6 +1454,7 @@ func (c *Config) validate(v *configValidator) {
 		c.Concentrator.validate(v)
 	}
 	c.Paths.validate(v)
+	c.Classify.validate(v)
 }
 
 func (t *TUNConfig) validate(v *configValidator) {
@@ -1481,6 +1788,215 @@ func (p *PathsConfig) validate(v *configValidator) {
 	redialMin, redialMax := orDefault(p.RedialMin, DefaultRedialMin), orDefault(p.RedialMax, DefaultRedialMax)
 	if redialMin > redialMax {
 		v.errorf("paths.redial_min", "expected at most redial_max (%s), got %s", redialMax, redialMin)
+	}
+}
+
+// classLabelKeyRE is what classify.NewClassSet accepts as a label key.
+var classLabelKeyRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]*$`)
+
+func (c *ClassifyConfig) validate(v *configValidator) {
+	c.compile(v)
+}
+
+// compile checks c, reporting every problem to v with the field at fault,
+// and then compiles its classes; the set is nil when there are none or
+// when a problem was found.
+func (c *ClassifyConfig) compile(v *configValidator) *classify.ClassSet {
+	before := len(v.errs)
+	checkPortRanges(v, "classify.rtp_ports", c.RTPPorts)
+	if n := len(c.RTPPorts); n > classify.MaxRTPPortRanges {
+		v.errorf(indexField("classify.rtp_ports", classify.MaxRTPPortRanges), "at most %d port ranges are allowed, got %d", classify.MaxRTPPortRanges, n)
+	}
+	for _, pt := range slices.Sorted(maps.Keys(c.PayloadTypes)) {
+		f := joinField("classify.payload_types", strconv.Itoa(int(pt)))
+		switch codec := c.PayloadTypes[pt]; {
+		case pt > 127:
+			v.errorf(f, "expected %s as the key, got %d", payloadTypeWant, pt)
+		case pt >= 72 && pt <= 76:
+			v.errorf(f, "payload type %d cannot be told from RTCP (packet types 200-204 with the marker bit, RFC 3550 §12.1, RFC 5761 §4); expected 0 to 71 or 77 to 127", pt)
+		case codec != classify.CodecUnknown && codec.String() == "":
+			v.errorf(f, "unknown codec %d; expected one of %s, or auto", codec, strings.Join(codecNames(), ", "))
+		}
+	}
+
+	if n := len(c.Classes); n > classify.MaxClasses {
+		v.errorf(indexField("classify.classes", classify.MaxClasses), "at most %d classes are allowed, got %d", classify.MaxClasses, n)
+	}
+	names := make(map[string]int)
+	labelKeys := make(map[string]bool) // distinct label keys of all classes
+	for i := range c.Classes {
+		cl := &c.Classes[i]
+		path := indexField("classify.classes", i)
+		switch {
+		case cl.Name == "":
+			v.missing(path+".name", path, "required; expected the name rules see as class, like video")
+		case len(cl.Name) > classify.MaxLabelValueBytes:
+			v.errorf(path+".name", "expected a class name of at most %d bytes, got %d bytes", classify.MaxLabelValueBytes, len(cl.Name))
+		default:
+			if j, dup := names[cl.Name]; dup {
+				v.errorf(path+".name", "class name %q is already used by %s", cl.Name, v.where(indexField("classify.classes", j)))
+			} else {
+				names[cl.Name] = i
+			}
+		}
+
+		mp := path + ".match"
+		m := &cl.Match
+		checkPrefixList(v, mp+".src", m.Src, "10.77.17.0/24")
+		checkPrefixList(v, mp+".dst", m.Dst, "10.78.0.0/16")
+		if n := len(m.Src) + len(m.Dst); n > classify.MaxPrefixesPerClass {
+			v.errorf(mp, "at most %d prefixes (src and dst together) are allowed in one class, got %d", classify.MaxPrefixesPerClass, n)
+		}
+		checkPortRanges(v, mp+".src_ports", m.SrcPorts)
+		checkPortRanges(v, mp+".dst_ports", m.DstPorts)
+		checkPortRanges(v, mp+".ports", m.Ports)
+		if n := len(m.SrcPorts) + len(m.DstPorts) + len(m.Ports); n > classify.MaxPortRangesPerClass {
+			v.errorf(mp, "at most %d port ranges (src_ports, dst_ports and ports together) are allowed in one class, got %d", classify.MaxPortRangesPerClass, n)
+		}
+		checkDistinct(v, mp+".proto", m.Protos, nil)
+		checkDistinct(v, mp+".dscp", m.DSCP, func(d uint8) string {
+			if d > 63 {
+				return fmt.Sprintf("expected %s, got %d", dscpWant, d)
+			}
+			return ""
+		})
+
+		lp := path + ".labels"
+		if n := len(cl.Labels); n > classify.MaxLabelsPerClass {
+			v.errorf(lp, "at most %d labels are allowed in one class, got %d", classify.MaxLabelsPerClass, n)
+		}
+		seen := make(map[string]bool)
+		for _, l := range cl.Labels {
+			f := joinField(lp, l.Key)
+			_, builtin := classify.KeyByName(l.Key)
+			switch {
+			case l.Key == "":
+				v.errorf(lp, "expected non-empty label keys, got an empty key")
+			case len(l.Key) > classify.MaxKeyBytes:
+				v.errorf(f, "expected a label key of at most %d bytes, got %d bytes", classify.MaxKeyBytes, len(l.Key))
+			case !classLabelKeyRE.MatchString(l.Key):
+				v.errorf(f, "expected a label key of a-z 0-9 _ . - starting with a lower-case letter, like media, got %q", l.Key)
+			case l.Key == "class":
+				v.errorf(f, "class is set by the class name; choose another label key")
+			case builtin:
+				v.errorf(f, "%s is a metadata key the classifier sets; choose another label key", l.Key)
+			case seen[l.Key]:
+				v.errorf(f, "label %q set twice", l.Key)
+			case l.Value == "":
+				v.errorf(f, "expected a non-empty label value, like %s: camera", l.Key)
+			case len(l.Value) > classify.MaxLabelValueBytes:
+				v.errorf(f, "expected a label value of at most %d bytes, got %d bytes", classify.MaxLabelValueBytes, len(l.Value))
+			case !labelKeys[l.Key]:
+				labelKeys[l.Key] = true
+				if len(labelKeys) > classify.MaxLabelKeys {
+					v.errorf(f, "%q is distinct label key %d of all classes; at most %d are allowed", l.Key, len(labelKeys), classify.MaxLabelKeys)
+				}
+			}
+			seen[l.Key] = true
+		}
+	}
+
+	if len(v.errs) > before || (v.src != nil && (v.src.badAround("classify") || v.src.badInside("classify"))) || len(c.Classes) == 0 {
+		return nil
+	}
+	// Every bound above is classify's; this catches any check it adds.
+	set, err := classify.NewClassSet(c.Classes)
+	if err != nil {
+		e := classSetError(err)
+		v.add(e.Field, e.Field, "%s", []any{e.Msg})
+		return nil
+	}
+	return set
+}
+
+// classSetError turns an error of classify.NewClassSet, which names the
+// class by its 1-based position, into the field of that class.
+func classSetError(err error) *ConfigError {
+	msg := strings.TrimPrefix(err.Error(), "classify: ")
+	e := &ConfigError{Field: "classify.classes", Msg: msg}
+	rest, ok := strings.CutPrefix(msg, "class ")
+	if !ok {
+		return e
+	}
+	num, rest, ok := strings.Cut(rest, " (")
+	i, err := strconv.Atoi(num)
+	if !ok || err != nil || i < 1 {
+		return e
+	}
+	if q, err := strconv.QuotedPrefix(rest); err == nil {
+		if m, ok := strings.CutPrefix(rest[len(q):], "): "); ok {
+			e.Field, e.Msg = indexField("classify.classes", i-1), m
+		}
+	}
+	return e
+}
+
+// Options returns the classifier options c describes, with its classes
+// compiled into a ClassSet. It runs the checks Validate runs on the section,
+// so a ClassifyConfig built in Go gets the same messages; a ClassifyConfig
+// from LoadConfig or ParseConfig has passed them, and its errors carry the
+// file and line. The error, if any, is ConfigErrors. A nil c gives the zero
+// Options (heuristic RTP detection, no classes).
+func (c *ClassifyConfig) Options() (classify.Options, error) {
+	if c == nil {
+		return classify.Options{}, nil
+	}
+	v := &configValidator{src: c.src}
+	set := c.compile(v)
+	if len(v.errs) > 0 {
+		v.errs.sort()
+		return classify.Options{}, v.errs
+	}
+	return classify.Options{
+		RTPPorts:     slices.Clone(c.RTPPorts),
+		PayloadTypes: maps.Clone(c.PayloadTypes),
+		NoHeuristic:  c.NoRTPHeuristic,
+		Classes:      set,
+	}, nil
+}
+
+// checkPortRanges checks that each range of a list has Lo ≤ Hi and
+// overlaps no earlier one.
+func checkPortRanges(v *configValidator, field string, rs []classify.PortRange) {
+	for i, r := range rs {
+		f := indexField(field, i)
+		if r.Lo > r.Hi {
+			v.errorf(f, "expected a range LO-HI with LO at most HI, like %d-%d, got %d-%d", r.Hi, r.Lo, r.Lo, r.Hi)
+			continue
+		}
+		for j, o := range rs[:i] {
+			if o.Lo <= o.Hi && r.Lo <= o.Hi && o.Lo <= r.Hi {
+				v.errorf(f, "%s overlaps %s at %s", formatPortRange(r), formatPortRange(o), v.where(indexField(field, j)))
+				break
+			}
+		}
+	}
+}
+
+func formatPortRange(r classify.PortRange) string {
+	if r.Lo == r.Hi {
+		return strconv.Itoa(int(r.Lo))
+	}
+	return fmt.Sprintf("%d-%d", r.Lo, r.Hi)
+}
+
+// checkDistinct reports values of a list that bad rejects, and values that
+// appear twice.
+func checkDistinct(v *configValidator, field string, vals []uint8, bad func(uint8) string) {
+	seen := make(map[uint8]int)
+	for i, x := range vals {
+		f := indexField(field, i)
+		if bad != nil {
+			if msg := bad(x); msg != "" {
+				v.errorf(f, "%s", msg)
+				continue
+			}
+		}
+		if j, dup := seen[x]; dup {
+			v.errorf(f, "%d is already in %s", x, v.where(indexField(field, j)))
+			continue
+		}
+		seen[x] = i
 	}
 }
 

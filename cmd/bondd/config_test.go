@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bondd/bondd/classify"
 )
 
 // testToken is a valid token (32 bytes) for fixture files.
@@ -93,7 +97,7 @@ func TestConfigParse(t *testing.T) {
 		{"yaml tab indent", "role: edge\ntun:\n\tname: x\n", "bondd.yaml:3: invalid YAML:"},
 		{"two documents", edgeOK + "---\nrole: edge\n", "bondd.yaml:10: a second YAML document"},
 		{"root is a list", "- role: edge\n", "bondd.yaml:1: expected a mapping with fields role, log_level"},
-		{"unknown top-level key", edgeOK + "tunn: {}\n", `bondd.yaml:10: tunn: unknown field "tunn"; known fields: role, log_level, log_format, tun, edge, concentrator, paths; did you mean "tun"?`},
+		{"unknown top-level key", edgeOK + "tunn: {}\n", `bondd.yaml:10: tunn: unknown field "tunn"; known fields: role, log_level, log_format, tun, edge, concentrator, paths, classify; did you mean "tun"?`},
 		{"unknown key far from any", edgeOK + "zzzzzzzzz: 1\n", `bondd.yaml:10: zzzzzzzzz: unknown field "zzzzzzzzz"; known fields: role,`},
 		{"unknown edge key", strings.Replace(edgeOK, "  uplinks:", "  uplinkz:", 1), `bondd.yaml:8: edge.uplinkz: unknown field "uplinkz"; known fields: id, concentrator, server_name, ca_file, server_cert_sha256, token_file, cert_file, key_file, uplinks; did you mean "uplinks"?`},
 		{"unknown uplink key", strings.Replace(edgeOK, "interface: wwan0", "iface: wwan0", 1), `bondd.yaml:9: edge.uplinks[0].iface: unknown field "iface"; known fields: name, bind, interface, remote, labels`},
@@ -284,6 +288,120 @@ edge:
 		{"initial packet size small", edgeOK + "paths: {initial_packet_size_bytes: 1199}\n", "bondd.yaml:10: paths.initial_packet_size_bytes: expected an integer from 1200 to 1452 bytes, got 1199"},
 		{"initial packet size large", edgeOK + "paths: {initial_packet_size_bytes: 1500}\n", "bondd.yaml:10: paths.initial_packet_size_bytes: expected an integer from 1200 to 1452 bytes, got 1500"},
 		{"paths on concentrator", concentratorOK + "paths: {queue_packets: 64}\n", ""},
+
+		// classify.
+		{"classify all", withClassify(`
+classify:
+  rtp_ports: [5004-5010, 6000]
+  payload_types: {96: h264, 97: H265, 98: auto, 111: opus}
+  rtp_heuristic: false
+  classes:
+    - name: video
+      match: {proto: [udp], src: [10.77.17.0/24], dst: ["fd78::/48"], src_ports: [1024-65535], dst_ports: [5004-5010], ports: [5004], dscp: [AF41, af42, 0]}
+      labels: {media: camera, priority: high}
+    - name: control
+      match: {dscp: [EF, CS6]}
+    - name: rest
+`), ""},
+		{"classify on concentrator", concentratorOK + "classify: {rtp_ports: [5004], classes: [{name: talkback, match: {dscp: [EF]}}]}\n", ""},
+		{"classify empty", edgeOK + "classify: {}\n", ""},
+		{"classify null", edgeOK + "classify:\n", ""},
+		{"classify not a mapping", edgeOK + "classify: [video]\n", "bondd.yaml:10: classify: expected a mapping with fields rtp_ports, payload_types, rtp_heuristic, classes; got a list"},
+		{"classify unknown key", edgeOK + "classify: {rtp_port: [5004]}\n", `bondd.yaml:10: classify.rtp_port: unknown field "rtp_port"; known fields: rtp_ports, payload_types, rtp_heuristic, classes; did you mean "rtp_ports"?`},
+
+		// classify.rtp_ports.
+		{"rtp_ports a single port", edgeOK + "classify: {rtp_ports: 5004}\n", `bondd.yaml:10: classify.rtp_ports: expected a list of ports or ranges, like [5004-5010], got "5004"`},
+		{"rtp_ports port too large", withClassify("classify:\n  rtp_ports: [5004, 70000]\n"), `bondd.yaml:11: classify.rtp_ports[1]: expected a port or a range LO-HI of ports from 0 to 65535, like 5004 or 5004-5010, got "70000"`},
+		{"rtp_ports word", withClassify("classify:\n  rtp_ports: [rtp]\n"), `bondd.yaml:11: classify.rtp_ports[0]: expected a port or a range LO-HI of ports from 0 to 65535, like 5004 or 5004-5010, got "rtp"`},
+		{"rtp_ports range open", withClassify("classify:\n  rtp_ports: [5004-]\n"), `bondd.yaml:11: classify.rtp_ports[0]: expected a port or a range LO-HI`},
+		{"rtp_ports range reversed", withClassify("classify:\n  rtp_ports: [5010-5004]\n"), "bondd.yaml:11: classify.rtp_ports[0]: expected a range LO-HI with LO at most HI, like 5004-5010, got 5010-5004"},
+		{"rtp_ports range spaces", withClassify("classify:\n  rtp_ports: [5004 - 5010]\n"), ""},
+		{"rtp_ports overlap", withClassify("classify:\n  rtp_ports:\n    - 5004-5010\n    - 5008\n"), "bondd.yaml:13: classify.rtp_ports[1]: 5008 overlaps 5004-5010 at classify.rtp_ports[0] (line 12)"},
+		{"rtp_ports 16", withClassify("classify:\n  rtp_ports: [" + numberList(1, 16) + "]\n"), ""},
+		{"rtp_ports 17", withClassify("classify:\n  rtp_ports: [" + numberList(1, 17) + "]\n"), "bondd.yaml:11: classify.rtp_ports[16]: at most 16 port ranges are allowed, got 17"},
+
+		// classify.payload_types.
+		{"payload_types a list", withClassify("classify:\n  payload_types: [96]\n"), "bondd.yaml:11: classify.payload_types: expected a mapping of RTP payload types to codecs, like {96: h264, 111: opus}, got a list"},
+		{"payload type a word", withClassify("classify:\n  payload_types: {h264: 96}\n"), `bondd.yaml:11: classify.payload_types.h264: expected an RTP payload type from 0 to 127 as the key, got "h264"`},
+		{"payload type 128", withClassify("classify:\n  payload_types: {128: h264}\n"), "bondd.yaml:11: classify.payload_types.128: expected an RTP payload type from 0 to 127 as the key, got 128"},
+		{"payload type 300", withClassify("classify:\n  payload_types: {300: h264}\n"), `bondd.yaml:11: classify.payload_types.300: expected an RTP payload type from 0 to 127 as the key, got "300"`},
+		{"payload type RTCP", withClassify("classify:\n  payload_types: {72: h264}\n"), "bondd.yaml:11: classify.payload_types.72: payload type 72 cannot be told from RTCP (packet types 200-204 with the marker bit, RFC 3550 §12.1, RFC 5761 §4); expected 0 to 71 or 77 to 127"},
+		{"payload types beside RTCP", withClassify("classify:\n  payload_types: {71: h264, 77: vp8, 0: pcmu, 127: AV1}\n"), ""},
+		{"payload type unknown codec", withClassify("classify:\n  payload_types: {96: h266}\n"), `bondd.yaml:11: classify.payload_types.96: expected a codec name (h264, h265, vp8, vp9, av1, mp2t, h263, h261, jpeg, mpv, pcmu, gsm, g723, dvi4, lpc, pcma, g722, l16, qcelp, cn, mpa, g728, g729, opus, red, fec, rtx) or auto to learn it from the payload, got "h266"`},
+		{"payload type codec list", withClassify("classify:\n  payload_types: {96: [h264]}\n"), "bondd.yaml:11: classify.payload_types.96: expected a codec name (h264, h265,"},
+		{"payload type SDP names", withClassify("classify:\n  payload_types: {96: HEVC, 97: ulpfec, 98: VP8}\n"), ""},
+		{"payload type set twice", withClassify("classify:\n  payload_types:\n    96: h264\n    096: vp8\n"), "bondd.yaml:13: classify.payload_types.096: payload type 96 set twice; first set at line 12"},
+
+		// classify.rtp_heuristic.
+		{"rtp_heuristic word", edgeOK + "classify: {rtp_heuristic: maybe}\n", `bondd.yaml:10: classify.rtp_heuristic: expected true or false, got "maybe"`},
+		{"rtp_heuristic yes", edgeOK + "classify: {rtp_heuristic: yes}\n", `bondd.yaml:10: classify.rtp_heuristic: expected true or false, got "yes"`},
+		{"rtp_heuristic true", edgeOK + "classify: {rtp_heuristic: true}\n", ""},
+
+		// classify.classes.
+		{"classes a mapping", edgeOK + "classify: {classes: {name: video}}\n", "bondd.yaml:10: classify.classes: expected a list of classes, got a mapping"},
+		{"classes a word", edgeOK + "classify: {classes: video}\n", `bondd.yaml:10: classify.classes: expected a list of classes, like [{name: video, match: {ports: [5004-5010]}}], got "video"`},
+		{"class a word", withClassify("classify:\n  classes: [video]\n"), `bondd.yaml:11: classify.classes[0]: expected a mapping with fields name, match, labels; got "video"`},
+		{"class unknown key", withClassify("classify:\n  classes:\n    - {name: video, matches: {ports: [5004]}}\n"), `bondd.yaml:12: classify.classes[0].matches: unknown field "matches"; known fields: name, match, labels; did you mean "match"?`},
+		{"class match unknown key", withClassify("classify:\n  classes:\n    - {name: video, match: {dcsp: [EF]}}\n"), `bondd.yaml:12: classify.classes[0].match.dcsp: unknown field "dcsp"; known fields: proto, src, dst, src_ports, dst_ports, ports, dscp; did you mean "dscp"?`},
+		{"class match a word", withClassify("classify:\n  classes:\n    - {name: video, match: udp}\n"), `bondd.yaml:12: classify.classes[0].match: expected a mapping with fields proto, src, dst, src_ports, dst_ports, ports, dscp; got "udp"`},
+		{"class match empty", withClassify("classify:\n  classes:\n    - {name: all, match: {}}\n"), ""},
+		{"class name missing", withClassify("classify:\n  classes:\n    - {match: {dscp: [EF]}}\n"), "bondd.yaml:12: classify.classes[0].name: required; expected the name rules see as class, like video"},
+		{"class name duplicate", withClassify("classify:\n  classes:\n    - {name: video, match: {ports: [5004]}}\n    - {name: video, match: {ports: [5006]}}\n"), `bondd.yaml:13: classify.classes[1].name: class name "video" is already used by classify.classes[0] (line 12)`},
+		{"class name max", withClassify("classify:\n  classes: [{name: " + strings.Repeat("n", 1024) + "}]\n"), ""},
+		{"class name too long", withClassify("classify:\n  classes: [{name: " + strings.Repeat("n", 1025) + "}]\n"), "bondd.yaml:11: classify.classes[0].name: expected a class name of at most 1024 bytes, got 1025 bytes"},
+		{"classes 64", classifyClasses(64, func(i int) string { return fmt.Sprintf("{name: c%d}", i) }), ""},
+		{"classes 65", classifyClasses(65, func(i int) string { return fmt.Sprintf("{name: c%d}", i) }), "bondd.yaml:76: classify.classes[64]: at most 64 classes are allowed, got 65"},
+
+		// classify.classes[].match.proto.
+		{"proto names and numbers", withClassify("classify:\n  classes: [{name: c, match: {proto: [udp, 6, 0x84, icmpv6, ESP]}}]\n"), ""},
+		{"proto unknown", withClassify("classify:\n  classes: [{name: c, match: {proto: [udp, quic]}}]\n"), `bondd.yaml:11: classify.classes[0].match.proto[1]: expected a protocol name (udp, tcp, icmp, icmpv6, sctp, …) or number from 0 to 255, got "quic"`},
+		{"proto 256", withClassify("classify:\n  classes: [{name: c, match: {proto: [256]}}]\n"), `bondd.yaml:11: classify.classes[0].match.proto[0]: expected a protocol name (udp, tcp, icmp, icmpv6, sctp, …) or number from 0 to 255, got "256"`},
+		{"proto a word", withClassify("classify:\n  classes: [{name: c, match: {proto: udp}}]\n"), `bondd.yaml:11: classify.classes[0].match.proto: expected a list of protocols, like [udp], got "udp"`},
+		{"proto twice", withClassify("classify:\n  classes: [{name: c, match: {proto: [udp, 17]}}]\n"), "bondd.yaml:11: classify.classes[0].match.proto[1]: 17 is already in classify.classes[0].match.proto[0] (line 11)"},
+
+		// classify.classes[].match.src and dst.
+		{"src bad", withClassify("classify:\n  classes: [{name: c, match: {src: [10.77.17.300/24]}}]\n"), `bondd.yaml:11: classify.classes[0].match.src[0]: expected a network prefix, like 10.77.17.0/24 or fd77:0:0:17::/64, got "10.77.17.300/24"`},
+		{"src host bits", withClassify("classify:\n  classes: [{name: c, match: {src: [10.77.17.1/24]}}]\n"), "bondd.yaml:11: classify.classes[0].match.src[0]: expected a network prefix with the host bits zero, like 10.77.17.0/24, got 10.77.17.1/24"},
+		{"dst without length", withClassify("classify:\n  classes: [{name: c, match: {dst: [10.78.0.1]}}]\n"), `bondd.yaml:11: classify.classes[0].match.dst[0]: expected a network prefix, like 10.77.17.0/24 or fd77:0:0:17::/64, got "10.78.0.1" (the /prefix-length is missing)`},
+		{"src a word", withClassify("classify:\n  classes: [{name: c, match: {src: 10.77.17.0/24}}]\n"), `bondd.yaml:11: classify.classes[0].match.src: expected a list of network prefixes, like [10.77.17.0/24], got "10.77.17.0/24"`},
+		{"dst twice", withClassify("classify:\n  classes:\n    - name: c\n      match:\n        dst: [10.78.0.0/16, 10.78.0.0/16]\n"), "bondd.yaml:14: classify.classes[0].match.dst[1]: prefix 10.78.0.0/16 is already in classify.classes[0].match.dst[0] (line 14)"},
+		{"prefixes 16", withClassify("classify:\n  classes: [{name: c, match: {src: [" + prefixList(0, 8) + "], dst: [" + prefixList(8, 8) + "]}}]\n"), ""},
+		{"prefixes 17", withClassify("classify:\n  classes: [{name: c, match: {src: [" + prefixList(0, 9) + "], dst: [" + prefixList(9, 8) + "]}}]\n"), "bondd.yaml:11: classify.classes[0].match: at most 16 prefixes (src and dst together) are allowed in one class, got 17"},
+
+		// classify.classes[].match ports.
+		{"ports bad", withClassify("classify:\n  classes: [{name: c, match: {ports: [5004-]}}]\n"), `bondd.yaml:11: classify.classes[0].match.ports[0]: expected a port or a range LO-HI of ports from 0 to 65535, like 5004 or 5004-5010, got "5004-"`},
+		{"ports a word", withClassify("classify:\n  classes: [{name: c, match: {dst_ports: 5004}}]\n"), `bondd.yaml:11: classify.classes[0].match.dst_ports: expected a list of ports or ranges, like [5004-5010], got "5004"`},
+		{"src_ports reversed", withClassify("classify:\n  classes: [{name: c, match: {src_ports: [2000-1000]}}]\n"), "bondd.yaml:11: classify.classes[0].match.src_ports[0]: expected a range LO-HI with LO at most HI, like 1000-2000, got 2000-1000"},
+		{"dst_ports overlap", withClassify("classify:\n  classes: [{name: c, match: {dst_ports: [5004-5010, 5010-5020]}}]\n"), "bondd.yaml:11: classify.classes[0].match.dst_ports[1]: 5010-5020 overlaps 5004-5010 at classify.classes[0].match.dst_ports[0] (line 11)"},
+		{"port ranges 16", withClassify("classify:\n  classes: [{name: c, match: {src_ports: [" + numberList(1, 6) + "], dst_ports: [" + numberList(1, 5) + "], ports: [" + numberList(1, 5) + "]}}]\n"), ""},
+		{"port ranges 17", withClassify("classify:\n  classes: [{name: c, match: {src_ports: [" + numberList(1, 6) + "], dst_ports: [" + numberList(1, 6) + "], ports: [" + numberList(1, 5) + "]}}]\n"), "bondd.yaml:11: classify.classes[0].match: at most 16 port ranges (src_ports, dst_ports and ports together) are allowed in one class, got 17"},
+
+		// classify.classes[].match.dscp.
+		{"dscp names", withClassify("classify:\n  classes: [{name: c, match: {dscp: [ef, AF41, cs6, VA, le, DF, af11, CS7, 63]}}]\n"), ""},
+		{"dscp bad name", withClassify("classify:\n  classes: [{name: c, match: {dscp: [EF, XF]}}]\n"), `bondd.yaml:11: classify.classes[0].match.dscp[1]: expected a DSCP from 0 to 63 or a name like EF, AF41, CS6 or LE, got "XF"`},
+		{"dscp 64", withClassify("classify:\n  classes: [{name: c, match: {dscp: [64]}}]\n"), `bondd.yaml:11: classify.classes[0].match.dscp[0]: expected a DSCP from 0 to 63 or a name like EF, AF41, CS6 or LE, got "64"`},
+		{"dscp AF44", withClassify("classify:\n  classes: [{name: c, match: {dscp: [AF44]}}]\n"), `classify.classes[0].match.dscp[0]: expected a DSCP from 0 to 63 or a name like EF, AF41, CS6 or LE, got "AF44"`},
+		{"dscp twice", withClassify("classify:\n  classes: [{name: c, match: {dscp: [EF, 46]}}]\n"), "bondd.yaml:11: classify.classes[0].match.dscp[1]: 46 is already in classify.classes[0].match.dscp[0] (line 11)"},
+		{"dscp a word", withClassify("classify:\n  classes: [{name: c, match: {dscp: EF}}]\n"), `bondd.yaml:11: classify.classes[0].match.dscp: expected a list of DSCP code points, like [EF], got "EF"`},
+
+		// classify.classes[].labels.
+		{"class labels", withClassify("classify:\n  classes: [{name: c, labels: {media: camera, site.zone: north, x_y-z: \"1\"}}]\n"), ""},
+		{"class labels a list", withClassify("classify:\n  classes: [{name: c, labels: [camera]}]\n"), "bondd.yaml:11: classify.classes[0].labels: expected a mapping of label keys to values, like {media: camera}, got a list"},
+		{"class label key upper case", withClassify("classify:\n  classes: [{name: c, labels: {Media: camera}}]\n"), `bondd.yaml:11: classify.classes[0].labels.Media: expected a label key of a-z 0-9 _ . - starting with a lower-case letter, like media, got "Media"`},
+		{"class label key digit first", withClassify("classify:\n  classes: [{name: c, labels: {1st: camera}}]\n"), `bondd.yaml:11: classify.classes[0].labels.1st: expected a label key of a-z 0-9 _ . - starting with a lower-case letter`},
+		{"class label key builtin", withClassify("classify:\n  classes: [{name: c, labels: {codec: h264}}]\n"), "bondd.yaml:11: classify.classes[0].labels.codec: codec is a metadata key the classifier sets; choose another label key"},
+		{"class label key class", withClassify("classify:\n  classes: [{name: c, labels: {class: video}}]\n"), "bondd.yaml:11: classify.classes[0].labels.class: class is set by the class name; choose another label key"},
+		{"class label value empty", withClassify("classify:\n  classes: [{name: c, labels: {media: \"\"}}]\n"), "bondd.yaml:11: classify.classes[0].labels.media: expected a non-empty label value, like media: camera"},
+		{"class label value max", withClassify("classify:\n  classes: [{name: c, labels: {media: " + strings.Repeat("v", 1024) + "}}]\n"), ""},
+		{"class label value too long", withClassify("classify:\n  classes: [{name: c, labels: {media: " + strings.Repeat("v", 1025) + "}}]\n"), "bondd.yaml:11: classify.classes[0].labels.media: expected a label value of at most 1024 bytes, got 1025 bytes"},
+		{"class label key max", withClassify("classify:\n  classes: [{name: c, labels: {" + strings.Repeat("k", 128) + ": v}}]\n"), ""},
+		{"class label key too long", withClassify("classify:\n  classes: [{name: c, labels: {" + strings.Repeat("k", 129) + ": v}}]\n"), "bondd.yaml:11: classify.classes[0].labels." + strings.Repeat("k", 129) + ": expected a label key of at most 128 bytes, got 129 bytes"},
+		{"class label set twice", withClassify("classify:\n  classes: [{name: c, labels: {media: a, media: b}}]\n"), "bondd.yaml:11: classify.classes[0].labels.media: label set twice; first set at line 11"},
+		{"class labels 8", withClassify("classify:\n  classes: [{name: c, labels: " + labelMap(0, 8) + "}]\n"), ""},
+		{"class labels 9", withClassify("classify:\n  classes: [{name: c, labels: " + labelMap(0, 9) + "}]\n"), "bondd.yaml:11: classify.classes[0].labels: at most 8 labels are allowed in one class, got 9"},
+		{"label keys 32", classifyClasses(4, func(i int) string { return fmt.Sprintf("{name: c%d, labels: %s}", i, labelMap(8*i, 8)) }), ""},
+		{"label keys shared", classifyClasses(8, func(i int) string { return fmt.Sprintf("{name: c%d, labels: %s}", i, labelMap(0, 8)) }), ""},
+		{"label keys 33", classifyClasses(5, func(i int) string { return fmt.Sprintf("{name: c%d, labels: %s}", i, labelMap(8*i, 1+7*(1-i/4))) }), `bondd.yaml:16: classify.classes[4].labels.k32: "k32" is distinct label key 33 of all classes; at most 32 are allowed`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -317,6 +435,48 @@ edge:
 			}
 		})
 	}
+}
+
+// withClassify appends section, which starts with "classify:", to edgeOK;
+// its first line is line 10.
+func withClassify(section string) string { return edgeOK + snippet(section) }
+
+// classifyClasses returns edgeOK with a classify section of n classes, one
+// flow-style item per line from line 12.
+func classifyClasses(n int, item func(i int) string) string {
+	var b strings.Builder
+	b.WriteString(edgeOK + "classify:\n  classes:\n")
+	for i := 0; i < n; i++ {
+		b.WriteString("    - " + item(i) + "\n")
+	}
+	return b.String()
+}
+
+// numberList returns n numbers from from, comma-separated.
+func numberList(from, n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = strconv.Itoa(from + i)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// prefixList returns n distinct /24 prefixes 10.N.0.0/24 from N = from.
+func prefixList(from, n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf("10.%d.0.0/24", from+i)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// labelMap returns a flow mapping of n labels kFROM: v … .
+func labelMap(from, n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf("k%d: v", from+i)
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
 }
 
 // uplinkItems returns block-style uplink items named cell-<from> to cell-<to>.
@@ -410,6 +570,22 @@ paths:
   redial_min: 1s
   redial_max: 1m
   initial_packet_size_bytes: 1452
+classify:
+  rtp_ports: [5004-5010, 6000]
+  payload_types: {96: h264, 98: auto, 111: opus}
+  rtp_heuristic: false
+  classes:
+    - name: video
+      match:
+        proto: [udp]
+        src: [10.77.17.0/24]
+        dst: ["fd78::/48"]
+        src_ports: [1024-65535]
+        dst_ports: [5004-5010]
+        ports: [5004]
+        dscp: [AF41, 46]
+      labels: {media: camera, priority: high}
+    - name: rest
 `)
 	c, err := parseConfig("bondd.yaml", []byte(in), parseOptions{dir: dir})
 	if err != nil {
@@ -448,11 +624,203 @@ paths:
 			RedialMax:              time.Minute,
 			InitialPacketSizeBytes: 1452,
 		},
+		Classify: ClassifyConfig{
+			RTPPorts:       []classify.PortRange{{Lo: 5004, Hi: 5010}, {Lo: 6000, Hi: 6000}},
+			PayloadTypes:   map[uint8]classify.Codec{96: classify.CodecH264, 98: classify.CodecUnknown, 111: classify.CodecOpus},
+			NoRTPHeuristic: true,
+			Classes: []classify.Class{
+				{
+					Name: "video",
+					Match: classify.ClassMatch{
+						Protos:   []uint8{17},
+						Src:      []netip.Prefix{netip.MustParsePrefix("10.77.17.0/24")},
+						Dst:      []netip.Prefix{netip.MustParsePrefix("fd78::/48")},
+						SrcPorts: []classify.PortRange{{Lo: 1024, Hi: 65535}},
+						DstPorts: []classify.PortRange{{Lo: 5004, Hi: 5010}},
+						Ports:    []classify.PortRange{{Lo: 5004, Hi: 5004}},
+						DSCP:     []uint8{34, 46},
+					},
+					Labels: []classify.Label{{Key: "media", Value: "camera"}, {Key: "priority", Value: "high"}},
+				},
+				{Name: "rest"},
+			},
+		},
 	}
-	c.src = nil
+	c.src, c.Classify.src = nil, nil
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got  %+v\nwant %+v", c, want)
 		t.Errorf("edge got  %+v\nedge want %+v", c.Edge, want.Edge)
+		t.Errorf("classify got  %+v\nclassify want %+v", c.Classify, want.Classify)
+	}
+}
+
+// TestConfigClassifyOptions checks that the classify section becomes
+// classifier options that classify packets as the section says.
+func TestConfigClassifyOptions(t *testing.T) {
+	dir := configDir(t)
+	in := withClassify(`
+classify:
+  rtp_ports: [5004-5010]
+  payload_types: {96: h264, 98: auto}
+  rtp_heuristic: false
+  classes:
+    - name: video
+      match: {proto: [udp], src: [10.77.17.0/24], dst_ports: [5004-5010]}
+      labels: {media: camera}
+    - name: control
+      match: {dscp: [EF, CS6]}
+    - name: rest
+`)
+	c, err := parseConfig("bondd.yaml", []byte(in), parseOptions{dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := c.Classify.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []classify.PortRange{{Lo: 5004, Hi: 5010}}; !reflect.DeepEqual(opts.RTPPorts, want) {
+		t.Errorf("RTPPorts = %v, want %v", opts.RTPPorts, want)
+	}
+	if want := map[uint8]classify.Codec{96: classify.CodecH264, 98: classify.CodecUnknown}; !reflect.DeepEqual(opts.PayloadTypes, want) {
+		t.Errorf("PayloadTypes = %v, want %v", opts.PayloadTypes, want)
+	}
+	if !opts.NoHeuristic {
+		t.Error("NoHeuristic = false, want true (rtp_heuristic: false)")
+	}
+	if opts.Classes == nil || opts.Classes.Len() != 3 {
+		t.Fatalf("Classes = %v, want 3 classes", opts.Classes)
+	}
+	cl, err := classify.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	media, ok := opts.Classes.KeyByName("media")
+	if !ok {
+		t.Fatal("label key media not defined")
+	}
+	tests := []struct {
+		name      string
+		src       string
+		dport     uint16
+		dscp      uint8
+		wantClass string
+		wantMedia string
+	}{
+		{"video", "10.77.17.5", 5004, 0, "video", "camera"},
+		{"video first even with EF", "10.77.17.5", 5010, 46, "video", "camera"},
+		{"control by EF", "10.99.0.1", 5004, 46, "control", ""},
+		{"control by CS6", "10.77.17.5", 179, 48, "control", ""},
+		{"rest", "10.99.0.1", 5004, 0, "rest", ""},
+		{"rest AF41", "10.77.17.5", 5011, 34, "rest", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var md classify.Metadata
+			if r := cl.Parse(udp4(tc.src, "10.78.1.1", 40000, tc.dport, tc.dscp), &md); r != classify.ReasonNone {
+				t.Fatalf("reason %v", r)
+			}
+			if md.DSCP != tc.dscp {
+				t.Fatalf("test packet has DSCP %d, want %d", md.DSCP, tc.dscp)
+			}
+			if got := md.Class(); got != tc.wantClass {
+				t.Errorf("class = %q, want %q", got, tc.wantClass)
+			}
+			got, _ := md.AppendValue(nil, media)
+			if string(got) != tc.wantMedia {
+				t.Errorf("media = %q, want %q", got, tc.wantMedia)
+			}
+		})
+	}
+}
+
+// udp4 returns an IPv4 UDP packet with a 12-byte zero payload.
+func udp4(src, dst string, sport, dport uint16, dscp uint8) []byte {
+	p := make([]byte, 20+8+12)
+	p[0], p[1] = 0x45, dscp<<2
+	p[2], p[3] = 0, byte(len(p))
+	p[8], p[9] = 64, 17
+	s, d := netip.MustParseAddr(src).As4(), netip.MustParseAddr(dst).As4()
+	copy(p[12:16], s[:])
+	copy(p[16:20], d[:])
+	u := p[20:]
+	u[0], u[1] = byte(sport>>8), byte(sport)
+	u[2], u[3] = byte(dport>>8), byte(dport)
+	u[4], u[5] = 0, byte(len(u))
+	return p
+}
+
+// TestConfigClassifyOptionsBuiltInGo checks Options on a ClassifyConfig that
+// did not come from a file: the zero and nil values, and errors that name
+// fields but no file or line.
+func TestConfigClassifyOptionsBuiltInGo(t *testing.T) {
+	many := func(n int) []classify.PortRange {
+		rs := make([]classify.PortRange, n)
+		for i := range rs {
+			rs[i] = classify.PortRange{Lo: uint16(1000 + i), Hi: uint16(1000 + i)}
+		}
+		return rs
+	}
+	tests := []struct {
+		name string
+		c    *ClassifyConfig
+		want string // the whole error; "" means none
+	}{
+		{"nil", nil, ""},
+		{"zero", &ClassifyConfig{}, ""},
+		{"ports", &ClassifyConfig{RTPPorts: many(16)}, ""},
+		{"too many ports", &ClassifyConfig{RTPPorts: many(17)}, "classify.rtp_ports[16]: at most 16 port ranges are allowed, got 17"},
+		{"payload type 72", &ClassifyConfig{PayloadTypes: map[uint8]classify.Codec{72: classify.CodecH264}}, "classify.payload_types.72: payload type 72 cannot be told from RTCP (packet types 200-204 with the marker bit, RFC 3550 §12.1, RFC 5761 §4); expected 0 to 71 or 77 to 127"},
+		{"payload type 200", &ClassifyConfig{PayloadTypes: map[uint8]classify.Codec{200: classify.CodecH264}}, "classify.payload_types.200: expected an RTP payload type from 0 to 127 as the key, got 200"},
+		{"bad codec", &ClassifyConfig{PayloadTypes: map[uint8]classify.Codec{96: 200}}, "classify.payload_types.96: unknown codec 200; expected one of h264, h265, vp8, vp9, av1, mp2t, h263, h261, jpeg, mpv, pcmu, gsm, g723, dvi4, lpc, pcma, g722, l16, qcelp, cn, mpa, g728, g729, opus, red, fec, rtx, or auto"},
+		{"class", &ClassifyConfig{Classes: []classify.Class{{Name: "video", Match: classify.ClassMatch{DSCP: []uint8{46}}}}}, ""},
+		{"class without name", &ClassifyConfig{Classes: []classify.Class{{Name: "video"}, {}}}, "classify.classes[1].name: required; expected the name rules see as class, like video"},
+		{"dscp 64", &ClassifyConfig{Classes: []classify.Class{{Name: "video", Match: classify.ClassMatch{DSCP: []uint8{64}}}}}, "classify.classes[0].match.dscp[0]: expected a DSCP from 0 to 63 or a name like EF, AF41, CS6 or LE, got 64"},
+		{"invalid prefix", &ClassifyConfig{Classes: []classify.Class{{Name: "video", Match: classify.ClassMatch{Src: []netip.Prefix{{}}}}}}, "classify.classes[0].match.src[0]: expected a network prefix, like 10.77.17.0/24"},
+		{"label twice", &ClassifyConfig{Classes: []classify.Class{{Name: "video", Labels: []classify.Label{{Key: "a", Value: "1"}, {Key: "a", Value: "2"}}}}}, `classify.classes[0].labels.a: label "a" set twice`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			opts, err := tc.c.Options()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				if _, err := classify.New(opts); err != nil {
+					t.Fatalf("classify.New rejects the options: %v", err)
+				}
+				return
+			}
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("Options() error =\n%v\nwant\n%s", err, tc.want)
+			}
+			var errs ConfigErrors
+			if !errors.As(err, &errs) {
+				t.Errorf("error is %T, want ConfigErrors", err)
+			}
+		})
+	}
+}
+
+// TestConfigClassSetError checks that classify.NewClassSet's errors, which
+// count classes from 1, name the class's field.
+func TestConfigClassSetError(t *testing.T) {
+	tests := []struct {
+		err       string
+		wantField string
+		wantMsg   string
+	}{
+		{`classify: class 3 ("video"): duplicate name`, "classify.classes[2]", "duplicate name"},
+		{`classify: class 1 ("a): b"): label key "x" twice`, "classify.classes[0]", `label key "x" twice`},
+		{"classify: 65 classes, at most 64", "classify.classes", "65 classes, at most 64"},
+		{`classify: class 0 ("x"): odd`, "classify.classes", `class 0 ("x"): odd`},
+		{`classify: class 2 (unquoted): odd`, "classify.classes", "class 2 (unquoted): odd"},
+	}
+	for _, tc := range tests {
+		e := classSetError(errors.New(tc.err))
+		if e.Field != tc.wantField || e.Msg != tc.wantMsg {
+			t.Errorf("classSetError(%q) = %q, %q; want %q, %q", tc.err, e.Field, e.Msg, tc.wantField, tc.wantMsg)
+		}
 	}
 }
 
@@ -670,6 +1038,32 @@ func TestConfigExamples(t *testing.T) {
 	if !strings.HasSuffix(conc.Concentrator.Listen, ":"+port) {
 		t.Errorf("edge dials port %s, concentrator listens on %s", port, conc.Concentrator.Listen)
 	}
+
+	// The edge's classes: video RTP on 5004-5010, control by DSCP.
+	opts, err := edge.Classify.Options()
+	if err != nil {
+		t.Fatalf("edge example classify: %v", err)
+	}
+	cl, err := classify.New(opts)
+	if err != nil {
+		t.Fatalf("edge example classify: %v", err)
+	}
+	for _, tc := range []struct {
+		dport uint16
+		dscp  uint8
+		want  string
+	}{
+		{5004, 0, "video"}, {5010, 0, "video"}, {5011, 46, "control"}, {443, 48, "control"}, {443, 0, ""},
+	} {
+		var md classify.Metadata
+		cl.Parse(udp4("10.77.17.5", "10.78.1.1", 40000, tc.dport, tc.dscp), &md)
+		if got := md.Class(); got != tc.want {
+			t.Errorf("edge example: UDP to port %d with DSCP %d has class %q, want %q", tc.dport, tc.dscp, got, tc.want)
+		}
+	}
+	if _, err := conc.Classify.Options(); err != nil {
+		t.Errorf("concentrator example classify: %v", err)
+	}
 }
 
 // TestConfigDoc keeps docs/config.md in step with the decoder: it names
@@ -679,7 +1073,7 @@ func TestConfigDoc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, keys := range [][]string{configKeys, tunKeys, edgeKeys, uplinkKeys, concentratorKeys, edgeEntryKeys, pathsKeys} {
+	for _, keys := range [][]string{configKeys, tunKeys, edgeKeys, uplinkKeys, concentratorKeys, edgeEntryKeys, pathsKeys, classifyKeys, classKeys, classMatchKeys} {
 		for _, k := range keys {
 			if !bytes.Contains(doc, []byte("`"+k+"`")) {
 				t.Errorf("docs/config.md does not mention `%s`", k)

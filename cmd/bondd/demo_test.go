@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,10 +111,10 @@ func TestDemoNetns(t *testing.T) {
 	}
 	_, rep := runDemoTest(t, demoOptions{duration: 3 * time.Second, rateMbps: 1, seed: 2, traces: emu.DefaultTracesDir()})
 	checkDemoReport(t, rep, "netns")
-	// Everything the demo created is gone.
+	// Everything the demo created is gone (namespace names carry the pid).
 	ents, _ := os.ReadDir("/run/netns")
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), demoNSPrefix) {
+		if strings.HasPrefix(e.Name(), fmt.Sprintf("%s%d-", demoNSPrefix, os.Getpid())) {
 			t.Errorf("namespace %s left behind", e.Name())
 		}
 	}

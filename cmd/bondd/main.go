@@ -26,6 +26,7 @@ func main() {
 		newVersionCmd(),
 		newClassifyCmd(),
 		newEmuCmd(),
+		newRulesCmd(),
 	)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "bondd:", err)
