@@ -129,7 +129,7 @@ func bondFlow(b *testing.B, paths int) (flow, func()) {
 	ready := make(chan struct{})
 	edgeDev := newBenchDevice(tmpl, func([]byte) {})
 	concDev := newBenchDevice(tmpl, func(pkt []byte) { <-ready; got(pkt[28:]) })
-	tb := newTestBondDevices(b, token, paths, edgeDev, concDev)
+	tb := newTestBondDevices(b, token, paths, edgeDev, concDev, nil)
 	tb.waitActive(b, paths)
 	return flow{
 		send: func(p []byte) { edgeDev.in <- binary.BigEndian.Uint64(p) },

@@ -9,6 +9,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/fec"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tun"
@@ -34,6 +35,7 @@ type Bond struct {
 
 	fecTx *fecSender   // nil when FEC is off
 	dec   *fec.Decoder // receive side; safe for concurrent use
+	rules *ruleState   // nil without a rule source; owned by the TUN reader
 
 	// paths is the current path set, replaced copy-on-write under pathsMu
 	// and read lock-free on the per-packet path.
@@ -69,9 +71,26 @@ type bondCounters struct {
 	tunWrite, icmpSent, mssClamped          atomic.Uint64
 }
 
-func newBond(edgeID string, dev tun.Device, mtu int, picker policy.Picker, popts PathOptions, fopts FECOptions, allowed []netip.Prefix, log *slog.Logger) (*Bond, error) {
+// bondOptions are what newBond needs beyond the edge id and device.
+type bondOptions struct {
+	mtu      int
+	picker   policy.Picker
+	paths    PathOptions
+	fec      FECOptions
+	rules    RuleSource
+	classify classify.Options
+	allowed  []netip.Prefix
+	log      *slog.Logger
+}
+
+func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
+	mtu, picker, popts, fopts, allowed, log := o.mtu, o.picker, o.paths, o.fec, o.allowed, o.log
 	if picker == nil {
 		picker = policy.LowestRTT{}
+	}
+	rs, err := newRuleState(o.rules, o.classify)
+	if err != nil {
+		return nil, err
 	}
 	dec, err := fec.NewDecoder(fec.DecoderOptions{MaxPacketLen: max(mtu, fec.DefaultMaxPacketLen)})
 	if err != nil {
@@ -89,6 +108,7 @@ func newBond(edgeID string, dev tun.Device, mtu int, picker policy.Picker, popts
 		icmpBuf: make([]byte, 0, 1500),
 		wbuf:    make([][]byte, 1),
 		dec:     dec,
+		rules:   rs,
 	}
 	if fopts.Mode != FECOff {
 		if b.fecTx, err = newFECSender(fopts, mtu); err != nil {
@@ -176,6 +196,7 @@ func (b *Bond) Stats() BondStats {
 		ICMPSent:   b.ctr.icmpSent.Load(),
 		MSSClamped: b.ctr.mssClamped.Load(),
 		FEC:        b.fecStats(),
+		Rules:      b.rules.stats(),
 	}
 	now := time.Now()
 	for _, p := range b.paths.Load().paths {

@@ -42,13 +42,19 @@ const testMTU = 1200
 
 func newTestBond(t testing.TB, edgeToken []byte, uplinks int) *testBond {
 	t.Helper()
-	tb := newTestBondDevices(t, edgeToken, uplinks, tuntest.New(testMTU, 8), tuntest.New(testMTU, 8))
+	return newTestBondWith(t, edgeToken, uplinks, nil)
+}
+
+// newTestBondWith is newTestBond with a hook that edits the edge's options.
+func newTestBondWith(t testing.TB, edgeToken []byte, uplinks int, edit func(*EdgeOptions)) *testBond {
+	t.Helper()
+	tb := newTestBondDevices(t, edgeToken, uplinks, tuntest.New(testMTU, 8), tuntest.New(testMTU, 8), edit)
 	tb.edgeDev, tb.concDev = tb.edgeTun.(*tuntest.Device), tb.concTun.(*tuntest.Device)
 	return tb
 }
 
 // newTestBondDevices is newTestBond with the TUN devices supplied.
-func newTestBondDevices(t testing.TB, edgeToken []byte, uplinks int, edgeTun, concTun tun.Device) *testBond {
+func newTestBondDevices(t testing.TB, edgeToken []byte, uplinks int, edgeTun, concTun tun.Device, edit func(*EdgeOptions)) *testBond {
 	t.Helper()
 	cert, pin, err := SelfSignedCert("concentrator.test")
 	if err != nil {
@@ -79,7 +85,7 @@ func newTestBondDevices(t testing.TB, edgeToken []byte, uplinks int, edgeTun, co
 		ups = append(ups, UplinkOptions{Name: fmt.Sprintf("up%d", i), Bind: netip.MustParseAddr("127.0.0.1"),
 			Labels: map[string]string{"link_type": "cellular"}})
 	}
-	tb.edge, err = NewEdge(EdgeOptions{
+	eo := EdgeOptions{
 		ID: "van-1", Device: edgeTun, MTU: testMTU, Concentrator: pc.LocalAddr().String(), TLS: tlsConf,
 		Token: edgeToken, Uplinks: ups, Paths: popts,
 		Listen: func(ctx context.Context, u UplinkOptions) (net.PacketConn, error) {
@@ -91,7 +97,11 @@ func newTestBondDevices(t testing.TB, edgeToken []byte, uplinks int, edgeTun, co
 			}
 			return c, err
 		},
-	})
+	}
+	if edit != nil {
+		edit(&eo)
+	}
+	tb.edge, err = NewEdge(eo)
 	if err != nil {
 		t.Fatal(err)
 	}

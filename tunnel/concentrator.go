@@ -61,7 +61,8 @@ func NewConcentrator(opts ConcentratorOptions) (*Concentrator, error) {
 	}
 	c := &Concentrator{opts: opts, log: orDiscard(opts.Logger), edges: map[string]*edgeEntry{}}
 	for _, ea := range opts.Edges {
-		b, err := newBond(ea.ID, opts.Device, opts.MTU, opts.Picker, opts.Paths, opts.FEC, ea.AllowedPrefixes, c.log.With("edge", ea.ID))
+		b, err := newBond(ea.ID, opts.Device, bondOptions{mtu: opts.MTU, picker: opts.Picker, paths: opts.Paths, fec: opts.FEC,
+			rules: opts.Rules, classify: opts.Classify, allowed: ea.AllowedPrefixes, log: c.log.With("edge", ea.ID)})
 		if err != nil {
 			return nil, fmt.Errorf("tunnel: concentrator: %w", err)
 		}

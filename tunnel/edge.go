@@ -49,7 +49,8 @@ func NewEdge(opts EdgeOptions) (*Edge, error) {
 		return nil, err
 	}
 	e := &Edge{opts: opts, log: orDiscard(opts.Logger), bondID: binary.BigEndian.Uint64(id[:]) >> 2}
-	bond, err := newBond(opts.ID, opts.Device, opts.MTU, opts.Picker, opts.Paths, opts.FEC, nil, e.log)
+	bond, err := newBond(opts.ID, opts.Device, bondOptions{mtu: opts.MTU, picker: opts.Picker, paths: opts.Paths,
+		fec: opts.FEC, rules: opts.Rules, classify: opts.Classify, log: e.log})
 	if err != nil {
 		return nil, fmt.Errorf("tunnel: edge: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tun"
 )
@@ -112,18 +113,20 @@ type ListenFunc func(ctx context.Context, u UplinkOptions) (net.PacketConn, erro
 
 // EdgeOptions configures an [Edge]. Fields marked required must be set.
 type EdgeOptions struct {
-	ID           string          // required: edge id known to the concentrator
-	Device       tun.Device      // required: opened and configured TUN
-	MTU          int             // required: the TUN's MTU in bytes (see MTUFor)
-	Concentrator string          // required: host:port
-	TLS          *tls.Config     // required: verifies the concentrator; client certificate for mutual TLS
-	Token        []byte          // optional: token credential (else the client certificate identifies the edge)
-	Uplinks      []UplinkOptions // required, at least one
-	Paths        PathOptions     // optional tuning
-	FEC          FECOptions      // optional: default adaptive FEC, k = 20, α = 2
-	Picker       policy.Picker   // optional: default policy.LowestRTT
-	Listen       ListenFunc      // optional: default binds Bind / Interface
-	Logger       *slog.Logger    // optional: nil discards
+	ID           string           // required: edge id known to the concentrator
+	Device       tun.Device       // required: opened and configured TUN
+	MTU          int              // required: the TUN's MTU in bytes (see MTUFor)
+	Concentrator string           // required: host:port
+	TLS          *tls.Config      // required: verifies the concentrator; client certificate for mutual TLS
+	Token        []byte           // optional: token credential (else the client certificate identifies the edge)
+	Uplinks      []UplinkOptions  // required, at least one
+	Paths        PathOptions      // optional tuning
+	FEC          FECOptions       // optional: default adaptive FEC, k = 20, α = 2
+	Rules        RuleSource       // optional: rules for uplink traffic (nil: none)
+	Classify     classify.Options // optional: how the classifier reads packets for the rules
+	Picker       policy.Picker    // optional: default policy.LowestRTT
+	Listen       ListenFunc       // optional: default binds Bind / Interface
+	Logger       *slog.Logger     // optional: nil discards
 }
 
 // EdgeAuth is one edge a concentrator accepts.
@@ -143,8 +146,11 @@ type ConcentratorOptions struct {
 	Edges  []EdgeAuth     // required, at least one
 	Paths  PathOptions    // optional tuning
 	FEC    FECOptions     // optional: FEC on downlink traffic; default adaptive
-	Picker policy.Picker  // optional: default policy.LowestRTT
-	Logger *slog.Logger   // optional: nil discards
+	Rules  RuleSource     // optional: rules for downlink traffic (nil: none)
+	// Classify is how the classifier reads downlink packets for the rules.
+	Classify classify.Options
+	Picker   policy.Picker // optional: default policy.LowestRTT
+	Logger   *slog.Logger  // optional: nil discards
 }
 
 var discardLogger = slog.New(slog.DiscardHandler)

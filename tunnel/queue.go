@@ -12,15 +12,26 @@ type frame struct {
 	buf      *packetBuf
 	off, end int
 	enqueued int64 // unix ns
+	expires  int64 // unix ns after which the frame is dropped; 0: enqueued + the queue's maxAge
 }
 
 func (f *frame) bytes() []byte { return f.buf[f.off:f.end] }
 
+// expired reports whether the frame is past its deadline at now (unix ns):
+// its own, or maxAge (ns, 0: none) after it was queued.
+func (f *frame) expired(now, maxAge int64) bool {
+	if f.expires != 0 {
+		return now > f.expires
+	}
+	return maxAge > 0 && now-f.enqueued > maxAge
+}
+
 // sendQueue is a path's bounded FIFO in front of quic-go's SendDatagram
 // (which blocks once 32 datagrams are queued inside quic-go). Push never
 // blocks: when the queue is full it drops the oldest frame and counts it.
-// Pop blocks until a frame is available or done is closed. Frames older than
-// maxAge when popped are dropped and counted. Safe for concurrent use by one
+// Pop blocks until a frame is available or done is closed. Frames past their
+// deadline (their own, from a rule's deadline_ms, or maxAge) when popped are
+// dropped and counted. Safe for concurrent use by one
 // pusher per bond and one popper.
 type sendQueue struct {
 	maxAge int64                    // ns
@@ -77,7 +88,7 @@ func (q *sendQueue) pop(now int64) (f frame, ok bool) {
 		q.head = (q.head + 1) % len(q.ring)
 		q.n--
 		q.bytes -= f.end - f.off
-		if q.maxAge > 0 && now-f.enqueued > q.maxAge {
+		if f.expired(now, q.maxAge) {
 			putBuf(f.buf)
 			q.dropped.expired++
 			continue

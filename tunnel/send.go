@@ -20,10 +20,11 @@ import (
 //        prefix),
 //     b. answers a packet longer than the MTU with an ICMP error,
 //     c. clamps the MSS of TCP SYNs to the tunnel MTU,
-//     d. asks the bond's Picker for a path,
-//     e. adds the packet to the open FEC block (fec.go),
-//     f. writes the bondd header into the headroom in place,
-//     g. pushes the frame on the chosen path's send queue (never blocks),
+//     d. classifies it and evaluates the rules in force (rules.go),
+//     e. asks the bond's Picker for a path,
+//     f. adds the packet to the open FEC block (fec.go),
+//     g. writes the bondd header into the headroom in place,
+//     h. pushes the frame on the chosen path's send queue (never blocks),
 //        and the block's parity after it when the packet filled the block.
 //  2. path.routineSend, one per live connection, pops frames in order and
 //     hands them to quic.Conn.SendDatagram, which copies them; the buffer
@@ -85,6 +86,13 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 	if n > 0 && b.clampMSS(pkt) {
 		b.ctr.mssClamped.Add(1)
 	}
+	protect, expires := b.fecTx != nil, int64(0)
+	if b.rules != nil && b.rules.evaluate(pkt) {
+		protect = protect && !b.rules.fecOff()
+		if d := b.rules.deadline(); d > 0 {
+			expires = now.Add(d).UnixNano()
+		}
+	}
 	set := b.paths.Load()
 	k := b.picker.Pick(set.states, now, b.picks)
 	if k == 0 {
@@ -92,14 +100,14 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 		return false
 	}
 	h := Header{Type: TypeData, Seq: b.seq.Add(1) - 1, Timestamp: uint64(now.UnixMicro())}
-	sealed := b.fecTx != nil && b.protect(pkt, b.picks[0], &h, now)
+	sealed := protect && b.protect(pkt, b.picks[0], &h, now)
 	off := Headroom - HeaderLen(&h)
 	AppendHeader(buf[off:off], &h)
-	f := frame{buf: buf, off: off, end: Headroom + n, enqueued: now.UnixNano()}
+	f := frame{buf: buf, off: off, end: Headroom + n, enqueued: now.UnixNano(), expires: expires}
 	for _, i := range b.picks[1:k] {
 		dup := getBuf()
 		copy(dup[off:f.end], buf[off:f.end])
-		set.paths[i].queue.push(frame{buf: dup, off: off, end: f.end, enqueued: f.enqueued})
+		set.paths[i].queue.push(frame{buf: dup, off: off, end: f.end, enqueued: f.enqueued, expires: expires})
 	}
 	set.paths[b.picks[0]].queue.push(f)
 	b.ctr.txPackets.Add(1)

@@ -15,6 +15,7 @@ type BondStats struct {
 	MSSClamped uint64        `json:"mss_clamped"`
 	Drops      BondDrops     `json:"drops"`
 	FEC        *FECStats     `json:"fec"`
+	Rules      *RuleStats    `json:"rules,omitempty"` // rule hits on the send path
 	Paths      []PathStats   `json:"paths"`
 }
 

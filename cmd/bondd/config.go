@@ -25,6 +25,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -58,6 +59,9 @@ const (
 	DefaultRedialMin              = 250 * time.Millisecond
 	DefaultRedialMax              = 10 * time.Second
 	DefaultInitialPacketSizeBytes = 1360
+	// DefaultMaxQueueDelay is how long a packet may wait in a path's send
+	// queue before it is dropped rather than sent late.
+	DefaultMaxQueueDelay = 200 * time.Millisecond
 )
 
 // Limits enforced by (*Config).Validate.
@@ -124,6 +128,12 @@ type Config struct {
 	Concentrator *ConcentratorConfig
 	// Paths tunes every path (uplink connection). Optional.
 	Paths PathsConfig
+	// FEC configures forward error correction of what this end sends.
+	// Optional; default adaptive.
+	FEC FECConfig
+	// Rules is the rule file (docs/rules.md), reloaded on change and on
+	// SIGHUP. Optional; without it no rule applies.
+	Rules string
 	// Classify configures the packet classifier: how RTP is found and the
 	// traffic classes. Optional, both roles.
 	Classify ClassifyConfig
@@ -248,10 +258,55 @@ type PathsConfig struct {
 	// to RedialMax. Defaults DefaultRedialMin and DefaultRedialMax.
 	RedialMin time.Duration
 	RedialMax time.Duration
+	// MaxQueueDelay is the longest a packet waits in a path's send queue;
+	// an older one is dropped, not sent. Default DefaultMaxQueueDelay.
+	MaxQueueDelay time.Duration
 	// InitialPacketSizeBytes is quic.Config.InitialPacketSize, in bytes,
 	// MinInitialPacketSizeBytes to MaxInitialPacketSizeBytes. Default
 	// DefaultInitialPacketSizeBytes.
 	InitialPacketSizeBytes int
+}
+
+// FECConfig configures forward error correction on what this end sends (key
+// fec). The zero value is adaptive FEC with k = 20, α = 2 and a 20 ms block
+// budget.
+type FECConfig struct {
+	// Mode is adaptive (default), fixed or off.
+	Mode string
+	// K is the data packets per block, 1 to 64. Default 20.
+	K int
+	// Alpha is adaptive FEC's safety factor α, above 0 and at most 10.
+	// Default 2.
+	Alpha float64
+	// Ratio is fixed FEC's parity packets per data packet, in (0, 1];
+	// required with mode fixed, refused otherwise.
+	Ratio float64
+	// Budget is the longest a block stays open, 1ms to 1s. Default 20ms.
+	Budget time.Duration
+}
+
+func (f *FECConfig) validate(v *configValidator) {
+	switch f.Mode {
+	case "", "adaptive", "off":
+		if f.Ratio != 0 {
+			v.errorf("fec.ratio", "only allowed with mode fixed")
+		}
+	case "fixed":
+		if f.Ratio <= 0 || f.Ratio > 1 {
+			v.errorf("fec.ratio", "expected a number of parity packets per data packet above 0 and at most 1, got %v", f.Ratio)
+		}
+	default:
+		v.errorf("fec.mode", "expected adaptive, fixed or off, got %q", f.Mode)
+	}
+	if f.K < 0 || f.K > 64 {
+		v.errorf("fec.k", "expected an integer from 1 to 64 data packets, got %d", f.K)
+	}
+	if f.Alpha < 0 || f.Alpha > 10 {
+		v.errorf("fec.alpha", "expected a number above 0 and at most 10, got %v", f.Alpha)
+	}
+	if f.Budget < 0 || f.Budget > time.Second || f.Budget > 0 && f.Budget < time.Millisecond {
+		v.errorf("fec.budget", "expected a duration from 1ms to 1s, got %s", f.Budget)
+	}
 }
 
 // ClassifyConfig configures the packet classifier of every bond (key
@@ -443,6 +498,9 @@ func (c *Config) Defaults() {
 	if p.QueuePackets == 0 {
 		p.QueuePackets = DefaultQueuePackets
 	}
+	if p.MaxQueueDelay == 0 {
+		p.MaxQueueDelay = DefaultMaxQueueDelay
+	}
 	if p.Keepalive == 0 {
 		p.Keepalive = DefaultKeepalive
 	}
@@ -590,13 +648,14 @@ func indexField(list string, i int) string {
 
 // Known keys of each mapping, in the order docs/config.md lists them.
 var (
-	configKeys       = []string{"role", "log_level", "log_format", "tun", "edge", "concentrator", "paths", "classify"}
+	configKeys       = []string{"role", "log_level", "log_format", "tun", "edge", "concentrator", "paths", "fec", "rules", "classify"}
+	fecKeys          = []string{"mode", "k", "alpha", "ratio", "budget"}
 	tunKeys          = []string{"name", "addresses", "mtu", "routes"}
 	edgeKeys         = []string{"id", "concentrator", "server_name", "ca_file", "server_cert_sha256", "token_file", "cert_file", "key_file", "uplinks"}
 	uplinkKeys       = []string{"name", "bind", "interface", "remote", "labels"}
 	concentratorKeys = []string{"listen", "cert_file", "key_file", "client_ca_file", "edges"}
 	edgeEntryKeys    = []string{"id", "token_file", "cert_cn", "allowed_prefixes"}
-	pathsKeys        = []string{"queue_packets", "keepalive", "idle_timeout", "redial_min", "redial_max", "initial_packet_size_bytes"}
+	pathsKeys        = []string{"queue_packets", "max_queue_delay", "keepalive", "idle_timeout", "redial_min", "redial_max", "initial_packet_size_bytes"}
 	classifyKeys     = []string{"rtp_ports", "payload_types", "rtp_heuristic", "classes"}
 	classKeys        = []string{"name", "match", "labels"}
 	classMatchKeys   = []string{"proto", "src", "dst", "src_ports", "dst_ports", "ports", "dscp"}
@@ -890,6 +949,10 @@ func (d *configDecoder) config(root *yaml.Node) *Config {
 	if n := f["paths"]; n != nil {
 		d.paths(n, &c.Paths)
 	}
+	if n := f["fec"]; n != nil {
+		d.fec(n, &c.FEC)
+	}
+	c.Rules = d.str(f["rules"], "rules", "a file path")
 	if n := f["classify"]; n != nil {
 		d.classify(n, &c.Classify)
 	}
@@ -1048,11 +1111,37 @@ func (d *configDecoder) paths(n *yaml.Node, p *PathsConfig) {
 		return
 	}
 	p.QueuePackets = d.integer(f["queue_packets"], "paths.queue_packets", "an integer number of packets")
+	p.MaxQueueDelay = d.duration(f["max_queue_delay"], "paths.max_queue_delay")
 	p.Keepalive = d.duration(f["keepalive"], "paths.keepalive")
 	p.IdleTimeout = d.duration(f["idle_timeout"], "paths.idle_timeout")
 	p.RedialMin = d.duration(f["redial_min"], "paths.redial_min")
 	p.RedialMax = d.duration(f["redial_max"], "paths.redial_max")
 	p.InitialPacketSizeBytes = d.integer(f["initial_packet_size_bytes"], "paths.initial_packet_size_bytes", "an integer number of bytes")
+}
+
+func (d *configDecoder) fec(n *yaml.Node, c *FECConfig) {
+	f := d.fields(n, "fec", fecKeys)
+	if f == nil {
+		return
+	}
+	c.Mode = d.str(f["mode"], "fec.mode", "adaptive, fixed or off")
+	c.K = d.integer(f["k"], "fec.k", "an integer number of data packets")
+	c.Alpha = d.float(f["alpha"], "fec.alpha", "a number, like 2.0")
+	c.Ratio = d.float(f["ratio"], "fec.ratio", "a number of parity packets per data packet, like 0.1")
+	c.Budget = d.duration(f["budget"], "fec.budget")
+}
+
+func (d *configDecoder) float(n *yaml.Node, field, want string) float64 {
+	s, ok := d.scalar(n, field, want)
+	if !ok || s == "" {
+		return 0
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		d.errorf(n, field, "expected %s, got %q", want, s)
+		return 0
+	}
+	return v
 }
 
 func (d *configDecoder) classify(n *yaml.Node, c *ClassifyConfig) {
@@ -1306,7 +1395,7 @@ type fileRef struct {
 }
 
 func (c *Config) fileRefs() []fileRef {
-	var refs []fileRef
+	refs := []fileRef{{"rules", &c.Rules, false, "a rule file (docs/rules.md)"}}
 	if e := c.Edge; e != nil {
 		refs = append(refs,
 			fileRef{"edge.ca_file", &e.CAFile, false, "the PEM file of the CA that signed the concentrator's certificate"},
@@ -1454,6 +1543,7 @@ func (c *Config) validate(v *configValidator) {
 		c.Concentrator.validate(v)
 	}
 	c.Paths.validate(v)
+	c.FEC.validate(v)
 	c.Classify.validate(v)
 }
 
@@ -1756,6 +1846,9 @@ func (k *ConcentratorConfig) validate(v *configValidator) {
 }
 
 func (p *PathsConfig) validate(v *configValidator) {
+	if p.MaxQueueDelay < 0 || p.MaxQueueDelay > 10*time.Second {
+		v.errorf("paths.max_queue_delay", "expected a duration up to 10s, like 200ms, got %s", p.MaxQueueDelay)
+	}
 	if p.QueuePackets < 0 || p.QueuePackets > MaxQueuePackets {
 		v.errorf("paths.queue_packets", "expected an integer from 1 to %d packets, got %d", MaxQueuePackets, p.QueuePackets)
 	}

@@ -97,7 +97,7 @@ func TestConfigParse(t *testing.T) {
 		{"yaml tab indent", "role: edge\ntun:\n\tname: x\n", "bondd.yaml:3: invalid YAML:"},
 		{"two documents", edgeOK + "---\nrole: edge\n", "bondd.yaml:10: a second YAML document"},
 		{"root is a list", "- role: edge\n", "bondd.yaml:1: expected a mapping with fields role, log_level"},
-		{"unknown top-level key", edgeOK + "tunn: {}\n", `bondd.yaml:10: tunn: unknown field "tunn"; known fields: role, log_level, log_format, tun, edge, concentrator, paths, classify; did you mean "tun"?`},
+		{"unknown top-level key", edgeOK + "tunn: {}\n", `bondd.yaml:10: tunn: unknown field "tunn"; known fields: role, log_level, log_format, tun, edge, concentrator, paths, fec, rules, classify; did you mean "tun"?`},
 		{"unknown key far from any", edgeOK + "zzzzzzzzz: 1\n", `bondd.yaml:10: zzzzzzzzz: unknown field "zzzzzzzzz"; known fields: role,`},
 		{"unknown edge key", strings.Replace(edgeOK, "  uplinks:", "  uplinkz:", 1), `bondd.yaml:8: edge.uplinkz: unknown field "uplinkz"; known fields: id, concentrator, server_name, ca_file, server_cert_sha256, token_file, cert_file, key_file, uplinks; did you mean "uplinks"?`},
 		{"unknown uplink key", strings.Replace(edgeOK, "interface: wwan0", "iface: wwan0", 1), `bondd.yaml:9: edge.uplinks[0].iface: unknown field "iface"; known fields: name, bind, interface, remote, labels`},
@@ -204,6 +204,16 @@ edge:
 		{"uplink bind unspecified", strings.Replace(edgeOK, "interface: wwan0", "bind: 0.0.0.0", 1), "bondd.yaml:9: edge.uplinks[0].bind: expected a local unicast IP address, got 0.0.0.0 (unspecified)"},
 		{"uplink bind family", strings.Replace(strings.Replace(edgeOK, "interface: wwan0", `bind: "2001:db8::2"`, 1), "concentrator.example.net:4433", "203.0.113.10:4433", 1), "bondd.yaml:9: edge.uplinks[0].bind: expected an IPv4 address to reach the concentrator at 203.0.113.10, got 2001:db8::2"},
 		{"uplink interface too long", strings.Replace(edgeOK, "interface: wwan0", "interface: wwan0123456789abc", 1), `bondd.yaml:9: edge.uplinks[0].interface: expected an interface name of 1 to 15 bytes without '/', ':' or white space, got "wwan0123456789abc"`},
+		{"fec adaptive", edgeOK + "fec: {mode: adaptive, k: 20, alpha: 2}\n", ""},
+		{"fec off", edgeOK + "fec: {mode: off}\n", ""},
+		{"fec bad mode", edgeOK + "fec: {mode: sometimes}\n", `bondd.yaml:10: fec.mode: expected adaptive, fixed or off, got "sometimes"`},
+		{"fec fixed needs ratio", edgeOK + "fec: {mode: fixed}\n", "bondd.yaml:10: fec.ratio: expected a number of parity packets per data packet above 0 and at most 1, got 0"},
+		{"fec ratio without fixed", edgeOK + "fec: {ratio: 0.1}\n", "bondd.yaml:10: fec.ratio: only allowed with mode fixed"},
+		{"fec k too big", edgeOK + "fec: {k: 65}\n", "bondd.yaml:10: fec.k: expected an integer from 1 to 64 data packets, got 65"},
+		{"fec alpha not a number", edgeOK + "fec: {alpha: lots}\n", `bondd.yaml:10: fec.alpha: expected a number, like 2.0, got "lots"`},
+		{"fec budget too long", edgeOK + "fec: {budget: 2s}\n", "bondd.yaml:10: fec.budget: expected a duration from 1ms to 1s, got 2s"},
+		{"rules file missing", edgeOK + "rules: nowhere.yaml\n", "bondd.yaml:10: rules: "},
+		{"max queue delay", edgeOK + "paths: {max_queue_delay: 1m}\n", "bondd.yaml:10: paths.max_queue_delay: expected a duration up to 10s, like 200ms, got 1m0s"},
 		{"uplink remote", strings.Replace(edgeOK, "interface: wwan0", "interface: wwan0, remote: \"203.0.113.11:4433\"", 1), ""},
 		{"uplink remote without port", strings.Replace(edgeOK, "interface: wwan0", "interface: wwan0, remote: 203.0.113.11", 1), `bondd.yaml:9: edge.uplinks[0].remote: expected host:port, like 203.0.113.11:4433, got "203.0.113.11"`},
 		{"uplink same socket", edgeOK + "    - {name: cell-b, interface: wwan0}\n", "bondd.yaml:10: edge.uplinks[1]: same bind and interface as edge.uplinks[0] (line 9)"},
@@ -276,7 +286,7 @@ edge:
 
 		// paths.
 		{"paths all", edgeOK + "paths: {queue_packets: 1024, keepalive: 500ms, idle_timeout: 3s, redial_min: 100ms, redial_max: 30s, initial_packet_size_bytes: 1452}\n", ""},
-		{"paths unknown key", edgeOK + "paths: {keepalive_ms: 500}\n", `bondd.yaml:10: paths.keepalive_ms: unknown field "keepalive_ms"; known fields: queue_packets, keepalive, idle_timeout, redial_min, redial_max, initial_packet_size_bytes; did you mean "keepalive"?`},
+		{"paths unknown key", edgeOK + "paths: {keepalive_ms: 500}\n", `bondd.yaml:10: paths.keepalive_ms: unknown field "keepalive_ms"; known fields: queue_packets, max_queue_delay, keepalive, idle_timeout, redial_min, redial_max, initial_packet_size_bytes; did you mean "keepalive"?`},
 		{"queue_packets negative", edgeOK + "paths: {queue_packets: -1}\n", "bondd.yaml:10: paths.queue_packets: expected an integer from 1 to 65536 packets, got -1"},
 		{"queue_packets too large", edgeOK + "paths:\n  queue_packets: 65537\n", "bondd.yaml:11: paths.queue_packets: expected an integer from 1 to 65536 packets, got 65537"},
 		{"queue_packets word", edgeOK + "paths: {queue_packets: many}\n", `bondd.yaml:10: paths.queue_packets: expected an integer number of packets, got "many"`},
@@ -513,6 +523,7 @@ func TestConfigDefaults(t *testing.T) {
 		},
 		Paths: PathsConfig{
 			QueuePackets:           256,
+			MaxQueueDelay:          200 * time.Millisecond,
 			Keepalive:              time.Second,
 			IdleTimeout:            5 * time.Second,
 			RedialMin:              250 * time.Millisecond,
@@ -542,6 +553,9 @@ func TestConfigDefaults(t *testing.T) {
 
 func TestConfigDecodesEveryField(t *testing.T) {
 	dir := configDir(t)
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte("rules: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	in := snippet(`
 role: edge
 log_level: warn
@@ -565,11 +579,19 @@ edge:
       labels: {link_type: satellite, cost_class: unmetered}
 paths:
   queue_packets: 64
+  max_queue_delay: 300ms
   keepalive: 200ms
   idle_timeout: 2s
   redial_min: 1s
   redial_max: 1m
   initial_packet_size_bytes: 1452
+fec:
+  mode: fixed
+  k: 10
+  alpha: 1.5
+  ratio: 0.2
+  budget: 30ms
+rules: rules.yaml
 classify:
   rtp_ports: [5004-5010, 6000]
   payload_types: {96: h264, 98: auto, 111: opus}
@@ -618,12 +640,15 @@ classify:
 		},
 		Paths: PathsConfig{
 			QueuePackets:           64,
+			MaxQueueDelay:          300 * time.Millisecond,
 			Keepalive:              200 * time.Millisecond,
 			IdleTimeout:            2 * time.Second,
 			RedialMin:              time.Second,
 			RedialMax:              time.Minute,
 			InitialPacketSizeBytes: 1452,
 		},
+		FEC:   FECConfig{Mode: "fixed", K: 10, Alpha: 1.5, Ratio: 0.2, Budget: 30 * time.Millisecond},
+		Rules: filepath.Join(dir, "rules.yaml"),
 		Classify: ClassifyConfig{
 			RTPPorts:       []classify.PortRange{{Lo: 5004, Hi: 5010}, {Lo: 6000, Hi: 6000}},
 			PayloadTypes:   map[uint8]classify.Codec{96: classify.CodecH264, 98: classify.CodecUnknown, 111: classify.CodecOpus},

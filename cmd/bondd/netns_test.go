@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -146,6 +147,7 @@ func (b *itBed) writeCreds(t *testing.T) string {
 	write("conc.key", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}))
 	write("van.token", []byte("integration-test-token-0123456789\n"))
 	write("wrong.token", []byte("not-the-right-token-0123456789\n"))
+	write("rules.yaml", []byte(itRules("echo-no-fec")))
 	return hex.EncodeToString(pin)
 }
 
@@ -189,7 +191,14 @@ edge:
 %spaths:
   idle_timeout: 3s
   redial_max: 1s
-`, tunName, addr, pin, b.dir, tokenFile, ups.String())
+rules: %s/rules.yaml
+`, tunName, addr, pin, b.dir, tokenFile, ups.String(), b.dir)
+}
+
+// itRules is the edge's rule file: UDP to port 7 without FEC, in a rule
+// named id.
+func itRules(id string) string {
+	return "rules:\n  - id: " + id + "\n    priority: 1\n    match: {proto: udp, dst_port: 7}\n    actions: {fec: off}\n"
 }
 
 // status reads a daemon's control socket, waiting for it to appear.
@@ -287,6 +296,32 @@ func TestNetnsBond(t *testing.T) {
 	t.Run("udp echo over IPv6", func(t *testing.T) {
 		udpEcho(t, b.edge, b.conc, "[fd77::2]:40003", "[fd78::1]:7")
 		udpEcho(t, b.conc, b.edge, "[fd78::1]:40004", "[fd77::2]:7")
+	})
+
+	t.Run("rules apply and reload on SIGHUP", func(t *testing.T) {
+		hits := func() map[string]uint64 {
+			m := map[string]uint64{}
+			if r := status(t, b.edgeSock).Bonds[0].Rules; r != nil {
+				for _, h := range r.Rules {
+					m[h.ID] = h.Hits
+				}
+			}
+			return m
+		}
+		if h := hits(); h["echo-no-fec"] < 6 {
+			t.Fatalf("rule hits %v after 6 echo packets to port 7", h)
+		}
+		if err := os.WriteFile(filepath.Join(b.dir, "rules.yaml.new"), []byte(itRules("echo-renamed")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(b.dir, "rules.yaml.new"), filepath.Join(b.dir, "rules.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		b.procs[1].Process.Signal(syscall.SIGHUP)
+		waitCond(t, "the edge to load the new rule file", 10*time.Second, func() bool {
+			_, ok := hits()["echo-renamed"]
+			return ok
+		})
 	})
 
 	t.Run("tcp 20 MB with an uplink set down halfway", func(t *testing.T) {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bondd/bondd/classify"
+	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tun"
 	"github.com/bondd/bondd/tunnel"
 )
@@ -47,7 +49,24 @@ type daemon interface{ Close() error }
 
 // runDaemon starts the configured role and blocks until ctx is done.
 func runDaemon(ctx context.Context, cfg *Config, ctlPath string, log *slog.Logger) error {
-	d, err := startDaemon(cfg, log)
+	var rw *rules.Watcher
+	if cfg.Rules != "" {
+		var err error
+		if rw, err = startRules(cfg, log); err != nil {
+			return err
+		}
+		defer rw.Close()
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go func() {
+			for range hup {
+				log.Info("SIGHUP: reloading the rules", "file", cfg.Rules)
+				rw.Reload() // a failure is logged by the watcher; the old rules stay
+			}
+		}()
+	}
+	d, err := startDaemon(cfg, rw, log)
 	if err != nil {
 		return err
 	}
@@ -65,9 +84,29 @@ func runDaemon(ctx context.Context, cfg *Config, ctlPath string, log *slog.Logge
 	return d.Close()
 }
 
-// startDaemon opens the TUN and starts the edge or concentrator of cfg.
-func startDaemon(cfg *Config, log *slog.Logger) (daemon, error) {
+// startRules loads the rule file and watches it for changes.
+func startRules(cfg *Config, log *slog.Logger) (*rules.Watcher, error) {
+	copts, err := cfg.Classify.Options()
+	if err != nil {
+		return nil, err
+	}
+	return rules.NewWatcher(rules.WatcherOptions{Path: cfg.Rules, Compile: rules.Options{Classes: copts.Classes}, Logger: log})
+}
+
+// startDaemon opens the TUN and starts the edge or concentrator of cfg;
+// rw, if not nil, supplies the rules.
+func startDaemon(cfg *Config, rw *rules.Watcher, log *slog.Logger) (daemon, error) {
+	var src tunnel.RuleSource
+	if rw != nil {
+		src = rw
+	}
+	copts, err := cfg.Classify.Options()
+	if err != nil {
+		return nil, err
+	}
+	fopts := tunnel.FECOptions{Mode: cfg.FEC.Mode, K: cfg.FEC.K, Alpha: cfg.FEC.Alpha, Ratio: cfg.FEC.Ratio, Budget: cfg.FEC.Budget}
 	popts := tunnel.PathOptions{
+		MaxQueueDelay:     cfg.Paths.MaxQueueDelay,
 		QueuePackets:      cfg.Paths.QueuePackets,
 		Keepalive:         cfg.Paths.Keepalive,
 		IdleTimeout:       cfg.Paths.IdleTimeout,
@@ -84,12 +123,13 @@ func startDaemon(cfg *Config, log *slog.Logger) (daemon, error) {
 		return nil, err
 	}
 	log.Info("tun up", "name", cfg.TUN.Name, "mtu", mtu, "addresses", cfg.TUN.Addresses)
+	common := commonOptions{mtu: mtu, paths: popts, fec: fopts, rules: src, classify: copts}
 	var d daemon
 	switch cfg.Role {
 	case "edge":
-		d, err = startEdge(cfg, dev, mtu, popts, log)
+		d, err = startEdge(cfg, dev, common, log)
 	case "concentrator":
-		d, err = startConcentrator(cfg, dev, mtu, popts, log)
+		d, err = startConcentrator(cfg, dev, common, log)
 	default:
 		err = fmt.Errorf("unknown role %q", cfg.Role)
 	}
@@ -100,7 +140,16 @@ func startDaemon(cfg *Config, log *slog.Logger) (daemon, error) {
 	return d, nil
 }
 
-func startEdge(cfg *Config, dev tun.Device, mtu int, popts tunnel.PathOptions, log *slog.Logger) (daemon, error) {
+// commonOptions are the tunnel options both roles share.
+type commonOptions struct {
+	mtu      int
+	paths    tunnel.PathOptions
+	fec      tunnel.FECOptions
+	rules    tunnel.RuleSource
+	classify classify.Options
+}
+
+func startEdge(cfg *Config, dev tun.Device, co commonOptions, log *slog.Logger) (daemon, error) {
 	ec := cfg.Edge
 	var roots *x509.CertPool
 	if ec.CAFile != "" {
@@ -142,8 +191,8 @@ func startEdge(cfg *Config, dev tun.Device, mtu int, popts tunnel.PathOptions, l
 		uplinks = append(uplinks, tunnel.UplinkOptions{Name: u.Name, Bind: u.Bind, Interface: u.Interface, Remote: u.Remote, Labels: u.Labels})
 	}
 	e, err := tunnel.NewEdge(tunnel.EdgeOptions{
-		ID: ec.ID, Device: dev, MTU: mtu, Concentrator: ec.Concentrator, TLS: tlsConf, Token: token,
-		Uplinks: uplinks, Paths: popts, Logger: log,
+		ID: ec.ID, Device: dev, MTU: co.mtu, Concentrator: ec.Concentrator, TLS: tlsConf, Token: token,
+		Uplinks: uplinks, Paths: co.paths, FEC: co.fec, Rules: co.rules, Classify: co.classify, Logger: log,
 	})
 	if err != nil {
 		return nil, err
@@ -153,7 +202,7 @@ func startEdge(cfg *Config, dev tun.Device, mtu int, popts tunnel.PathOptions, l
 	return e, nil
 }
 
-func startConcentrator(cfg *Config, dev tun.Device, mtu int, popts tunnel.PathOptions, log *slog.Logger) (daemon, error) {
+func startConcentrator(cfg *Config, dev tun.Device, co commonOptions, log *slog.Logger) (daemon, error) {
 	cc := cfg.Concentrator
 	cert, err := tls.LoadX509KeyPair(cc.CertFile, cc.KeyFile)
 	if err != nil {
@@ -185,7 +234,8 @@ func startConcentrator(cfg *Config, dev tun.Device, mtu int, popts tunnel.PathOp
 		return nil, err
 	}
 	c, err := tunnel.NewConcentrator(tunnel.ConcentratorOptions{
-		Device: dev, MTU: mtu, Conn: pc, TLS: tunnel.ServerTLS(cert, clientCAs), Edges: edges, Paths: popts, Logger: log,
+		Device: dev, MTU: co.mtu, Conn: pc, TLS: tunnel.ServerTLS(cert, clientCAs), Edges: edges,
+		Paths: co.paths, FEC: co.fec, Rules: co.rules, Classify: co.classify, Logger: log,
 	})
 	if err != nil {
 		pc.Close()

@@ -136,6 +136,17 @@ func printStatus(w io.Writer, r *statusReport) {
 			b.Uptime.Round(time.Second), b.MTU, b.TxPackets, b.RxPackets)
 		fmt.Fprintf(w, "  drops: no_path %d oversize %d bad_header %d duplicate %d too_old %d spoofed %d malformed %d tun_write %d\n",
 			d.NoPath, d.Oversize, d.BadHeader, d.Duplicate, d.TooOld, d.Spoofed, d.Malformed, d.TUNWrite)
+		if f := b.FEC; f != nil {
+			fmt.Fprintf(w, "  fec %s: coding rate %.3f, %d parity sent, %d blocks by k, %d by timer; received %d parity, recovered %d, lost %d (residual %.2f %%)\n",
+				f.Mode, f.CodingRate, f.ParitySent, f.BlocksByK, f.BlocksByTimer, f.ParityReceived, f.Recovered, f.Lost, 100*f.ResidualLoss)
+		}
+		if r := b.Rules; r != nil {
+			fmt.Fprintf(w, "  rules %s:", r.Set)
+			for _, h := range r.Rules {
+				fmt.Fprintf(w, " %s=%d", h.ID, h.Hits)
+			}
+			fmt.Fprintln(w)
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  path\tstatus\tsrtt\tmin rtt\tcwnd\tlost/sent\ttx pkts\trx pkts\tqueue\tdrops full/expired/large\tlast error")
 		for _, p := range b.Paths {

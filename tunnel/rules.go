@@ -1,0 +1,113 @@
+package tunnel
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/bondd/bondd/classify"
+	"github.com/bondd/bondd/rules"
+)
+
+// RuleSource gives the rule set in force; *rules.Watcher is one. Current
+// must be lock-free: it is called for every packet.
+type RuleSource interface {
+	Current() *rules.Set
+}
+
+// Rule evaluation on the send path. With a RuleSource installed, the TUN
+// reader classifies each packet (classify.Classifier, one per bond, used
+// only by that goroutine) and evaluates the rules into a Directive. This
+// version of the bond acts on the directive's fec (off, or another mode than
+// the bond's) and deadline_ms; priority, balancing, prefer, affinity,
+// duplicate and resequence_ms are evaluated and counted but wait for the
+// rule-driven path selection of the policy package.
+
+// ruleState is a bond's per-packet rule scratch, owned by the TUN reader.
+type ruleState struct {
+	src  RuleSource
+	cls  *classify.Classifier
+	md   classify.Metadata
+	ann  rules.Annotations
+	dir  rules.Directive
+	hits [rules.MaxRules]atomic.Uint64 // per rule index of the set in force
+	set  atomic.Pointer[rules.Set]     // the set hits refer to
+}
+
+func newRuleState(src RuleSource, copts classify.Options) (*ruleState, error) {
+	if src == nil {
+		return nil, nil
+	}
+	cls, err := classify.New(copts)
+	if err != nil {
+		return nil, err
+	}
+	return &ruleState{src: src, cls: cls}, nil
+}
+
+// evaluate classifies pkt and evaluates the rules in force into rs.dir. It
+// reports false when no rule set is installed.
+func (rs *ruleState) evaluate(pkt []byte) bool {
+	set := rs.src.Current()
+	if set == nil {
+		return false
+	}
+	if rs.set.Load() != set { // a reload: counts start over for the new set
+		for i := range rs.hits {
+			rs.hits[i].Store(0)
+		}
+		rs.set.Store(set)
+	}
+	rs.cls.Parse(pkt, &rs.md) // a malformed packet still gets what could be read
+	set.Evaluate(&rs.md, &rs.ann, &rs.dir)
+	for i := range set.Len() {
+		if rs.dir.Rules.Has(i) {
+			rs.hits[i].Add(1)
+		}
+	}
+	return true
+}
+
+// fecOff reports whether the directive turns FEC off for this packet.
+func (rs *ruleState) fecOff() bool {
+	return rs.dir.Fields.Has(rules.FieldFEC) && rs.dir.FEC.Mode == rules.FECOff
+}
+
+// deadline returns the directive's deadline_ms, or 0.
+func (rs *ruleState) deadline() time.Duration {
+	if rs.dir.Fields.Has(rules.FieldDeadline) {
+		return rs.dir.Deadline
+	}
+	return 0
+}
+
+// RuleStats are the rule hits of a bond's send path for the set in force.
+type RuleStats struct {
+	Set   string     `json:"set"` // the rule file
+	Rules []RuleHits `json:"rules"`
+}
+
+// RuleHits counts the packets one rule matched.
+type RuleHits struct {
+	ID   string `json:"id"`
+	Hits uint64 `json:"hits"`
+}
+
+func (rs *ruleState) stats() *RuleStats {
+	if rs == nil {
+		return nil
+	}
+	set := rs.src.Current()
+	if set == nil {
+		return nil
+	}
+	counted := rs.set.Load() == set // else no packet has met this set yet
+	s := &RuleStats{Set: set.Name()}
+	for i := range set.Len() {
+		h := RuleHits{ID: set.Rule(i).ID}
+		if counted {
+			h.Hits = rs.hits[i].Load()
+		}
+		s.Rules = append(s.Rules, h)
+	}
+	return s
+}
