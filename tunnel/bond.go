@@ -69,6 +69,7 @@ type bondCounters struct {
 	noPath, oversize, badHeader, duplicate  atomic.Uint64
 	tooOld, spoofed, malformed, unsupported atomic.Uint64
 	tunWrite, icmpSent, mssClamped          atomic.Uint64
+	paritySkipped                           atomic.Uint64
 }
 
 // bondOptions are what newBond needs beyond the edge id and device.

@@ -143,13 +143,20 @@ func (b *Bond) protect(pkt []byte, pi int, h *Header, now time.Time) (sealed boo
 }
 
 // sendParity frames the parity shards in p and queues each on a path the
-// picker chooses, as for data. picks is the caller's scratch slice.
+// picker chooses, as for data. Parity never queues behind a full congestion
+// window: when the chosen path could not send it at once it is skipped and
+// counted, because parity that waits makes the data it protects wait too
+// and comes too late to repair anything. picks is the caller's scratch.
 func (b *Bond) sendParity(p *fec.Parity, picks []int, now time.Time) {
 	set := b.paths.Load()
 	for j, shard := range p.Shards {
 		ref := p.ShardRef(j)
 		if len(picks) < len(set.paths) || b.picker.Pick(set.states, now, picks) == 0 {
 			b.ctr.noPath.Add(1)
+			continue
+		}
+		if !set.states[picks[0]].HasWindow() {
+			b.ctr.paritySkipped.Add(1)
 			continue
 		}
 		h := Header{Type: TypeParity, Flags: FlagFEC, Seq: b.seq.Add(1) - 1, Timestamp: uint64(now.UnixMicro()),
@@ -268,6 +275,7 @@ type FECStats struct {
 	CodingRate    float64 `json:"coding_rate"` // k/(k+r) over the blocks sent
 	DataProtected uint64  `json:"data_protected"`
 	ParitySent    uint64  `json:"parity_sent"`
+	ParitySkipped uint64  `json:"parity_skipped"` // not queued: no path had congestion-window room
 	BlocksByK     uint64  `json:"blocks_by_k"`
 	BlocksByTimer uint64  `json:"blocks_by_timer"`
 
@@ -285,6 +293,11 @@ func (b *Bond) fecStats() *FECStats {
 		es := b.fecTx.enc.Stats()
 		s.Mode, s.CodingRate, s.DataProtected, s.ParitySent = b.fecTx.opts.Mode, es.CodingRate(), es.Data, es.Parity
 		s.BlocksByK, s.BlocksByTimer = es.BlocksByK, es.BlocksByTimer
+		s.ParitySkipped = b.ctr.paritySkipped.Load()
+		s.ParitySent -= min(s.ParitySent, s.ParitySkipped)
+		if total := s.DataProtected + s.ParitySent; total > 0 {
+			s.CodingRate = float64(s.DataProtected) / float64(total)
+		}
 	}
 	ds := b.dec.Stats()
 	s.ParityReceived, s.Recovered, s.Lost, s.ResidualLoss = ds.Parity, ds.Recovered, ds.Lost, ds.ResidualLoss()
