@@ -2,7 +2,8 @@
 // packets of unmodified applications over several uplinks at once, as QUIC
 // DATAGRAMs (RFC 9221), between an edge and a concentrator.
 //
-// Subcommands: run, demo, emu, version. See README.md.
+// Subcommands: run, status, demo, emu, classify, rules, version. See
+// README.md.
 package main
 
 import (
