@@ -22,7 +22,9 @@ import (
 //
 // Throughput offers 1200-byte packets as fast as the sender can and reports
 // what arrives (Mbit/s, kpps, delivered fraction). Latency paces 1200-byte
-// packets at 20 Mbit/s and reports the p50 and p99 one-way delay in µs.
+// packets at 20 Mbit/s and reports the p50 and p99 one-way delay in µs. The
+// bond runs with its default adaptive FEC; BENCH_FEC_OFF=1 turns it off for
+// an A/B comparison.
 
 const benchPacket = 1200
 
@@ -129,7 +131,11 @@ func bondFlow(b *testing.B, paths int) (flow, func()) {
 	ready := make(chan struct{})
 	edgeDev := newBenchDevice(tmpl, func([]byte) {})
 	concDev := newBenchDevice(tmpl, func(pkt []byte) { <-ready; got(pkt[28:]) })
-	tb := newTestBondDevices(b, token, paths, edgeDev, concDev, nil)
+	tb := newTestBondDevices(b, token, paths, edgeDev, concDev, func(o *EdgeOptions) {
+		if os.Getenv("BENCH_FEC_OFF") != "" {
+			o.FEC.Mode = FECOff
+		}
+	})
 	tb.waitActive(b, paths)
 	return flow{
 		send: func(p []byte) { edgeDev.in <- binary.BigEndian.Uint64(p) },
