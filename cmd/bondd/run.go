@@ -151,16 +151,9 @@ type commonOptions struct {
 
 func startEdge(cfg *Config, dev tun.Device, co commonOptions, log *slog.Logger) (daemon, error) {
 	ec := cfg.Edge
-	var roots *x509.CertPool
-	if ec.CAFile != "" {
-		pem, err := os.ReadFile(ec.CAFile)
-		if err != nil {
-			return nil, err
-		}
-		roots = x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s: no PEM certificate found", ec.CAFile)
-		}
+	roots, err := loadCertPool(ec.CAFile)
+	if err != nil {
+		return nil, err
 	}
 	var clientCert *tls.Certificate
 	var token []byte
@@ -208,16 +201,9 @@ func startConcentrator(cfg *Config, dev tun.Device, co commonOptions, log *slog.
 	if err != nil {
 		return nil, err
 	}
-	var clientCAs *x509.CertPool
-	if cc.ClientCAFile != "" {
-		pem, err := os.ReadFile(cc.ClientCAFile)
-		if err != nil {
-			return nil, err
-		}
-		clientCAs = x509.NewCertPool()
-		if !clientCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s: no PEM certificate found", cc.ClientCAFile)
-		}
+	clientCAs, err := loadCertPool(cc.ClientCAFile)
+	if err != nil {
+		return nil, err
 	}
 	var edges []tunnel.EdgeAuth
 	for _, e := range cc.Edges {
@@ -246,6 +232,22 @@ func startConcentrator(cfg *Config, dev tun.Device, co commonOptions, log *slog.
 	}
 	log.Info("concentrator listening", "addr", pc.LocalAddr(), "edges", len(edges))
 	return c, nil
+}
+
+// loadCertPool reads a PEM file of CA certificates; an empty path gives nil.
+func loadCertPool(path string) (*x509.CertPool, error) {
+	if path == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no PEM certificate found", path)
+	}
+	return pool, nil
 }
 
 // newLogger returns a slog logger at level ("debug", "info", "warn",
