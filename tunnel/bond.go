@@ -140,7 +140,6 @@ func (b *Bond) pathFor(name string, labels map[string]string) (p *path, ok bool)
 		states: append(append([]*policy.Path(nil), cur.states...), p.state),
 	}
 	b.paths.Store(next)
-	b.picks = make([]int, len(next.paths))
 	return p, true
 }
 

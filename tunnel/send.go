@@ -94,6 +94,9 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 		}
 	}
 	set := b.paths.Load()
+	if len(b.picks) < len(set.paths) { // a path was added (only this goroutine touches picks)
+		b.picks = make([]int, len(set.paths))
+	}
 	k := b.picker.Pick(set.states, now, b.picks)
 	if k == 0 {
 		b.ctr.noPath.Add(1)
