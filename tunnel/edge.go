@@ -266,14 +266,12 @@ func quicConfig(o PathOptions, rec *recorder) *quic.Config {
 		InitialPacketSize:     uint16(o.InitialPacketSize),
 		MaxIncomingStreams:    4,
 		MaxIncomingUniStreams: -1,
-		Tracer: func(ctx context.Context, _ bool, _ quic.ConnectionID) qlogwriter.Trace {
-			if rec != nil {
-				return rec
+		Tracer: func(ctx context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
+			r := rec
+			if r == nil {
+				r, _ = ctx.Value(recorderKey{}).(*recorder)
 			}
-			if r, ok := ctx.Value(recorderKey{}).(*recorder); ok {
-				return r
-			}
-			return nil
+			return withQlogFile(r, o.QlogDir, isClient, odcid)
 		},
 	}
 }

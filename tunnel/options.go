@@ -61,6 +61,10 @@ type PathOptions struct {
 	RedialMin         time.Duration // first redial backoff
 	RedialMax         time.Duration // backoff cap
 	InitialPacketSize int           // QUIC packet size from the first packet, bytes (1200..1452)
+	// QlogDir, when set, is an existing directory where quic-go writes the
+	// qlog of every path connection, one <odcid>_<client|server>.sqlog
+	// file each (see qlogFile), for debugging. Optional; empty: no qlog.
+	QlogDir string
 }
 
 func (o PathOptions) withDefaults() PathOptions {

@@ -48,6 +48,7 @@ func routineReadTUN(dev tun.Device, log *slog.Logger, route func(pkt []byte) *Bo
 			putBuf(b)
 		}
 	}()
+	var lastErr time.Time
 	for {
 		n, err := dev.Read(raw, sizes, Headroom)
 		now := time.Now()
@@ -67,8 +68,13 @@ func routineReadTUN(dev tun.Device, log *slog.Logger, route func(pkt []byte) *Bo
 		case errors.Is(err, os.ErrClosed):
 			return
 		default:
-			log.Error("reading the TUN failed; stopping", "err", err)
-			return
+			// Keep reading: a device that fails for good is closed by its
+			// owner. Log at most once a second, and do not spin.
+			if now.Sub(lastErr) > time.Second {
+				log.Error("reading the TUN failed", "err", err)
+				lastErr = now
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 }
