@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/internal/testbed"
+	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tunnel"
 )
 
@@ -27,6 +29,7 @@ type demoOptions struct {
 	seed      uint64
 	inprocess bool
 	fec       string
+	scheduler string
 }
 
 func newDemoCmd() *cobra.Command {
@@ -57,12 +60,14 @@ the same data path in one process with in-memory TUN devices.`,
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the link emulator (same seed, same run)")
 	f.BoolVar(&o.inprocess, "inprocess", false, "run in one process without TUN devices even as root")
 	f.StringVar(&o.fec, "fec", tunnel.FECAdaptive, "forward error correction: adaptive or off")
+	f.StringVar(&o.scheduler, "scheduler", policy.SchedulerDefault, "path scheduler: "+strings.Join(policy.Schedulers, ", "))
 	return cmd
 }
 
 // demoReport is what bondd demo prints, and writes with --json.
 type demoReport struct {
-	Mode            string       `json:"mode"`   // "netns" or "inprocess"
+	Mode            string       `json:"mode"` // "netns" or "inprocess"
+	Scheduler       string       `json:"scheduler"`
 	Traces          []string     `json:"traces"` // files replayed, or ["builtin"]
 	DurationS       float64      `json:"duration_s"`
 	RateMbps        float64      `json:"rate_mbps"`
@@ -116,26 +121,30 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 		return fmt.Errorf("--fec must be adaptive or off, not %q", o.fec)
 	}
 	fopts := tunnel.FECOptions{Mode: o.fec}
+	picker, err := policy.NewPicker(o.scheduler)
+	if err != nil {
+		return err
+	}
 	sc, err := emu.CellularScenario(o.traces, o.seed)
 	if err != nil {
 		return err
 	}
 	var bed *demoBed
 	if testbed.IsRoot() && !o.inprocess {
-		bed, err = newNetnsBed(sc, o.seed, fopts)
+		bed, err = newNetnsBed(sc, o.seed, fopts, picker)
 	} else {
 		if !o.inprocess {
 			fmt.Fprintln(out, "not root: running in one process with in-memory TUN devices (run as root for a network-namespace testbed)")
 		}
-		bed, err = newInprocessBed(sc, o.seed, fopts)
+		bed, err = newInprocessBed(sc, o.seed, fopts, picker)
 	}
 	if err != nil {
 		return err
 	}
 	defer bed.close()
 
-	fmt.Fprintf(out, "bondd demo: %s, %.1f Mbit/s of %d-byte UDP packets for %s over %d uplinks, FEC %s\n",
-		bed.mode, o.rateMbps, demoPacketBytes, o.duration, len(sc.Paths), o.fec)
+	fmt.Fprintf(out, "bondd demo: %s, %.1f Mbit/s of %d-byte UDP packets for %s over %d uplinks, scheduler %s, FEC %s\n",
+		bed.mode, o.rateMbps, demoPacketBytes, o.duration, len(sc.Paths), o.scheduler, o.fec)
 	if sc.Source == "builtin" {
 		fmt.Fprintln(out, "traces: none found; using the built-in models fitted to the public traces (see docs/emu.md)")
 	} else {
@@ -162,6 +171,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	}
 	rep := buildReport(bed, sc, o, fs, before, bed.edge.Stats())
 	tx, rx, rx0 := rep.fecAfter(before, bed.edge.Stats()), bed.conc.Stats().FEC, concBefore.FEC
+	rep.Scheduler = o.scheduler
 	rep.FEC, rep.CodingRate, rep.ParitySent, rep.Recovered = o.fec, tx.rate, tx.parity, rx.Recovered-rx0.Recovered
 	if os.Getenv("BONDD_DEMO_DEBUG") != "" {
 		for _, p := range bed.edge.Stats().Paths {

@@ -11,6 +11,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tun/tuntest"
 	"github.com/bondd/bondd/tunnel"
 )
@@ -31,7 +32,7 @@ var demoPathOptions = tunnel.PathOptions{IdleTimeout: 3 * time.Second, RedialMax
 
 // newInprocessBed runs the edge, the concentrator and one emu relay per path
 // in this process, over loopback UDP, with in-memory TUN devices.
-func newInprocessBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions) (*demoBed, error) {
+func newInprocessBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions, picker policy.Picker) (*demoBed, error) {
 	var closers []func()
 	cleanup := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -50,7 +51,7 @@ func newInprocessBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions) (*de
 	}
 	concDev, edgeDev := tuntest.New(demoMTU, 8), tuntest.New(demoMTU, 8)
 	conc, err := tunnel.NewConcentrator(tunnel.ConcentratorOptions{
-		Device: concDev, MTU: demoMTU, Conn: pc, TLS: tunnel.ServerTLS(cert, nil), Paths: demoPathOptions, FEC: fopts,
+		Device: concDev, MTU: demoMTU, Conn: pc, TLS: tunnel.ServerTLS(cert, nil), Paths: demoPathOptions, FEC: fopts, Picker: picker,
 		Edges: []tunnel.EdgeAuth{{ID: "demo-edge", Token: demoToken, AllowedPrefixes: []netip.Prefix{demoEdgeInner.Masked()}}},
 	})
 	if err != nil {
@@ -84,7 +85,7 @@ func newInprocessBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions) (*de
 	}
 	edge, err := tunnel.NewEdge(tunnel.EdgeOptions{
 		ID: "demo-edge", Device: edgeDev, MTU: demoMTU, Concentrator: concAddr.String(), TLS: tlsConf,
-		Token: demoToken, Uplinks: uplinks, Paths: demoPathOptions, FEC: fopts,
+		Token: demoToken, Uplinks: uplinks, Paths: demoPathOptions, FEC: fopts, Picker: picker,
 	})
 	if err != nil {
 		return fail(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/internal/testbed"
+	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tun"
 	"github.com/bondd/bondd/tunnel"
 )
@@ -26,7 +27,7 @@ import (
 
 const demoNSPrefix = "bondd-demo-"
 
-func newNetnsBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions) (bed *demoBed, err error) {
+func newNetnsBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions, picker policy.Picker) (bed *demoBed, err error) {
 	testbed.Cleanup(demoNSPrefix) // namespaces left by a killed earlier run
 	tb := testbed.New(demoNSPrefix)
 	var closers []func()
@@ -78,7 +79,7 @@ func newNetnsBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions) (bed *de
 		return nil, fmt.Errorf("concentrator namespace: %w", err)
 	}
 	conc, err := tunnel.NewConcentrator(tunnel.ConcentratorOptions{
-		Device: concDev, MTU: demoMTU, Conn: pc, TLS: tunnel.ServerTLS(cert, nil), Paths: demoPathOptions, FEC: fopts,
+		Device: concDev, MTU: demoMTU, Conn: pc, TLS: tunnel.ServerTLS(cert, nil), Paths: demoPathOptions, FEC: fopts, Picker: picker,
 		Edges: []tunnel.EdgeAuth{{ID: "demo-edge", Token: demoToken, AllowedPrefixes: []netip.Prefix{demoEdgeInner.Masked()}}},
 	})
 	if err != nil {
@@ -135,7 +136,7 @@ func newNetnsBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions) (bed *de
 	}
 	edge, err := tunnel.NewEdge(tunnel.EdgeOptions{
 		ID: "demo-edge", Device: edgeDev, MTU: demoMTU, Concentrator: concWAN.String(), TLS: tlsConf,
-		Token: demoToken, Uplinks: uplinks, Paths: demoPathOptions, FEC: fopts,
+		Token: demoToken, Uplinks: uplinks, Paths: demoPathOptions, FEC: fopts, Picker: picker,
 		Listen: func(ctx context.Context, u tunnel.UplinkOptions) (pc net.PacketConn, err error) {
 			err = nsEdge.Do(func() error { pc, err = tunnel.ListenUplink(ctx, u); return err })
 			return pc, err
