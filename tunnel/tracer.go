@@ -79,7 +79,7 @@ func withQlogFile(rec *recorder, dir string, isClient bool, odcid quic.Connectio
 	if rec == nil {
 		return file
 	}
-	return file
+	return fanoutTrace{rec, file}
 }
 
 // qlogFile is a connection's qlog written to <dir>/<odcid>_<client|server>.sqlog

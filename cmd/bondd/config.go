@@ -40,6 +40,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/bondd/bondd/classify"
+	"github.com/bondd/bondd/policy"
 )
 
 // Roles, the values of the role key.
@@ -119,6 +120,14 @@ type Config struct {
 	// LogFormat is text or json (log/slog handlers). Default
 	// DefaultLogFormat.
 	LogFormat string
+	// MetricsListen is the TCP host:port (or :port) on which the daemon
+	// serves Prometheus metrics at /metrics. Optional; empty: no metrics
+	// endpoint.
+	MetricsListen string
+	// QlogDir is a directory where quic-go writes the qlog of every path
+	// connection (tunnel.PathOptions.QlogDir), for debugging; it is
+	// created at start if missing. Optional; empty: no qlog.
+	QlogDir string
 	// TUN configures the tunnel device. Required (addresses).
 	TUN TUNConfig
 	// Edge is set when Role is RoleEdge, and must be nil otherwise.
@@ -134,6 +143,10 @@ type Config struct {
 	// Rules is the rule file (docs/rules.md), reloaded on change and on
 	// SIGHUP. Optional; without it no rule applies.
 	Rules string
+	// Scheduler picks the path of each packet: rules (default: the rule
+	// set plus the default choice), roundrobin, minrtt, blest or redundant
+	// (baselines for comparison, policy.Schedulers).
+	Scheduler string
 	// Classify configures the packet classifier: how RTP is found and the
 	// traffic classes. Optional, both roles.
 	Classify ClassifyConfig
@@ -648,7 +661,7 @@ func indexField(list string, i int) string {
 
 // Known keys of each mapping, in the order docs/config.md lists them.
 var (
-	configKeys       = []string{"role", "log_level", "log_format", "tun", "edge", "concentrator", "paths", "fec", "rules", "classify"}
+	configKeys       = []string{"role", "log_level", "log_format", "metrics_listen", "qlog_dir", "tun", "edge", "concentrator", "paths", "scheduler", "fec", "rules", "classify"}
 	fecKeys          = []string{"mode", "k", "alpha", "ratio", "budget"}
 	tunKeys          = []string{"name", "addresses", "mtu", "routes"}
 	edgeKeys         = []string{"id", "concentrator", "server_name", "ca_file", "server_cert_sha256", "token_file", "cert_file", "key_file", "uplinks"}
@@ -937,6 +950,8 @@ func (d *configDecoder) config(root *yaml.Node) *Config {
 	c.Role = d.str(f["role"], "role", `"edge" or "concentrator"`)
 	c.LogLevel = d.str(f["log_level"], "log_level", "debug, info, warn or error")
 	c.LogFormat = d.str(f["log_format"], "log_format", "text or json")
+	c.MetricsListen = d.str(f["metrics_listen"], "metrics_listen", "host:port")
+	c.QlogDir = d.str(f["qlog_dir"], "qlog_dir", "a directory path")
 	if n := f["tun"]; n != nil {
 		d.tun(n, &c.TUN)
 	}
@@ -953,6 +968,7 @@ func (d *configDecoder) config(root *yaml.Node) *Config {
 		d.fec(n, &c.FEC)
 	}
 	c.Rules = d.str(f["rules"], "rules", "a file path")
+	c.Scheduler = d.str(f["scheduler"], "scheduler", "a scheduler name")
 	if n := f["classify"]; n != nil {
 		d.classify(n, &c.Classify)
 	}
@@ -1417,19 +1433,31 @@ func (c *Config) fileRefs() []fileRef {
 	return refs
 }
 
-// resolvePaths makes relative file paths relative to the config file's
-// directory.
+// resolvePaths makes relative file and directory paths relative to the
+// config file's directory.
 func (c *Config) resolvePaths() {
+	paths := []*string{&c.QlogDir}
 	for _, r := range c.fileRefs() {
-		if *r.path != "" && !filepath.IsAbs(*r.path) {
-			*r.path = filepath.Join(c.src.dir, *r.path)
+		paths = append(paths, r.path)
+	}
+	for _, p := range paths {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(c.src.dir, *p)
 		}
 	}
 }
 
-// checkFiles reports referenced files that are missing or unreadable, and
-// token files that LoadToken refuses.
+// checkFiles reports referenced files that are missing or unreadable,
+// token files that LoadToken refuses, and a qlog_dir that is not a
+// directory (a missing one is created at start).
 func (c *Config) checkFiles(v *configValidator) {
+	if c.QlogDir != "" {
+		if fi, err := os.Stat(c.QlogDir); err == nil && !fi.IsDir() {
+			v.errorf("qlog_dir", "%s is not a directory; expected a directory for the qlog files", c.QlogDir)
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			v.errorf("qlog_dir", "cannot read %s: %v; expected a directory for the qlog files", c.QlogDir, pathErrCause(err))
+		}
+	}
 	for _, r := range c.fileRefs() {
 		p := *r.path
 		if p == "" {
@@ -1523,6 +1551,11 @@ func (c *Config) validate(v *configValidator) {
 	default:
 		v.errorf("log_format", "expected text or json, got %q", c.LogFormat)
 	}
+	if c.MetricsListen != "" {
+		if _, ok := checkHostPort(c.MetricsListen, true, true); !ok {
+			v.errorf("metrics_listen", "expected host:port or :port with a port from 1 to 65535, like 127.0.0.1:9477, got %q", c.MetricsListen)
+		}
+	}
 	c.TUN.validate(v)
 
 	roleKnown := c.Role == RoleEdge || c.Role == RoleConcentrator
@@ -1544,6 +1577,9 @@ func (c *Config) validate(v *configValidator) {
 	}
 	c.Paths.validate(v)
 	c.FEC.validate(v)
+	if _, err := policy.NewPicker(c.Scheduler); err != nil {
+		v.errorf("scheduler", "expected one of %s, got %q", strings.Join(policy.Schedulers, ", "), c.Scheduler)
+	}
 	c.Classify.validate(v)
 }
 

@@ -97,7 +97,7 @@ func TestConfigParse(t *testing.T) {
 		{"yaml tab indent", "role: edge\ntun:\n\tname: x\n", "bondd.yaml:3: invalid YAML:"},
 		{"two documents", edgeOK + "---\nrole: edge\n", "bondd.yaml:10: a second YAML document"},
 		{"root is a list", "- role: edge\n", "bondd.yaml:1: expected a mapping with fields role, log_level"},
-		{"unknown top-level key", edgeOK + "tunn: {}\n", `bondd.yaml:10: tunn: unknown field "tunn"; known fields: role, log_level, log_format, tun, edge, concentrator, paths, fec, rules, classify; did you mean "tun"?`},
+		{"unknown top-level key", edgeOK + "tunn: {}\n", `bondd.yaml:10: tunn: unknown field "tunn"; known fields: role, log_level, log_format, metrics_listen, qlog_dir, tun, edge, concentrator, paths, scheduler, fec, rules, classify; did you mean "tun"?`},
 		{"unknown key far from any", edgeOK + "zzzzzzzzz: 1\n", `bondd.yaml:10: zzzzzzzzz: unknown field "zzzzzzzzz"; known fields: role,`},
 		{"unknown edge key", strings.Replace(edgeOK, "  uplinks:", "  uplinkz:", 1), `bondd.yaml:8: edge.uplinkz: unknown field "uplinkz"; known fields: id, concentrator, server_name, ca_file, server_cert_sha256, token_file, cert_file, key_file, uplinks; did you mean "uplinks"?`},
 		{"unknown uplink key", strings.Replace(edgeOK, "interface: wwan0", "iface: wwan0", 1), `bondd.yaml:9: edge.uplinks[0].iface: unknown field "iface"; known fields: name, bind, interface, remote, labels`},
@@ -204,6 +204,8 @@ edge:
 		{"uplink bind unspecified", strings.Replace(edgeOK, "interface: wwan0", "bind: 0.0.0.0", 1), "bondd.yaml:9: edge.uplinks[0].bind: expected a local unicast IP address, got 0.0.0.0 (unspecified)"},
 		{"uplink bind family", strings.Replace(strings.Replace(edgeOK, "interface: wwan0", `bind: "2001:db8::2"`, 1), "concentrator.example.net:4433", "203.0.113.10:4433", 1), "bondd.yaml:9: edge.uplinks[0].bind: expected an IPv4 address to reach the concentrator at 203.0.113.10, got 2001:db8::2"},
 		{"uplink interface too long", strings.Replace(edgeOK, "interface: wwan0", "interface: wwan0123456789abc", 1), `bondd.yaml:9: edge.uplinks[0].interface: expected an interface name of 1 to 15 bytes without '/', ':' or white space, got "wwan0123456789abc"`},
+		{"scheduler blest", edgeOK + "scheduler: blest\n", ""},
+		{"scheduler unknown", edgeOK + "scheduler: fastest\n", `bondd.yaml:10: scheduler: expected one of rules, roundrobin, minrtt, blest, redundant, got "fastest"`},
 		{"fec adaptive", edgeOK + "fec: {mode: adaptive, k: 20, alpha: 2}\n", ""},
 		{"fec off", edgeOK + "fec: {mode: off}\n", ""},
 		{"fec bad mode", edgeOK + "fec: {mode: sometimes}\n", `bondd.yaml:10: fec.mode: expected adaptive, fixed or off, got "sometimes"`},
@@ -213,6 +215,16 @@ edge:
 		{"fec alpha not a number", edgeOK + "fec: {alpha: lots}\n", `bondd.yaml:10: fec.alpha: expected a number, like 2.0, got "lots"`},
 		{"fec budget too long", edgeOK + "fec: {budget: 2s}\n", "bondd.yaml:10: fec.budget: expected a duration from 1ms to 1s, got 2s"},
 		{"rules file missing", edgeOK + "rules: nowhere.yaml\n", "bondd.yaml:10: rules: "},
+		{"metrics listen", edgeOK + "metrics_listen: 127.0.0.1:9477\n", ""},
+		{"metrics listen port only", concentratorOK + "metrics_listen: \":9477\"\n", ""},
+		{"metrics listen name", edgeOK + "metrics_listen: localhost:9477\n", ""},
+		{"metrics listen IPv6", edgeOK + "metrics_listen: \"[::1]:9477\"\n", ""},
+		{"metrics listen without port", edgeOK + "metrics_listen: 127.0.0.1\n", `bondd.yaml:10: metrics_listen: expected host:port or :port with a port from 1 to 65535, like 127.0.0.1:9477, got "127.0.0.1"`},
+		{"metrics listen port 0", edgeOK + "metrics_listen: 127.0.0.1:0\n", `bondd.yaml:10: metrics_listen: expected host:port or :port with a port from 1 to 65535, like 127.0.0.1:9477, got "127.0.0.1:0"`},
+		{"metrics listen not a scalar", edgeOK + "metrics_listen: [127.0.0.1:9477]\n", "bondd.yaml:10: metrics_listen: expected host:port, got a list"},
+		{"qlog dir", edgeOK + "qlog_dir: certs\n", ""},
+		{"qlog dir created at start", concentratorOK + "qlog_dir: qlog/new\n", ""},
+		{"qlog dir is a file", edgeOK + "qlog_dir: ca.pem\n", "bondd.yaml:10: qlog_dir: " + filepath.Join(dir, "ca.pem") + " is not a directory; expected a directory for the qlog files"},
 		{"max queue delay", edgeOK + "paths: {max_queue_delay: 1m}\n", "bondd.yaml:10: paths.max_queue_delay: expected a duration up to 10s, like 200ms, got 1m0s"},
 		{"uplink remote", strings.Replace(edgeOK, "interface: wwan0", "interface: wwan0, remote: \"203.0.113.11:4433\"", 1), ""},
 		{"uplink remote without port", strings.Replace(edgeOK, "interface: wwan0", "interface: wwan0, remote: 203.0.113.11", 1), `bondd.yaml:9: edge.uplinks[0].remote: expected host:port, like 203.0.113.11:4433, got "203.0.113.11"`},
@@ -560,6 +572,8 @@ func TestConfigDecodesEveryField(t *testing.T) {
 role: edge
 log_level: warn
 log_format: json
+metrics_listen: 127.0.0.1:9477
+qlog_dir: qlog
 tun:
   name: bond1
   addresses: [10.77.17.1/24, "fd77:17::1/64"]
@@ -615,9 +629,11 @@ classify:
 	}
 	pin := bytes.Repeat([]byte{0x0f}, sha256.Size)
 	want := &Config{
-		Role:      RoleEdge,
-		LogLevel:  "warn",
-		LogFormat: "json",
+		Role:          RoleEdge,
+		LogLevel:      "warn",
+		LogFormat:     "json",
+		MetricsListen: "127.0.0.1:9477",
+		QlogDir:       filepath.Join(dir, "qlog"),
 		TUN: TUNConfig{
 			Name:      "bond1",
 			Addresses: []netip.Prefix{netip.MustParsePrefix("10.77.17.1/24"), netip.MustParsePrefix("fd77:17::1/64")},

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bondd/bondd/classify"
+	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tun"
 	"github.com/bondd/bondd/tunnel"
@@ -47,31 +48,44 @@ func newRunCmd() *cobra.Command {
 // daemon is a running edge or concentrator.
 type daemon interface{ Close() error }
 
-// runDaemon starts the configured role and blocks until ctx is done.
+// runDaemon starts the configured role, its control socket and metrics
+// endpoint, and blocks until ctx is done.
 func runDaemon(ctx context.Context, cfg *Config, ctlPath string, log *slog.Logger) error {
-	var rw *rules.Watcher
+	var (
+		rw *rules.Watcher
+		rt *ruleTracker
+	)
 	if cfg.Rules != "" {
 		var err error
-		if rw, err = startRules(cfg, log); err != nil {
+		rt = newRuleTracker(cfg.Rules)
+		if rw, err = startRules(cfg, log, rt.onReload); err != nil {
 			return err
 		}
+		rt.w = rw
 		defer rw.Close()
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-		go func() {
-			for range hup {
-				log.Info("SIGHUP: reloading the rules", "file", cfg.Rules)
-				rw.Reload() // a failure is logged by the watcher; the old rules stay
-			}
-		}()
 	}
+	// SIGHUP reloads the rules (systemctl reload). Without a rule file it
+	// is logged and ignored rather than ending the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer func() { signal.Stop(hup); close(hup) }() // no send after Stop returns
+	go func() {
+		for range hup {
+			if rw == nil {
+				log.Info("SIGHUP: no rule file configured; nothing to reload")
+				continue
+			}
+			log.Info("SIGHUP: reloading the rules", "file", cfg.Rules)
+			rw.Reload() // a failure is logged by the watcher; the old rules stay
+		}
+	}()
 	d, err := startDaemon(cfg, rw, log)
 	if err != nil {
 		return err
 	}
+	src := newStatusSource(d, cfg, rt)
 	if ctlPath != "" {
-		ctl, err := serveControl(ctlPath, d)
+		ctl, err := serveControl(ctlPath, src.report)
 		if err != nil {
 			d.Close()
 			return err
@@ -79,18 +93,28 @@ func runDaemon(ctx context.Context, cfg *Config, ctlPath string, log *slog.Logge
 		defer ctl.Close()
 		defer os.Remove(ctlPath)
 	}
+	if cfg.MetricsListen != "" {
+		srv, addr, err := serveMetrics(cfg.MetricsListen, src.report, log)
+		if err != nil {
+			d.Close()
+			return err
+		}
+		defer srv.Close()
+		log.Info("metrics listening", "url", "http://"+addr.String()+"/metrics")
+	}
 	<-ctx.Done()
 	log.Info("shutting down")
 	return d.Close()
 }
 
-// startRules loads the rule file and watches it for changes.
-func startRules(cfg *Config, log *slog.Logger) (*rules.Watcher, error) {
+// startRules loads the rule file and watches it for changes; onReload is
+// the watcher's OnReload hook.
+func startRules(cfg *Config, log *slog.Logger, onReload func(*rules.Set, error)) (*rules.Watcher, error) {
 	copts, err := cfg.Classify.Options()
 	if err != nil {
 		return nil, err
 	}
-	return rules.NewWatcher(rules.WatcherOptions{Path: cfg.Rules, Compile: rules.Options{Classes: copts.Classes}, Logger: log})
+	return rules.NewWatcher(rules.WatcherOptions{Path: cfg.Rules, Compile: rules.Options{Classes: copts.Classes}, Logger: log, OnReload: onReload})
 }
 
 // startDaemon opens the TUN and starts the edge or concentrator of cfg;
@@ -113,6 +137,13 @@ func startDaemon(cfg *Config, rw *rules.Watcher, log *slog.Logger) (daemon, erro
 		RedialMin:         cfg.Paths.RedialMin,
 		RedialMax:         cfg.Paths.RedialMax,
 		InitialPacketSize: cfg.Paths.InitialPacketSizeBytes,
+		QlogDir:           cfg.QlogDir,
+	}
+	if cfg.QlogDir != "" {
+		if err := os.MkdirAll(cfg.QlogDir, 0o750); err != nil {
+			return nil, fmt.Errorf("qlog_dir: %w", err)
+		}
+		log.Info("writing a qlog file per path connection", "dir", cfg.QlogDir)
 	}
 	mtu := cfg.TUN.MTU
 	if mtu == 0 {
@@ -123,7 +154,12 @@ func startDaemon(cfg *Config, rw *rules.Watcher, log *slog.Logger) (daemon, erro
 		return nil, err
 	}
 	log.Info("tun up", "name", cfg.TUN.Name, "mtu", mtu, "addresses", cfg.TUN.Addresses)
-	common := commonOptions{mtu: mtu, paths: popts, fec: fopts, rules: src, classify: copts}
+	picker, err := policy.NewPicker(cfg.Scheduler)
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	common := commonOptions{mtu: mtu, paths: popts, fec: fopts, rules: src, classify: copts, picker: picker}
 	var d daemon
 	switch cfg.Role {
 	case "edge":
@@ -147,6 +183,7 @@ type commonOptions struct {
 	fec      tunnel.FECOptions
 	rules    tunnel.RuleSource
 	classify classify.Options
+	picker   policy.Picker
 }
 
 func startEdge(cfg *Config, dev tun.Device, co commonOptions, log *slog.Logger) (daemon, error) {
@@ -185,7 +222,7 @@ func startEdge(cfg *Config, dev tun.Device, co commonOptions, log *slog.Logger) 
 	}
 	e, err := tunnel.NewEdge(tunnel.EdgeOptions{
 		ID: ec.ID, Device: dev, MTU: co.mtu, Concentrator: ec.Concentrator, TLS: tlsConf, Token: token,
-		Uplinks: uplinks, Paths: co.paths, FEC: co.fec, Rules: co.rules, Classify: co.classify, Logger: log,
+		Uplinks: uplinks, Paths: co.paths, FEC: co.fec, Rules: co.rules, Classify: co.classify, Picker: co.picker, Logger: log,
 	})
 	if err != nil {
 		return nil, err
@@ -221,7 +258,7 @@ func startConcentrator(cfg *Config, dev tun.Device, co commonOptions, log *slog.
 	}
 	c, err := tunnel.NewConcentrator(tunnel.ConcentratorOptions{
 		Device: dev, MTU: co.mtu, Conn: pc, TLS: tunnel.ServerTLS(cert, clientCAs), Edges: edges,
-		Paths: co.paths, FEC: co.fec, Rules: co.rules, Classify: co.classify, Logger: log,
+		Paths: co.paths, FEC: co.fec, Rules: co.rules, Classify: co.classify, Picker: co.picker, Logger: log,
 	})
 	if err != nil {
 		pc.Close()

@@ -1,0 +1,287 @@
+package main
+
+// Prometheus metrics, served on metrics_listen.
+//
+// The data path keeps no counters for Prometheus: metricsCollector takes
+// one status snapshot per scrape (the report the control socket serves)
+// and turns it into constant metrics. Labels are bounded by configuration:
+// edge (the configured edge ids), path (the uplink names, at most 16 per
+// bond), rule (the rule ids of the rule file), reason and status (fixed
+// sets), and the path labels of the config. Nothing is labelled by packet
+// contents. docs/operations.md lists the metrics.
+
+import (
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/bondd/bondd/policy"
+	"github.com/bondd/bondd/tunnel"
+)
+
+const metricsNamespace = "bondd"
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(metricsNamespace+"_"+name, help, labels, nil)
+}
+
+var (
+	bondLabels = []string{"edge"}
+	pathLabels = []string{"edge", "path"}
+)
+
+// Daemon-wide metrics.
+var (
+	descInfo           = desc("info", "Always 1: the role and version of this bondd.", "role", "version")
+	descUptime         = desc("uptime_seconds", "Time since the daemon started.")
+	descAuthFailures   = desc("auth_failures_total", "Concentrator: path connections refused at the hello (unknown edge or bad credentials).")
+	descNoRoute        = desc("no_route_packets_total", "Concentrator: downlink packets dropped because no edge's allowed prefixes hold their destination.")
+	descRulesVersion   = desc("rules_version", "Rule sets installed since the daemon started: 1 at start, one more per successful reload.")
+	descRulesLoaded    = desc("rules_loaded_timestamp_seconds", "When the rule set in force was installed, Unix time.")
+	descRulesCount     = desc("rules", "Rules in the rule set in force.")
+	descRulesReloads   = desc("rules_reloads_total", "Rule file reloads tried after the first load (file changes and SIGHUP).")
+	descRulesReloadErr = desc("rules_reload_failures_total", "Rule file reloads that failed and kept the running rule set.")
+)
+
+// Per-bond metrics (label edge).
+var (
+	descBondUptime   = desc("bond_uptime_seconds", "Time since the bond was created.", bondLabels...)
+	descBondMTU      = desc("bond_mtu_bytes", "Inner (TUN) MTU of the bond.", bondLabels...)
+	descBondDrops    = desc("bond_dropped_packets_total", "Packets the bond dropped, by reason (see docs/operations.md).", "edge", "reason")
+	descRuleHits     = desc("rule_hits_total", "Packets each rule matched on this end's send path; restarts from 0 with each rule set version.", "edge", "rule")
+	descFECCoding    = desc("fec_coding_rate", "FEC coding rate k/(k+r) over the blocks sent (1 without FEC).", bondLabels...)
+	descFECResidual  = desc("fec_residual_loss_ratio", "Data packets lost after FEC recovery over the data packets of received blocks.", bondLabels...)
+	descFECBlocks    = desc("fec_blocks_total", "FEC blocks sent, by what closed them: k data packets, or the block's time budget.", "edge", "closed_by")
+	descFECMode      = desc("fec_mode_info", "Always 1: the FEC mode of what this end sends.", "edge", "mode")
+	bondCounterDescs = []struct {
+		desc *prometheus.Desc
+		get  func(*tunnel.BondStats) uint64
+	}{
+		{desc("bond_sent_packets_total", "Packets read from the TUN and sent into the bond.", bondLabels...), func(b *tunnel.BondStats) uint64 { return b.TxPackets }},
+		{desc("bond_received_packets_total", "Packets received from the bond and written to the TUN.", bondLabels...), func(b *tunnel.BondStats) uint64 { return b.RxPackets }},
+		{desc("bond_icmp_too_big_sent_total", "ICMP fragmentation-needed and ICMPv6 packet-too-big replies to oversize packets.", bondLabels...), func(b *tunnel.BondStats) uint64 { return b.ICMPSent }},
+		{desc("bond_mss_clamped_packets_total", "TCP SYNs whose MSS was clamped to fit the tunnel MTU.", bondLabels...), func(b *tunnel.BondStats) uint64 { return b.MSSClamped }},
+	}
+	fecCounterDescs = []struct {
+		desc *prometheus.Desc
+		get  func(*tunnel.FECStats) uint64
+	}{
+		{desc("fec_data_packets_total", "Data packets sent in FEC blocks.", bondLabels...), func(f *tunnel.FECStats) uint64 { return f.DataProtected }},
+		{desc("fec_parity_sent_packets_total", "Parity packets sent.", bondLabels...), func(f *tunnel.FECStats) uint64 { return f.ParitySent }},
+		{desc("fec_parity_skipped_packets_total", "Parity packets not sent because no path had congestion-window room.", bondLabels...), func(f *tunnel.FECStats) uint64 { return f.ParitySkipped }},
+		{desc("fec_parity_received_packets_total", "Parity packets received.", bondLabels...), func(f *tunnel.FECStats) uint64 { return f.ParityReceived }},
+		{desc("fec_recovered_packets_total", "Data packets reconstructed from parity and delivered.", bondLabels...), func(f *tunnel.FECStats) uint64 { return f.Recovered }},
+		{desc("fec_lost_packets_total", "Data packets still missing when their block timed out (loss after FEC).", bondLabels...), func(f *tunnel.FECStats) uint64 { return f.Lost }},
+		{desc("fec_duplicate_packets_total", "Late originals of reconstructed packets and spare parity.", bondLabels...), func(f *tunnel.FECStats) uint64 { return f.Duplicates }},
+		{desc("fec_bad_packets_total", "Packets whose FEC fields were impossible or inconsistent.", bondLabels...), func(f *tunnel.FECStats) uint64 { return f.Bad }},
+	}
+	bondDropReasons = []struct {
+		reason string
+		get    func(*tunnel.BondDrops) uint64
+	}{
+		{"no_path", func(d *tunnel.BondDrops) uint64 { return d.NoPath }},
+		{"oversize", func(d *tunnel.BondDrops) uint64 { return d.Oversize }},
+		{"bad_header", func(d *tunnel.BondDrops) uint64 { return d.BadHeader }},
+		{"duplicate", func(d *tunnel.BondDrops) uint64 { return d.Duplicate }},
+		{"too_old", func(d *tunnel.BondDrops) uint64 { return d.TooOld }},
+		{"spoofed", func(d *tunnel.BondDrops) uint64 { return d.Spoofed }},
+		{"malformed", func(d *tunnel.BondDrops) uint64 { return d.Malformed }},
+		{"unsupported", func(d *tunnel.BondDrops) uint64 { return d.Unsupported }},
+		{"tun_write", func(d *tunnel.BondDrops) uint64 { return d.TUNWrite }},
+	}
+)
+
+// Per-path metrics (labels edge, path).
+var (
+	descPathStatus = desc("path_status", "1 for the path's current status (ACTIVE, DEGRADED, UNAVAILABLE), 0 for the others.", "edge", "path", "status")
+	descPathLabel  = desc("path_label_info", "Always 1: one series per configured path label.", "edge", "path", "key", "value")
+	descPathDrops  = desc("path_dropped_packets_total", "Datagrams the path dropped, by reason (see docs/operations.md).", "edge", "path", "reason")
+	pathGaugeDescs = []pathMetric{
+		{desc("path_smoothed_rtt_seconds", "Smoothed RTT of the path's QUIC connection (RFC 9002).", pathLabels...), func(p *tunnel.PathStats) float64 { return p.SmoothedRTT.Seconds() }},
+		{desc("path_min_rtt_seconds", "Minimum RTT of the path's QUIC connection.", pathLabels...), func(p *tunnel.PathStats) float64 { return p.MinRTT.Seconds() }},
+		{desc("path_congestion_window_bytes", "Congestion window of the path's QUIC connection.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.CongestionWindow) }},
+		{desc("path_in_flight_bytes", "Bytes in flight on the path's QUIC connection.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.BytesInFlight) }},
+		{desc("path_queued_packets", "Datagrams waiting in the path's send queue.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.QueueLen) }},
+	}
+	pathCounterDescs = []pathMetric{
+		{desc("path_sent_packets_total", "bondd datagrams (data and parity) sent on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.TxPackets) }},
+		{desc("path_sent_bytes_total", "Bytes of bondd datagrams sent on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.TxBytes) }},
+		{desc("path_received_packets_total", "bondd datagrams received on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.RxPackets) }},
+		{desc("path_received_bytes_total", "Bytes of bondd datagrams received on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.RxBytes) }},
+		{desc("path_quic_sent_packets_total", "QUIC packets sent on the path, every connection so far.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.PacketsSent) }},
+		{desc("path_quic_lost_packets_total", "QUIC packets declared lost by loss detection (RFC 9002) on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.PacketsLost) }},
+		{desc("path_rescued_packets_total", "Queued datagrams moved to other paths when this one failed.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.Rescued) }},
+	}
+	pathDropReasons = []struct {
+		reason string
+		get    func(*tunnel.PathDrops) uint64
+	}{
+		{"queue_full", func(d *tunnel.PathDrops) uint64 { return d.QueueFull }},
+		{"expired", func(d *tunnel.PathDrops) uint64 { return d.Expired }},
+		{"too_large", func(d *tunnel.PathDrops) uint64 { return d.TooLarge }},
+		{"send_error", func(d *tunnel.PathDrops) uint64 { return d.SendError }},
+		{"receive_queue_full", func(d *tunnel.PathDrops) uint64 { return d.ReceiveQueueFull }},
+	}
+	pathStatuses = []string{policy.StatusActive.String(), policy.StatusDegraded.String(), policy.StatusUnavailable.String()}
+)
+
+type pathMetric struct {
+	desc *prometheus.Desc
+	get  func(*tunnel.PathStats) float64
+}
+
+// metricsCollector is a prometheus.Collector over status snapshots.
+type metricsCollector struct {
+	snapshot func() statusReport // called once per scrape, possibly concurrently
+}
+
+func newMetricsCollector(snapshot func() statusReport) *metricsCollector {
+	return &metricsCollector{snapshot: snapshot}
+}
+
+// Describe sends every metric's descriptor.
+func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		descInfo, descUptime, descAuthFailures, descNoRoute,
+		descRulesVersion, descRulesLoaded, descRulesCount, descRulesReloads, descRulesReloadErr,
+		descBondUptime, descBondMTU, descBondDrops, descRuleHits,
+		descFECCoding, descFECResidual, descFECBlocks, descFECMode,
+		descPathStatus, descPathLabel, descPathDrops,
+	} {
+		ch <- d
+	}
+	for _, m := range bondCounterDescs {
+		ch <- m.desc
+	}
+	for _, m := range fecCounterDescs {
+		ch <- m.desc
+	}
+	for _, m := range pathGaugeDescs {
+		ch <- m.desc
+	}
+	for _, m := range pathCounterDescs {
+		ch <- m.desc
+	}
+}
+
+// Collect takes one snapshot and sends its metrics.
+func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
+	r := c.snapshot()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+
+	gauge(descInfo, 1, r.Role, r.Version)
+	gauge(descUptime, r.Uptime.Seconds())
+	if r.Role == RoleConcentrator {
+		counter(descAuthFailures, r.AuthFailures)
+		counter(descNoRoute, r.NoRoute)
+	}
+	if rs := r.Rules; rs != nil {
+		gauge(descRulesVersion, float64(rs.Version))
+		gauge(descRulesLoaded, float64(rs.Loaded.UnixNano())/1e9)
+		gauge(descRulesCount, float64(rs.Rules))
+		counter(descRulesReloads, rs.Reloads)
+		counter(descRulesReloadErr, rs.ReloadFailures)
+	}
+
+	for i := range r.Bonds {
+		b := &r.Bonds[i].BondStats
+		edge := b.EdgeID
+		gauge(descBondUptime, b.Uptime.Seconds(), edge)
+		gauge(descBondMTU, float64(b.MTU), edge)
+		for _, m := range bondCounterDescs {
+			counter(m.desc, m.get(b), edge)
+		}
+		for _, d := range bondDropReasons {
+			counter(descBondDrops, d.get(&b.Drops), edge, d.reason)
+		}
+		if f := b.FEC; f != nil {
+			gauge(descFECMode, 1, edge, f.Mode)
+			gauge(descFECCoding, f.CodingRate, edge)
+			gauge(descFECResidual, f.ResidualLoss, edge)
+			counter(descFECBlocks, f.BlocksByK, edge, "k")
+			counter(descFECBlocks, f.BlocksByTimer, edge, "timer")
+			for _, m := range fecCounterDescs {
+				counter(m.desc, m.get(f), edge)
+			}
+		}
+		if rs := b.Rules; rs != nil {
+			seen := make(map[string]bool, len(rs.Rules))
+			for _, h := range rs.Rules {
+				if !seen[h.ID] { // ids are unique in a compiled set; a duplicate would fail the scrape
+					seen[h.ID] = true
+					counter(descRuleHits, h.Hits, edge, h.ID)
+				}
+			}
+		}
+		seen := make(map[string]bool, len(b.Paths))
+		for j := range b.Paths {
+			p := &b.Paths[j]
+			if seen[p.Name] {
+				continue // names are unique in a bond; see above
+			}
+			seen[p.Name] = true
+			for _, st := range pathStatuses {
+				v := 0.0
+				if p.Status == st {
+					v = 1
+				}
+				gauge(descPathStatus, v, edge, p.Name, st)
+			}
+			for k, v := range p.Labels {
+				gauge(descPathLabel, 1, edge, p.Name, k, v)
+			}
+			for _, m := range pathGaugeDescs {
+				gauge(m.desc, m.get(p), edge, p.Name)
+			}
+			for _, m := range pathCounterDescs {
+				ch <- prometheus.MustNewConstMetric(m.desc, prometheus.CounterValue, m.get(p), edge, p.Name)
+			}
+			for _, d := range pathDropReasons {
+				counter(descPathDrops, d.get(&p.Drops), edge, p.Name, d.reason)
+			}
+		}
+	}
+}
+
+// metricsRegistry returns a registry with the bondd collector over
+// snapshot and the standard Go runtime and process collectors.
+func metricsRegistry(snapshot func() statusReport) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		newMetricsCollector(snapshot),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return reg
+}
+
+// serveMetrics serves the metrics of snapshot at http://addr/metrics until
+// the returned server is closed, and returns the address it listens on.
+// Scrape errors go to log.
+func serveMetrics(addr string, snapshot func() statusReport, log *slog.Logger) (*http.Server, net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	reg := metricsRegistry(snapshot)
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:            slog.NewLogLogger(log.Handler(), slog.LevelError),
+		Registry:            reg, // counts its own errors in promhttp_metric_handler_errors_total
+		MaxRequestsInFlight: 4,
+		Timeout:             10 * time.Second,
+	}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return srv, ln.Addr(), nil
+}
