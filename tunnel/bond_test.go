@@ -409,3 +409,22 @@ func TestBondClientCertificate(t *testing.T) {
 		})
 	}
 }
+
+// TestEdgeCloseWhileDialling closes edges at moments spread over their
+// dial and hello: Close must return promptly every time, even when a
+// connection comes up after it started.
+func TestEdgeCloseWhileDialling(t *testing.T) {
+	checkGoroutines(t)
+	for _, after := range []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond} {
+		tb := newTestBond(t, token, 3)
+		time.Sleep(after)
+		done := make(chan struct{})
+		go func() { tb.edge.Close(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			buf := make([]byte, 1<<20)
+			t.Fatalf("Edge.Close after %v hangs\n%s", after, buf[:runtime.Stack(buf, true)])
+		}
+	}
+}

@@ -226,7 +226,7 @@ func (c *Concentrator) handle(conn *quic.Conn) {
 	}
 	log = log.With("edge", p.bond.edgeID, "path", p.name)
 	log.Info("path up")
-	p.serve(conn, rec)
+	p.serve(conn, rec, c.ctx.Done())
 	if c.ctx.Err() == nil {
 		log.Info("path down", "err", context.Cause(conn.Context()))
 	}

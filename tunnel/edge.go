@@ -159,7 +159,7 @@ func (e *Edge) routineDial(p *path, u UplinkOptions) {
 		}
 		log.Info("path up", "local", conn.LocalAddr(), "remote", conn.RemoteAddr(), "attempts", failures+1)
 		backoff, failures = e.opts.Paths.RedialMin, 0
-		p.serve(conn, rec)
+		p.serve(conn, rec, e.ctx.Done())
 		cause := context.Cause(conn.Context())
 		p.setErr(cause)
 		closeConn()
@@ -214,6 +214,8 @@ func (e *Edge) hello(ctx context.Context, conn *quic.Conn, u UplinkOptions) erro
 	}
 	deadline, _ := ctx.Deadline()
 	str.SetDeadline(deadline)
+	// Shutdown must not wait for the reply: cut the stream's deadline short.
+	defer context.AfterFunc(ctx, func() { str.SetDeadline(time.Now()) })()
 	err = writeMsg(str, &hello{Type: msgHello, Version: Version, EdgeID: e.opts.ID, BondID: e.bondID,
 		Path: u.Name, Labels: u.Labels, Token: e.opts.Token})
 	if err != nil {

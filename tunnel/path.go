@@ -47,10 +47,11 @@ func (p *path) setErr(err error) {
 	p.lastErr.Store(&s)
 }
 
-// serve runs conn as this path's connection until the connection ends. It
-// starts the path's send and receive routines (send.go, receive.go) and
-// returns after both have stopped. rec is the connection's tracer.
-func (p *path) serve(conn *quic.Conn, rec *recorder) {
+// serve runs conn as this path's connection until the connection ends or
+// stop is closed (then it closes conn). It starts the path's send and
+// receive routines (send.go, receive.go) and returns after both have
+// stopped. rec is the connection's tracer.
+func (p *path) serve(conn *quic.Conn, rec *recorder, stop <-chan struct{}) {
 	if old := p.conn.Load(); old != nil {
 		old.CloseWithError(codeReplaced, "path replaced by a new connection")
 	}
@@ -68,7 +69,12 @@ func (p *path) serve(conn *quic.Conn, rec *recorder) {
 	var wg sync.WaitGroup
 	wg.Go(func() { p.routineSend(conn) })
 	wg.Go(func() { p.routineReceive(conn) })
-	<-conn.Context().Done()
+	select {
+	case <-conn.Context().Done():
+	case <-stop: // shutdown, even if it raced with this connection's dial
+		conn.CloseWithError(codeShutdown, "shutting down")
+		<-conn.Context().Done()
+	}
 
 	p.state.SetConnected(false, time.Time{})
 	p.conn.CompareAndSwap(conn, nil)
