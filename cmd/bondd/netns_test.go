@@ -157,7 +157,7 @@ log_level: info
 tun:
   name: bondd0
   addresses: [10.78.0.1/24, "fd78::1/64"]
-  routes: [10.77.0.0/24, "fd77::/64"]
+  # no routes: the edge's allowed_prefixes are routed into the TUN
 concentrator:
   listen: 0.0.0.0:4433
   cert_file: %[1]s/conc.pem

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -149,7 +151,7 @@ func startDaemon(cfg *Config, rw *rules.Watcher, log *slog.Logger) (daemon, erro
 	if mtu == 0 {
 		mtu = tunnel.MTUFor(cfg.Paths.InitialPacketSizeBytes)
 	}
-	dev, err := tun.Open(tun.Config{Name: cfg.TUN.Name, Addrs: cfg.TUN.Addresses, MTU: mtu, Routes: cfg.TUN.Routes})
+	dev, err := tun.Open(tun.Config{Name: cfg.TUN.Name, Addrs: cfg.TUN.Addresses, MTU: mtu, Routes: tunRoutes(cfg)})
 	if err != nil {
 		return nil, err
 	}
@@ -269,6 +271,32 @@ func startConcentrator(cfg *Config, dev tun.Device, co commonOptions, log *slog.
 	}
 	log.Info("concentrator listening", "addr", pc.LocalAddr(), "edges", len(edges))
 	return c, nil
+}
+
+// tunRoutes returns the routes to install on the TUN: tun.routes and, on a
+// concentrator, every edge's allowed prefixes, so that downlink traffic for
+// an edge enters the tunnel without extra configuration. A prefix already
+// routed there (listed, or the on-link prefix of a TUN address) is skipped.
+func tunRoutes(cfg *Config) []netip.Prefix {
+	routes := slices.Clone(cfg.TUN.Routes)
+	have := map[netip.Prefix]bool{}
+	for _, r := range routes {
+		have[r.Masked()] = true
+	}
+	for _, a := range cfg.TUN.Addresses {
+		have[a.Masked()] = true
+	}
+	if cc := cfg.Concentrator; cc != nil {
+		for _, e := range cc.Edges {
+			for _, p := range e.AllowedPrefixes {
+				if p = p.Masked(); !have[p] {
+					have[p] = true
+					routes = append(routes, p)
+				}
+			}
+		}
+	}
+	return routes
 }
 
 // loadCertPool reads a PEM file of CA certificates; an empty path gives nil.
