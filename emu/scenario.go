@@ -105,7 +105,7 @@ const rttLocation = "US-East"
 // those of reading a trace that is present but malformed.
 func CellularScenario(tracesDir string, seed uint64) (Scenario, error) {
 	sc := Scenario{Name: "cellular"}
-	useTraces := hasDir(tracesDir, "cellular", "mahimahi") && hasDir(tracesDir, "cellular", "5gophers")
+	useTraces := HasCellularTraces(tracesDir)
 	var sources []string
 	for _, cp := range cellularPaths() {
 		pm := PathModel{
@@ -233,6 +233,12 @@ func seededOffset(seed uint64, name string, period time.Duration) time.Duration 
 	}
 	r := rand.New(rand.NewPCG(seed, seedFor(0, name+"/offset")))
 	return time.Duration(r.Int64N(ms)) * time.Millisecond
+}
+
+// HasCellularTraces reports whether dir is laid out like shared/data/traces
+// for CellularScenario: it has cellular/mahimahi and cellular/5gophers.
+func HasCellularTraces(dir string) bool {
+	return dir != "" && hasDir(dir, "cellular", "mahimahi") && hasDir(dir, "cellular", "5gophers")
 }
 
 func hasDir(parts ...string) bool {

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -47,9 +49,16 @@ concentrator) with real TUN devices. Otherwise, or with --inprocess, it runs
 the same data path in one process with in-memory TUN devices.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("traces") && o.traces != "" && !emu.HasCellularTraces(o.traces) {
+				return fmt.Errorf("--traces %s: expected a folder laid out like shared/data/traces, with cellular/mahimahi and cellular/5gophers", o.traces)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runDemo(ctx, o, cmd.OutOrStdout())
+			err := runDemo(ctx, o, cmd.OutOrStdout())
+			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+				return errors.New("demo interrupted; the testbed was removed")
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -68,6 +77,7 @@ the same data path in one process with in-memory TUN devices.`,
 type demoReport struct {
 	Mode            string       `json:"mode"` // "netns" or "inprocess"
 	Scheduler       string       `json:"scheduler"`
+	Seed            uint64       `json:"seed"`
 	Traces          []string     `json:"traces"` // files replayed, or ["builtin"]
 	DurationS       float64      `json:"duration_s"`
 	RateMbps        float64      `json:"rate_mbps"`
@@ -171,7 +181,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	}
 	rep := buildReport(bed, sc, o, fs, before, bed.edge.Stats())
 	tx, rx, rx0 := rep.fecAfter(before, bed.edge.Stats()), bed.conc.Stats().FEC, concBefore.FEC
-	rep.Scheduler = o.scheduler
+	rep.Scheduler, rep.Seed = o.scheduler, o.seed
 	rep.FEC, rep.CodingRate, rep.ParitySent, rep.Recovered = o.fec, tx.rate, tx.parity, rx.Recovered-rx0.Recovered
 	if os.Getenv("BONDD_DEMO_DEBUG") != "" {
 		for _, p := range bed.edge.Stats().Paths {
@@ -226,7 +236,11 @@ func buildReport(bed *demoBed, sc emu.Scenario, o demoOptions, fs *demoFlow, bef
 		rep.Traces = []string{"builtin"}
 	} else {
 		for _, p := range sc.Paths {
-			rep.Traces = append(rep.Traces, p.Files...)
+			for _, f := range p.Files {
+				if !slices.Contains(rep.Traces, f) {
+					rep.Traces = append(rep.Traces, f)
+				}
+			}
 		}
 	}
 	var total uint64
