@@ -33,8 +33,9 @@ type Concentrator struct {
 	tr *quic.Transport
 	ln *quic.Listener
 
-	noRoute    atomic.Uint64 // downlink packets with no bond for their destination
-	authFailed atomic.Uint64
+	noRoute        atomic.Uint64 // downlink packets with no bond for their destination
+	authFailed     atomic.Uint64
+	lastRefusalLog atomic.Int64 // unix ns of the last refusal logged
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -221,7 +222,12 @@ func (c *Concentrator) handle(conn *quic.Conn) {
 		if errors.Is(err, ErrUnauthorized) {
 			c.authFailed.Add(1)
 		}
-		log.Warn("path refused", "err", err)
+		// An edge with a wrong credential redials forever: log at most one
+		// refusal a second (all are counted).
+		now := time.Now().UnixNano()
+		if last := c.lastRefusalLog.Load(); now-last >= int64(time.Second) && c.lastRefusalLog.CompareAndSwap(last, now) {
+			log.Warn("path refused", "err", err, "refused_total", c.authFailed.Load())
+		}
 		return
 	}
 	log = log.With("edge", p.bond.edgeID, "path", p.name)

@@ -18,18 +18,22 @@ import (
 const ALPN = "bondd/1"
 
 // ClientTLS returns the edge's TLS configuration. The concentrator's
-// certificate is verified against roots (when non-nil) or against pin, the
-// SHA-256 of its DER encoding (when 32 bytes); one of them is required.
-// clientCert, if non-nil, is presented for mutual TLS.
+// certificate must chain to roots (when non-nil) and must match pin, the
+// SHA-256 of its DER encoding (when 32 bytes): with both set, both are
+// checked; at least one is required. clientCert, if non-nil, is presented
+// for mutual TLS.
 func ClientTLS(serverName string, roots *x509.CertPool, pin []byte, clientCert *tls.Certificate) (*tls.Config, error) {
 	c := &tls.Config{ServerName: serverName, NextProtos: []string{ALPN}, MinVersion: tls.VersionTLS13}
-	switch {
-	case roots != nil:
-		c.RootCAs = roots
-	case len(pin) == sha256.Size:
-		// Pinning replaces chain verification: the pin names the one
-		// certificate the edge accepts.
-		c.InsecureSkipVerify = true
+	hasPin := len(pin) == sha256.Size
+	if roots == nil && !hasPin {
+		return nil, errors.New("tunnel: need a CA pool or a 32-byte certificate pin to verify the concentrator")
+	}
+	c.RootCAs = roots
+	if hasPin {
+		// Without roots the pin replaces chain verification: it names the
+		// one certificate the edge accepts. With roots, the chain is
+		// verified first and the pin checked on top.
+		c.InsecureSkipVerify = roots == nil
 		c.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
 			if len(raw) == 0 {
 				return errors.New("concentrator sent no certificate")
@@ -40,8 +44,6 @@ func ClientTLS(serverName string, roots *x509.CertPool, pin []byte, clientCert *
 			}
 			return nil
 		}
-	default:
-		return nil, errors.New("tunnel: need a CA pool or a 32-byte certificate pin to verify the concentrator")
 	}
 	if clientCert != nil {
 		c.Certificates = []tls.Certificate{*clientCert}
