@@ -448,3 +448,38 @@ func (b *itBed) busiestUplink(t *testing.T) string {
 	}
 	return best
 }
+
+// TestNetnsRestart stops the edge with SIGTERM: its paths close with a QUIC
+// application close, so the concentrator sees them down at once (well
+// before the idle timeout); a restarted edge redials and the concentrator
+// takes the bond back.
+func TestNetnsRestart(t *testing.T) {
+	requireNetns(t)
+	b := newITBed(t)
+	pin := b.writeCreds(t)
+	b.start(t, b.conc, "concentrator", b.concConfig(), b.concSock)
+	status(t, b.concSock)
+	edgeCfg := b.edgeConfig("bondd0", "10.77.0.2/24", "van.token", pin)
+	b.start(t, b.edge, "edge", edgeCfg, b.edgeSock)
+	waitCond(t, "three active paths at the concentrator", 15*time.Second, func() bool { return activePaths(status(t, b.concSock)) == 3 })
+
+	edge := b.procs[len(b.procs)-1]
+	stopped := time.Now()
+	edge.Process.Signal(syscall.SIGTERM)
+	if err := edge.Wait(); err != nil {
+		t.Fatalf("edge exit after SIGTERM: %v", err)
+	}
+	b.procs = b.procs[:len(b.procs)-1]
+	// The idle timeout is 3 s in these configs: seeing the paths down in
+	// under 1 s means the close reached the concentrator.
+	waitCond(t, "the concentrator to see the edge's paths closed", time.Second, func() bool { return activePaths(status(t, b.concSock)) == 0 })
+	t.Logf("paths down at the concentrator %v after SIGTERM", time.Since(stopped).Round(time.Millisecond))
+	if _, err := os.Stat(b.edgeSock); !os.IsNotExist(err) {
+		t.Errorf("the edge left its control socket behind: %v", err)
+	}
+
+	b.start(t, b.edge, "edge-restarted", edgeCfg, b.edgeSock)
+	waitCond(t, "the restarted edge's paths at the concentrator", 15*time.Second, func() bool { return activePaths(status(t, b.concSock)) == 3 })
+	udpEcho(t, b.edge, b.conc, "10.77.0.2:40010", "10.78.0.1:7")
+	udpEcho(t, b.conc, b.edge, "10.78.0.1:40011", "10.77.0.2:7")
+}
