@@ -199,6 +199,7 @@ func (b *Bond) Stats() BondStats {
 		Rules:      b.rules.stats(),
 	}
 	now := time.Now()
+	s.Paths = make([]PathStats, 0, len(b.paths.Load().paths)) // [] in JSON, not null, before any path
 	for _, p := range b.paths.Load().paths {
 		s.Paths = append(s.Paths, p.stats(now))
 	}
