@@ -44,6 +44,7 @@ type Bond struct {
 
 	// Send-side scratch, owned by the one goroutine that reads the TUN.
 	picks   []int
+	sel     policy.Scratch
 	icmpBuf []byte
 	wbuf    [][]byte
 

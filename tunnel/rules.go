@@ -17,10 +17,9 @@ type RuleSource interface {
 // Rule evaluation on the send path. With a RuleSource installed, the TUN
 // reader classifies each packet (classify.Classifier, one per bond, used
 // only by that goroutine) and evaluates the rules into a Directive. This
-// version of the bond acts on the directive's fec (off, or another mode than
-// the bond's) and deadline_ms; priority, balancing, prefer, affinity,
-// duplicate and resequence_ms are evaluated and counted but wait for the
-// rule-driven path selection of the policy package.
+// version of the bond acts on the directive's prefer and duplicate
+// (policy.Select), fec off and deadline_ms; priority, balancing, affinity
+// and resequence_ms are evaluated and counted but not yet acted on.
 
 // ruleState is a bond's per-packet rule scratch, owned by the TUN reader.
 type ruleState struct {

@@ -48,3 +48,49 @@ rules:
 		t.Errorf("rule hits %+v, want telemetry-no-fec 30 and everything 50", h)
 	}
 }
+
+// TestBondRulesSteer checks the path actions: prefer keeps a flow on the
+// paths whose label matches, duplicate sends each packet on two paths and
+// the concentrator drops the copies.
+func TestBondRulesSteer(t *testing.T) {
+	checkGoroutines(t)
+	set, err := rules.CompileBytes("steer.yaml", []byte(`
+rules:
+  - id: bulk-free
+    priority: 10
+    match: {dst_port: 7000}
+    actions: {prefer: {cost_class: free}}
+  - id: control-twice
+    priority: 10
+    match: {dst_port: 6000}
+    actions: {duplicate: 2}
+`), rules.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &staticRules{}
+	src.set.Store(set)
+	tb := newTestBondWith(t, token, 2, func(o *EdgeOptions) {
+		o.Rules = src
+		o.FEC.Mode = FECOff
+		o.Uplinks[0].Labels = map[string]string{"cost_class": "metered"}
+		o.Uplinks[1].Labels = map[string]string{"cost_class": "free"}
+	})
+	tb.waitActive(t, 2)
+	tx := func() (uint64, uint64) {
+		p := tb.edge.Bond().Stats().Paths
+		return p[0].TxPackets, p[1].TxPackets
+	}
+	m0, f0 := tx()
+	tb.exchange(t, tb.edgeDev, tb.concDev, edgeAddr, netip.MustParseAddrPort("10.78.0.1:7000"), 40)
+	m1, f1 := tx()
+	if m1 != m0 || f1-f0 != 40 {
+		t.Errorf("prefer cost_class=free: metered path sent %d, free path %d; want 0 and 40", m1-m0, f1-f0)
+	}
+	tb.exchange(t, tb.edgeDev, tb.concDev, edgeAddr, srvAddr, 30) // port 6000, each delivered once
+	m2, f2 := tx()
+	if m2-m1 != 30 || f2-f1 != 30 {
+		t.Errorf("duplicate 2: paths sent %d and %d, want 30 each", m2-m1, f2-f1)
+	}
+	waitFor(t, func() bool { return tb.conc.Bond("van-1").Stats().Drops.Duplicate == 30 })
+}

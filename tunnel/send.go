@@ -9,6 +9,8 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/bondd/bondd/policy"
+	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tun"
 )
 
@@ -93,7 +95,9 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 		b.ctr.mssClamped.Add(1)
 	}
 	protect, expires := b.fecTx != nil, int64(0)
+	var dir *rules.Directive
 	if b.rules != nil && b.rules.evaluate(pkt) {
+		dir = &b.rules.dir
 		protect = protect && !b.rules.fecOff()
 		if d := b.rules.deadline(); d > 0 {
 			expires = now.Add(d).UnixNano()
@@ -103,7 +107,7 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 	if len(b.picks) < len(set.paths) { // a path was added (only this goroutine touches picks)
 		b.picks = make([]int, len(set.paths))
 	}
-	k := b.picker.Pick(set.states, now, b.picks)
+	k := policy.Select(b.picker, dir, set.states, now, b.picks, &b.sel)
 	if k == 0 {
 		b.ctr.noPath.Add(1)
 		return false
