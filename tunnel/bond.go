@@ -29,7 +29,7 @@ type Bond struct {
 	picker  policy.Picker
 	popts   PathOptions
 	allowed []netip.Prefix // inner sources accepted from the peer; nil: any
-	started time.Time
+	started atomic.Int64   // unix ns: creation, or the peer's last restart (new bond id)
 
 	seq atomic.Uint64 // next bond sequence number to send
 
@@ -70,7 +70,7 @@ type bondCounters struct {
 	noPath, oversize, badHeader, duplicate  atomic.Uint64
 	tooOld, spoofed, malformed, unsupported atomic.Uint64
 	tunWrite, icmpSent, mssClamped          atomic.Uint64
-	paritySkipped                           atomic.Uint64
+	paritySkipped, linkLocal                atomic.Uint64
 }
 
 // bondOptions are what newBond needs beyond the edge id and device.
@@ -106,7 +106,6 @@ func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
 		picker:  picker,
 		popts:   popts,
 		allowed: allowed,
-		started: time.Now(),
 		icmpBuf: make([]byte, 0, 1500),
 		wbuf:    make([][]byte, 1),
 		dec:     dec,
@@ -118,6 +117,7 @@ func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
 		}
 	}
 	b.paths.Store(&pathSet{})
+	b.started.Store(time.Now().UnixNano())
 	return b, nil
 }
 
@@ -157,6 +157,7 @@ func (b *Bond) adoptBondID(id uint64) (changed bool) {
 		b.rx.bondID = id
 		b.rx.dedupe.reset()
 		b.dec.Reset()
+		b.started.Store(time.Now().UnixNano())
 	}
 	b.rx.Unlock()
 	return changed
@@ -179,7 +180,7 @@ func (b *Bond) Stats() BondStats {
 	s := BondStats{
 		EdgeID:    b.edgeID,
 		BondID:    id,
-		Uptime:    time.Since(b.started),
+		Uptime:    time.Duration(time.Now().UnixNano() - b.started.Load()),
 		MTU:       b.mtu,
 		TxPackets: b.ctr.txPackets.Load(),
 		RxPackets: b.ctr.rxPackets.Load(),
@@ -193,6 +194,7 @@ func (b *Bond) Stats() BondStats {
 			Malformed:   b.ctr.malformed.Load(),
 			Unsupported: b.ctr.unsupported.Load(),
 			TUNWrite:    b.ctr.tunWrite.Load(),
+			LinkLocal:   b.ctr.linkLocal.Load(),
 		},
 		ICMPSent:   b.ctr.icmpSent.Load(),
 		MSSClamped: b.ctr.mssClamped.Load(),

@@ -428,3 +428,19 @@ func TestEdgeCloseWhileDialling(t *testing.T) {
 		}
 	}
 }
+
+// TestBondLinkLocal checks that link-scope traffic (here mDNS to
+// 224.0.0.251) is not sent through the tunnel, and is counted.
+func TestBondLinkLocal(t *testing.T) {
+	checkGoroutines(t)
+	tb := newTestBond(t, token, 1)
+	tb.waitActive(t, 1)
+	tb.edgeDev.Inject(udp4(edgeAddr, netip.MustParseAddrPort("224.0.0.251:5353"), []byte("mdns")))
+	tb.exchange(t, tb.edgeDev, tb.concDev, edgeAddr, srvAddr, 1) // ordinary traffic still flows
+	if d := tb.edge.Bond().Stats().Drops; d.LinkLocal != 1 {
+		t.Fatalf("link_local drops %d, want 1", d.LinkLocal)
+	}
+	if tx := tb.edge.Bond().Stats().TxPackets; tx != 1 {
+		t.Fatalf("%d packets sent into the tunnel, want only the ordinary one", tx)
+	}
+}

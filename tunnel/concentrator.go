@@ -35,7 +35,8 @@ type Concentrator struct {
 
 	noRoute        atomic.Uint64 // downlink packets with no bond for their destination
 	authFailed     atomic.Uint64
-	lastRefusalLog atomic.Int64 // unix ns of the last refusal logged
+	lastRefusalLog atomic.Int64  // unix ns of the last refusal logged
+	linkLocal      atomic.Uint64 // downlink packets to link-scope destinations
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -184,12 +185,20 @@ func (c *Concentrator) Bond(edgeID string) *Bond {
 // allowed prefixes held their destination.
 func (c *Concentrator) NoRoute() uint64 { return c.noRoute.Load() }
 
+// LinkLocal returns the number of packets read from the TUN for a
+// link-local or link-scope multicast destination, which are not routed.
+func (c *Concentrator) LinkLocal() uint64 { return c.linkLocal.Load() }
+
 // AuthFailures returns the number of path connections refused at the hello.
 func (c *Concentrator) AuthFailures() uint64 { return c.authFailed.Load() }
 
 // route finds the bond for a downlink packet by its destination address.
 func (c *Concentrator) route(pkt []byte) *Bond {
 	dst, ok := innerDest(pkt)
+	if ok && linkScope(dst) { // not routed: see Bond.send
+		c.linkLocal.Add(1)
+		return nil
+	}
 	if ok {
 		for _, r := range c.routes {
 			if r.prefix.Contains(dst) {
@@ -266,11 +275,15 @@ func (c *Concentrator) accept(conn *quic.Conn) (*path, error) {
 	}
 	e := c.edges[h.EdgeID]
 	if e == nil || !c.authorized(e, conn, h.Token) {
-		writeMsg(str, &helloReply{Type: msgHelloReply, Error: "not authorized"})
+		writeMsg(str, &helloReply{Type: msgHelloReply, Error: "not authorized"}) // the peer learns no reason
 		str.Close()
 		// Give the reply a moment to leave before the close overtakes it.
 		time.AfterFunc(100*time.Millisecond, func() { conn.CloseWithError(codeUnauthorized, "not authorized") })
-		return nil, fmt.Errorf("%w: edge %q", ErrUnauthorized, h.EdgeID)
+		reason := "wrong credential"
+		if e == nil {
+			reason = "unknown edge"
+		}
+		return nil, fmt.Errorf("%w: edge %q: %s", ErrUnauthorized, h.EdgeID, reason)
 	}
 	if e.bond.adoptBondID(h.BondID) {
 		e.bond.closePaths(codeReplaced, "edge restarted")

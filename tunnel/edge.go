@@ -196,6 +196,10 @@ func (e *Edge) dial(u UplinkOptions) (conn *quic.Conn, closeConn func(), rec *re
 	conn, err = tr.Dial(ctx, raddr, e.opts.TLS, quicConfig(e.opts.Paths, rec))
 	if err != nil {
 		closeConn()
+		if errors.Is(err, context.DeadlineExceeded) && e.ctx.Err() == nil {
+			err = fmt.Errorf("no QUIC handshake with %s within %s (UDP blocked on the way, concentrator down, or the path cannot carry QUIC packets of %d bytes + 28)",
+				remote, DefaultHandshakeTimeout, e.opts.Paths.InitialPacketSize)
+		}
 		return nil, nil, nil, err
 	}
 	if err := e.hello(ctx, conn, u); err != nil {

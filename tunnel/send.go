@@ -86,6 +86,12 @@ func routineReadTUN(dev tun.Device, log *slog.Logger, route func(pkt []byte) *Bo
 // new buffer). Called only from the TUN reader goroutine.
 func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 	pkt := buf[Headroom : Headroom+n]
+	if dst, ok := innerDest(pkt); ok && linkScope(dst) {
+		// Link-local traffic (the kernel's IPv6 router solicitations on the
+		// TUN, mDNS, …) has no business on the other side of a routed tunnel.
+		b.ctr.linkLocal.Add(1)
+		return false
+	}
 	if n > b.mtu {
 		b.ctr.oversize.Add(1)
 		b.replyTooBig(pkt)
@@ -128,6 +134,14 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 		b.sendParity(&b.fecTx.par, b.picks, now)
 	}
 	return true
+}
+
+// linkScope reports whether a is link-local unicast (169.254.0.0/16,
+// fe80::/10) or link-scope multicast (224.0.0.0/24, ff02::/16): addresses
+// that mean "this link" and must not be routed (RFC 3927, RFC 4291 §2.5.6
+// and §2.7).
+func linkScope(a netip.Addr) bool {
+	return a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast()
 }
 
 // clampMSS lowers the MSS option of a TCP SYN to what the tunnel MTU carries.

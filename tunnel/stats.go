@@ -7,8 +7,8 @@ import "time"
 type BondStats struct {
 	EdgeID     string        `json:"edge_id"`
 	BondID     uint64        `json:"bond_id"`
-	Uptime     time.Duration `json:"uptime_ns"`
-	MTU        int           `json:"mtu"` // inner MTU, bytes
+	Uptime     time.Duration `json:"uptime_ns"` // since creation or the edge's last restart
+	MTU        int           `json:"mtu"`       // inner MTU, bytes
 	TxPackets  uint64        `json:"tx_packets"`
 	RxPackets  uint64        `json:"rx_packets"` // delivered to the TUN
 	ICMPSent   uint64        `json:"icmp_sent"`  // "fragmentation needed" / "packet too big" replies
@@ -30,6 +30,7 @@ type BondDrops struct {
 	Malformed   uint64 `json:"malformed"`   // inner packet is not a valid IPv4/IPv6 packet
 	Unsupported uint64 `json:"unsupported"` // datagram type this build does not handle
 	TUNWrite    uint64 `json:"tun_write"`   // the TUN refused the packet
+	LinkLocal   uint64 `json:"link_local"`  // link-local or link-scope multicast destination: not routed through the tunnel
 }
 
 // PathStats is a snapshot of one path.

@@ -41,6 +41,7 @@ var (
 	descUptime         = desc("uptime_seconds", "Time since the daemon started.")
 	descAuthFailures   = desc("auth_failures_total", "Concentrator: path connections refused at the hello (unknown edge or bad credentials).")
 	descNoRoute        = desc("no_route_packets_total", "Concentrator: downlink packets dropped because no edge's allowed prefixes hold their destination.")
+	descLinkLocal      = desc("link_local_packets_total", "Concentrator: packets read from the TUN for link-local or link-scope multicast destinations, which are not routed.")
 	descRulesVersion   = desc("rules_version", "Rule sets installed since the daemon started: 1 at start, one more per successful reload.")
 	descRulesLoaded    = desc("rules_loaded_timestamp_seconds", "When the rule set in force was installed, Unix time.")
 	descRulesCount     = desc("rules", "Rules in the rule set in force.")
@@ -93,6 +94,7 @@ var (
 		{"malformed", func(d *tunnel.BondDrops) uint64 { return d.Malformed }},
 		{"unsupported", func(d *tunnel.BondDrops) uint64 { return d.Unsupported }},
 		{"tun_write", func(d *tunnel.BondDrops) uint64 { return d.TUNWrite }},
+		{"link_local", func(d *tunnel.BondDrops) uint64 { return d.LinkLocal }},
 	}
 )
 
@@ -147,7 +149,7 @@ func newMetricsCollector(snapshot func() statusReport) *metricsCollector {
 // Describe sends every metric's descriptor.
 func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		descInfo, descUptime, descAuthFailures, descNoRoute,
+		descInfo, descUptime, descAuthFailures, descNoRoute, descLinkLocal,
 		descRulesVersion, descRulesLoaded, descRulesCount, descRulesReloads, descRulesReloadErr,
 		descBondUptime, descBondMTU, descBondDrops, descRuleHits,
 		descFECCoding, descFECResidual, descFECBlocks, descFECMode,
@@ -184,6 +186,7 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	if r.Role == RoleConcentrator {
 		counter(descAuthFailures, r.AuthFailures)
 		counter(descNoRoute, r.NoRoute)
+		counter(descLinkLocal, r.LinkLocal)
 	}
 	if rs := r.Rules; rs != nil {
 		gauge(descRulesVersion, float64(rs.Version))

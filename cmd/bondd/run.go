@@ -53,6 +53,11 @@ type daemon interface{ Close() error }
 // runDaemon starts the configured role, its control socket and metrics
 // endpoint, and blocks until ctx is done.
 func runDaemon(ctx context.Context, cfg *Config, ctlPath string, log *slog.Logger) error {
+	if ctlPath != "" {
+		if err := controlSocketFree(ctlPath); err != nil {
+			return err
+		}
+	}
 	var (
 		rw *rules.Watcher
 		rt *ruleTracker

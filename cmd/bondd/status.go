@@ -39,6 +39,7 @@ type statusReport struct {
 	Rules        *rulesStatus  `json:"rules,omitempty"`         // the rule file; nil without one
 	Bonds        []bondStatus  `json:"bonds"`                   // one on an edge, one per configured edge on a concentrator
 	NoRoute      uint64        `json:"no_route,omitempty"`      // concentrator: downlink packets with no edge
+	LinkLocal    uint64        `json:"link_local,omitempty"`    // concentrator: TUN packets to link-scope destinations, not routed
 	AuthFailures uint64        `json:"auth_failures,omitempty"` // concentrator: refused path connections
 }
 
@@ -98,7 +99,7 @@ func (s *statusSource) report() statusReport {
 	case *tunnel.Concentrator:
 		r.Role = RoleConcentrator
 		bonds = d.Stats()
-		r.NoRoute, r.AuthFailures = d.NoRoute(), d.AuthFailures()
+		r.NoRoute, r.AuthFailures, r.LinkLocal = d.NoRoute(), d.AuthFailures(), d.LinkLocal()
 	}
 	for _, b := range bonds {
 		r.Bonds = append(r.Bonds, bondStatus{BondStats: b, Addresses: s.addrs[b.EdgeID]})
@@ -146,9 +147,8 @@ func serveControl(path string, src func() statusReport) (io.Closer, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	if c, err := net.Dial("unix", path); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("control socket %s is in use by another bondd", path)
+	if err := controlSocketFree(path); err != nil {
+		return nil, err
 	}
 	os.Remove(path)
 	ln, err := net.Listen("unix", path)
@@ -167,6 +167,17 @@ func serveControl(path string, src func() statusReport) (io.Closer, error) {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return srv, nil
+}
+
+// controlSocketFree returns an error when another bondd answers on path.
+// bondd run checks it before it touches the TUN or the routes, so a second
+// daemon started by mistake cannot disturb the running one.
+func controlSocketFree(path string) error {
+	if c, err := net.Dial("unix", path); err == nil {
+		c.Close()
+		return fmt.Errorf("control socket %s is in use by another bondd", path)
+	}
+	return nil
 }
 
 // fetchStatus reads the status document from the control socket at path.
@@ -322,8 +333,8 @@ func printStatus(w io.Writer, r *statusReport, now time.Time) {
 		d := b.Drops
 		fmt.Fprintf(w, "\nbond %s (id %x), up %s, mtu %d, addresses %s: tx %d rx %d packets\n", b.EdgeID, b.BondID,
 			b.Uptime.Round(time.Second), b.MTU, formatPrefixes(b.Addresses), b.TxPackets, b.RxPackets)
-		fmt.Fprintf(w, "  drops: no_path %d oversize %d bad_header %d duplicate %d too_old %d spoofed %d malformed %d unsupported %d tun_write %d\n",
-			d.NoPath, d.Oversize, d.BadHeader, d.Duplicate, d.TooOld, d.Spoofed, d.Malformed, d.Unsupported, d.TUNWrite)
+		fmt.Fprintf(w, "  drops: no_path %d oversize %d bad_header %d duplicate %d too_old %d spoofed %d malformed %d unsupported %d tun_write %d link_local %d\n",
+			d.NoPath, d.Oversize, d.BadHeader, d.Duplicate, d.TooOld, d.Spoofed, d.Malformed, d.Unsupported, d.TUNWrite, d.LinkLocal)
 		if f := b.FEC; f != nil {
 			fmt.Fprintf(w, "  fec %s: coding rate %.3f, %d parity sent, %d skipped, %d blocks by k, %d by timer; received %d parity, recovered %d, lost %d (residual %.2f %%)\n",
 				f.Mode, f.CodingRate, f.ParitySent, f.ParitySkipped, f.BlocksByK, f.BlocksByTimer, f.ParityReceived, f.Recovered, f.Lost, 100*f.ResidualLoss)
