@@ -327,7 +327,7 @@ func printStatus(w io.Writer, r *statusReport, now time.Time) {
 			rs.Loaded.Format(time.DateTime), now.Sub(rs.Loaded).Round(time.Second), rs.Reloads, rs.ReloadFailures)
 	}
 	if r.Role == RoleConcentrator {
-		fmt.Fprintf(w, "refused connections: %d, downlink packets without a bond: %d\n", r.AuthFailures, r.NoRoute)
+		fmt.Fprintf(w, "refused connections: %d, downlink packets without a bond: %d, link-local packets not routed: %d\n", r.AuthFailures, r.NoRoute, r.LinkLocal)
 	}
 	for _, b := range r.Bonds {
 		d := b.Drops
