@@ -75,26 +75,21 @@ func TestNetnsVideo(t *testing.T) {
 	}
 	t.Logf("SDP:\n%s", sdpText)
 
-	// The receiver records without decoding. It ends by itself 3 s after
-	// the last packet (-listen_timeout), having read everything that came.
+	// The receiver records without decoding. It ends by itself a few
+	// seconds after the last packet (-listen_timeout 3), having read
+	// everything that came; the end of the test kills it otherwise.
 	var rxLog bytes.Buffer
-	rx := nsCommand(b.conc, "ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "warning",
+	rx := nsCommand(t.Context(), b.conc, "ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "warning",
 		"-protocol_whitelist", "file,udp,rtp", "-listen_timeout", "3", "-i", sdp,
 		"-c", "copy", "-f", "mpegts", out)
 	rx.Stdout, rx.Stderr = &rxLog, &rxLog
 	if err := rx.Start(); err != nil {
 		t.Fatal(err)
 	}
-	rxDone := make(chan error, 1)
-	go func() { rxDone <- rx.Wait() }()
-	t.Cleanup(func() {
-		select {
-		case <-rxDone:
-		default:
-			rx.Process.Kill()
-			<-rxDone
-		}
-	})
+	var rxErr error
+	rxDone := make(chan struct{})
+	go func() { rxErr = rx.Wait(); close(rxDone) }()
+	t.Cleanup(func() { <-rxDone })
 	waitCond(t, "the receiver to bind UDP port 5004", 10*time.Second, func() bool { return udpPortBound(rx.Process.Pid, 5004) })
 
 	edgeBefore, concBefore := status(t, b.edgeSock).Bonds[0], status(t, b.concSock).Bonds[0]
@@ -104,16 +99,19 @@ func TestNetnsVideo(t *testing.T) {
 	sendStart := time.Now()
 	sentSDP := filepath.Join(b.dir, "sent.sdp")
 	nsRun(t, b.edge, 30*time.Second, "ffmpeg", encoder(sentSDP, "-re", "-progress", progress)...)
-	t.Logf("sender: %v", time.Since(sendStart).Round(time.Millisecond))
+	sendEnd := time.Now()
+	t.Logf("sender: %v", sendEnd.Sub(sendStart).Round(time.Millisecond))
 	if s, err := os.ReadFile(sentSDP); err != nil || !bytes.Equal(s, sdpText) {
 		t.Fatalf("the stream's SDP differs from the one the receiver used (%v):\n%s", err, s)
 	}
 	sent := progressFrames(t, progress)
 
 	select {
-	case err := <-rxDone:
-		t.Logf("receiver (%v after the sender ended): %v\n%s", time.Since(sendStart).Round(time.Millisecond), err, rxLog.String())
+	case <-rxDone:
+		t.Logf("receiver ended %v after the sender: %v\n%s", time.Since(sendEnd).Round(time.Millisecond), rxErr, rxLog.String())
 	case <-time.After(20 * time.Second):
+		rx.Process.Kill()
+		<-rxDone
 		t.Fatalf("the receiver did not end 20 s after the sender\n%s", rxLog.String())
 	}
 	// rtpdec logs a sequence number gap as "RTP: missed N packets".
@@ -178,8 +176,8 @@ func TestNetnsVideo(t *testing.T) {
 	if videoHits < uint64(sent) || videoHits > tx {
 		t.Errorf("rule video matched %d packets, want between the %d frames and the %d packets sent", videoHits, sent, tx)
 	}
-	if d := edgeAfter.Drops; d.Oversize != 0 || d.NoPath != 0 {
-		t.Errorf("edge drops: %+v", d)
+	if o, n := edgeAfter.Drops.Oversize-edgeBefore.Drops.Oversize, edgeAfter.Drops.NoPath-edgeBefore.Drops.NoPath; o != 0 || n != 0 {
+		t.Errorf("the edge dropped %d packets as oversize and %d for want of a path", o, n)
 	}
 	t.Logf("whole test: %v", time.Since(began).Round(time.Millisecond))
 }
@@ -202,18 +200,19 @@ func videoDocYAML(t *testing.T) (classifySection, ruleFile string) {
 	return classifySection, ruleFile
 }
 
-// nsCommand runs name in network namespace ns. ip netns exec execs it, so
-// the process id is the command's.
-func nsCommand(ns *testbed.NS, name string, args ...string) *exec.Cmd {
-	return exec.Command("ip", append([]string{"netns", "exec", ns.Name(), name}, args...)...)
+// nsCommand runs name in network namespace ns, killed when ctx is done.
+// ip netns exec execs the command, so the process id is the command's.
+func nsCommand(ctx context.Context, ns *testbed.NS, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns.Name(), name}, args...)...)
 }
 
-// nsRun runs name in ns to completion and fails the test if it fails.
+// nsRun runs name in ns to completion and fails the test if it fails or
+// takes longer than timeout.
 func nsRun(t *testing.T, ns *testbed.NS, timeout time.Duration, name string, args ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns.Name(), name}, args...)...)
+	cmd := nsCommand(ctx, ns, name, args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s in %s: %v\n%s", strings.Join(cmd.Args, " "), ns.Name(), err, out)
 	}
