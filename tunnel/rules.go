@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -58,9 +59,11 @@ func (rs *ruleState) evaluate(pkt []byte) bool {
 	}
 	rs.cls.Parse(pkt, &rs.md) // a malformed packet still gets what could be read
 	set.Evaluate(&rs.md, &rs.ann, &rs.dir)
-	for i := range set.Len() {
-		if rs.dir.Rules.Has(i) {
-			rs.hits[i].Add(1)
+	for w, word := range rs.dir.Rules { // only the rules that matched
+		for ; word != 0; word &= word - 1 {
+			if i := w*64 + bits.TrailingZeros64(word); i < len(rs.hits) {
+				rs.hits[i].Add(1)
+			}
 		}
 	}
 	return true
