@@ -10,7 +10,6 @@ import (
 
 	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/fec"
-	"github.com/bondd/bondd/tun/tuntest"
 )
 
 // TestParityHeaderFits checks that the longest header bondd puts on a parity
@@ -24,69 +23,40 @@ func TestParityHeaderFits(t *testing.T) {
 	}
 }
 
-// lossyBond is an edge and a concentrator joined by one emu relay per path,
-// each losing the given fraction of edge→concentrator packets.
-func lossyBond(t *testing.T, loss []float64, fopts FECOptions) (*Edge, *Concentrator, *tuntest.Device, *tuntest.Device) {
+// lossyBond is newTestBond with one emu relay in front of each path, each
+// losing the given fraction of edge→concentrator packets, and the edge's FEC
+// set to fopts.
+func lossyBond(t *testing.T, loss []float64, fopts FECOptions) *testBond {
 	t.Helper()
-	cert, pin, err := SelfSignedCert("concentrator.test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	edgeDev, concDev := tuntest.New(testMTU, 8), tuntest.New(testMTU, 8)
-	conc, err := NewConcentrator(ConcentratorOptions{Device: concDev, MTU: testMTU, Conn: pc, TLS: ServerTLS(cert, nil), FEC: fopts,
-		Edges: []EdgeAuth{{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := conc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conc.Close() })
-	var ups []UplinkOptions
-	for i, l := range loss {
-		lc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		link := emu.LinkConfig{Delay: 20 * time.Millisecond, Rate: 20 * emu.Mbps}
-		up := link
-		up.Loss = l
-		r, err := emu.NewRelay(emu.Options{Listen: lc, Upstream: netip.MustParseAddrPort(pc.LocalAddr().String()),
-			Up: up, Down: link, Seed: uint64(i + 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Close() })
-		ups = append(ups, UplinkOptions{Name: fmt.Sprintf("up%d", i), Bind: netip.MustParseAddr("127.0.0.1"), Remote: r.Addr().String()})
-	}
-	tlsConf, _ := ClientTLS("concentrator.test", nil, pin, nil)
-	edge, err := NewEdge(EdgeOptions{ID: "van-1", Device: edgeDev, MTU: testMTU, Concentrator: pc.LocalAddr().String(),
-		TLS: tlsConf, Token: token, Uplinks: ups, FEC: fopts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	edge.Start()
-	t.Cleanup(func() { edge.Close() })
-	waitFor(t, func() bool {
-		for _, p := range edge.Bond().Stats().Paths {
-			if p.Status != "ACTIVE" {
-				return false
+	tb := newTestBondWith(t, token, len(loss), func(o *EdgeOptions) {
+		o.FEC = fopts
+		for i, l := range loss {
+			lc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+			if err != nil {
+				t.Fatal(err)
 			}
+			link := emu.LinkConfig{Delay: 20 * time.Millisecond, Rate: 20 * emu.Mbps}
+			up := link
+			up.Loss = l
+			r, err := emu.NewRelay(emu.Options{Listen: lc, Upstream: netip.MustParseAddrPort(o.Concentrator),
+				Up: up, Down: link, Seed: uint64(i + 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { r.Close() }) // after the bond's own cleanup
+			o.Uplinks[i].Remote = r.Addr().String()
 		}
-		return true
 	})
-	return edge, conc, edgeDev, concDev
+	tb.waitActive(t, len(loss))
+	return tb
 }
 
 // runLossy sends count packets at pps through a lossy bond and returns the
 // fraction that did not arrive, and the edge's (sender's) and concentrator's
 // (receiver's) FEC counters.
 func runLossy(t *testing.T, fopts FECOptions, count, pps int) (float64, *FECStats, *FECStats) {
-	edge, conc, edgeDev, concDev := lossyBond(t, []float64{0.02, 0.05, 0.005}, fopts)
+	tb := lossyBond(t, []float64{0.02, 0.05, 0.005}, fopts)
+	edge, conc, edgeDev, concDev := tb.edge, tb.conc, tb.edgeDev, tb.concDev
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	got := map[string]bool{}
