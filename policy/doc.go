@@ -7,6 +7,17 @@
 // events) plus its send-queue depth. All of it is read on the per-packet path
 // through atomics; nothing here takes a lock per packet.
 //
-// A [Picker] turns the path set into a choice. policy never sees QUIC or TUN:
-// it speaks in durations, byte counts and path indexes.
+// A [Picker] turns the path set into a choice: the baseline schedulers
+// (round-robin, minRTT, BLEST, redundant) and [LowestRTT]. [Select] wraps a
+// picker with a rule directive (MoMQ §3): affinity and single_path through
+// a bounded [History] of object-to-path assignments, then prefer, then
+// duplicate. Paths may carry a byte [Budget] per calendar period, which
+// turns them DEGRADED for default choices near its end.
+//
+// The annotation providers fill rules.Annotations for each packet:
+// [LEOState] from the paths' LEO reconfiguration markers ([LEOReconf]) and
+// [PendingIFrame] from the pending I-frame tracker (MoMQ §4.1, eq. 1).
+//
+// policy never sees QUIC or TUN: it speaks in durations, byte counts and
+// path indexes.
 package policy

@@ -13,8 +13,9 @@ const (
 	// choose it.
 	StatusUnavailable Status = iota
 	// StatusDegraded: connected, but the peer has been silent for longer than
-	// the path's liveness bound (see [Path.Status]). Chosen only when no
-	// active path has room.
+	// the path's liveness bound, or the path has used BudgetDegradeFraction
+	// of its byte budget (see [Path.Status]). Chosen only when no active
+	// path has room, or by a rule that prefers it (see [Select]).
 	StatusDegraded
 	// StatusActive: connected and hearing from the peer.
 	StatusActive
@@ -44,8 +45,10 @@ const MinSilence = 1500 * time.Millisecond
 type Path struct {
 	// Name is the uplink's configured name, unique within a bond.
 	Name string
-	// Labels are the uplink's key=value labels (cost_class, link_type, …).
-	// Read-only after NewPath.
+	// Labels are the uplink's key=value labels (cost_class, link_type, …)
+	// as given to NewPath. Read-only after NewPath; [Path.SetLabels] may
+	// publish a replacement, so readers use [Path.Label] or
+	// [Path.CurrentLabels].
 	Labels map[string]string
 	// QueueCap is the capacity of the path's send queue, in packets.
 	QueueCap int
@@ -60,6 +63,21 @@ type Path struct {
 	queueLen  atomic.Int64 // packets
 	queueB    atomic.Int64 // bytes
 	lastRecv  atomic.Int64 // unix ns of the last packet received from the peer
+
+	leo    atomic.Pointer[LEOReconf] // nil: no reconfiguration marker
+	budget budgetState               // byte counters and the optional budget
+
+	// iframe is the pending I-frame tracker (iframe.go). Unlike the rest of
+	// Path it is not safe for concurrent use: only the goroutine that
+	// picks paths and queues packets (the bond's TUN reader) touches it.
+	iframe iframeState
+
+	// labels, when not nil, replaces Labels: a copy-on-write map published
+	// by SetLabels and read lock-free (labels.go).
+	labels atomic.Pointer[map[string]string]
+	// peerDown is set while the peer reports the path UNAVAILABLE
+	// (SetPeerUnavailable, labels.go).
+	peerDown atomic.Bool
 }
 
 // NewPath returns a path in state UNAVAILABLE with the given name, labels and
@@ -150,11 +168,26 @@ func (p *Path) ExpectedDelivery() time.Duration {
 	return time.Duration(float64(srtt)*float64(ahead)/float64(cwnd) + float64(srtt)/2)
 }
 
-// Status derives the path status at now: UNAVAILABLE without a connection,
-// DEGRADED when the peer has been silent for longer than
-// max(MinSilence, 4·smoothed RTT), ACTIVE otherwise.
+// Status derives the path status at now that default path choices use:
+// UNAVAILABLE without a connection or while the peer reports the path
+// UNAVAILABLE ([Path.SetPeerUnavailable]), DEGRADED when the peer has been
+// silent for longer than max(MinSilence, 4·smoothed RTT) or when the path has used
+// BudgetDegradeFraction of its byte budget in the current period (see
+// [Path.SetBudget]), ACTIVE otherwise.
 func (p *Path) Status(now time.Time) Status {
-	if !p.connected.Load() {
+	st := p.LinkStatus(now)
+	if st == StatusActive && p.BudgetExhausted(now) {
+		return StatusDegraded
+	}
+	return st
+}
+
+// LinkStatus is Status without the byte budget: the health of the
+// connection alone. [Select] uses it for paths a rule asks for (prefer,
+// affinity), since a rule that insists on a metered path may still use it
+// when its budget runs short.
+func (p *Path) LinkStatus(now time.Time) Status {
+	if !p.connected.Load() || p.peerDown.Load() {
 		return StatusUnavailable
 	}
 	silence := time.Duration(now.UnixNano() - p.lastRecv.Load())
@@ -162,4 +195,26 @@ func (p *Path) Status(now time.Time) Status {
 		return StatusDegraded
 	}
 	return StatusActive
+}
+
+// Reasons [Path.StatusReason] returns.
+const (
+	ReasonDown   = "down"   // UNAVAILABLE: no working connection
+	ReasonSilent = "silent" // DEGRADED: the peer has been silent too long
+	ReasonBudget = "budget" // DEGRADED: BudgetDegradeFraction of the byte budget used
+)
+
+// StatusReason says why Status(now) is not ACTIVE: ReasonDown, ReasonSilent
+// or ReasonBudget; "" when it is ACTIVE. For status reports.
+func (p *Path) StatusReason(now time.Time) string {
+	switch p.LinkStatus(now) {
+	case StatusUnavailable:
+		return ReasonDown
+	case StatusDegraded:
+		return ReasonSilent
+	}
+	if p.BudgetExhausted(now) {
+		return ReasonBudget
+	}
+	return ""
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/rules"
 )
 
@@ -38,32 +39,160 @@ func TestSelect(t *testing.T) {
 		}
 		return d
 	}
+	withAff := func(d *rules.Directive, id uint64) *rules.Directive {
+		d.Fields |= rules.FieldAffinity
+		d.Affinity, d.AffinityID = classify.KeyFrameID, id
+		return d
+	}
+	multi := func(d *rules.Directive) *rules.Directive {
+		d.Fields |= rules.FieldBalancing
+		d.Balancing = rules.MultiPath
+		return d
+	}
+	free := rules.Preference{Key: "cost_class", Value: "free"}
+	metered := rules.Preference{Key: "cost_class", Value: "metered"}
+	frame := func(id uint64) Object { return Object{Key: classify.KeyFrameID, ID: id} }
+	const fid = 0x6a5cc84800000001
+	// seed records object id → path i in the history at now - age.
+	seed := func(id uint64, i int, age time.Duration) func([]*Path, *History) {
+		return func(ps []*Path, h *History) { h.Record(frame(id), ps[i], now.Add(-age)) }
+	}
+	spend := func(i int) func([]*Path, *History) { // path i used 95 % of a 1 MB/day budget
+		return func(ps []*Path, _ *History) {
+			ps[i].SetBudget(Budget{Bytes: 1e6, Period: PeriodDay})
+			ps[i].OnBytes(950_000, now)
+		}
+	}
+	both := func(fs ...func([]*Path, *History)) func([]*Path, *History) {
+		return func(ps []*Path, h *History) {
+			for _, f := range fs {
+				f(ps, h)
+			}
+		}
+	}
 	tests := []struct {
-		name string
-		dir  *rules.Directive
-		want []int
+		name  string
+		setup func([]*Path, *History)
+		dir   *rules.Directive
+		obj   Object
+		want  []int
 	}{
-		{"no directive: lowest RTT", nil, []int{0}},
-		{"prefer free: fastest free path", dir(0, rules.Preference{Key: "cost_class", Value: "free"}), []int{2}},
-		{"prefer satellite", dir(0, rules.Preference{Key: "link_type", Value: "satellite"}), []int{1}},
-		{"prefer a down path only: fall back", dir(0, rules.Preference{Key: "link_type", Value: "wifi"}), []int{0}},
-		{"prefer unknown label: fall back", dir(0, rules.Preference{Key: "carrier", Value: "x"}), []int{0}},
-		{"second preference used when the first matches nothing", dir(0,
-			rules.Preference{Key: "link_type", Value: "wifi"}, rules.Preference{Key: "link_type", Value: "satellite"}), []int{1}},
-		{"duplicate 2", dir(2), []int{0, 2}},
-		{"duplicate 8 capped by usable paths", dir(8), []int{0, 2, 1}},
-		{"prefer free and duplicate 2", dir(2, rules.Preference{Key: "cost_class", Value: "free"}), []int{2, 0}},
+		{"no directive: lowest RTT", nil, nil, Object{}, []int{0}},
+		{"prefer free: fastest free path", nil, dir(0, free), Object{}, []int{2}},
+		{"prefer satellite", nil, dir(0, rules.Preference{Key: "link_type", Value: "satellite"}), Object{}, []int{1}},
+		{"prefer a down path only: fall back", nil, dir(0, rules.Preference{Key: "link_type", Value: "wifi"}), Object{}, []int{0}},
+		{"prefer unknown label: fall back", nil, dir(0, rules.Preference{Key: "carrier", Value: "x"}), Object{}, []int{0}},
+		{"second preference used when the first matches nothing", nil, dir(0,
+			rules.Preference{Key: "link_type", Value: "wifi"}, rules.Preference{Key: "link_type", Value: "satellite"}), Object{}, []int{1}},
+		{"duplicate 2", nil, dir(2), Object{}, []int{0, 2}},
+		{"duplicate 8 capped by usable paths", nil, dir(8), Object{}, []int{0, 2, 1}},
+		{"prefer free and duplicate 2", nil, dir(2, free), Object{}, []int{2, 0}},
+
+		// affinity binds before any preference is weighed (MoMQ §3).
+		{"affinity: recorded path beats preference", seed(fid, 1, 0), withAff(dir(0, free), fid), frame(fid), []int{1}},
+		{"affinity: unknown id falls through to prefer", nil, withAff(dir(0, free), fid), frame(fid), []int{2}},
+		{"affinity: stale entry falls through", seed(fid, 1, 2*time.Second), withAff(dir(0, free), fid), frame(fid), []int{2}},
+		{"affinity: recorded path down falls through", seed(fid, 3, 0), withAff(dir(0, free), fid), frame(fid), []int{2}},
+		{"affinity: another object's path", seed(7, 1, 0), withAff(dir(0), 7), frame(fid), []int{1}},
+		{"affinity and duplicate 2", seed(fid, 1, 0), withAff(dir(2), fid), frame(fid), []int{1, 0}},
+
+		// single_path (the default balancing) keeps one object on one path.
+		{"single_path: the object's recorded path", seed(fid, 1, 0), dir(0), frame(fid), []int{1}},
+		{"single_path: recorded path beats prefer", seed(fid, 1, 0), dir(0, free), frame(fid), []int{1}},
+		{"single_path: unknown object, default", nil, dir(0), frame(fid), []int{0}},
+		{"single_path: stale object, default", seed(fid, 1, 1500*time.Millisecond), dir(0), frame(fid), []int{0}},
+		{"single_path: recorded path down, default", seed(fid, 3, 0), dir(0), frame(fid), []int{0}},
+		{"multi_path: history ignored", seed(fid, 1, 0), multi(dir(0)), frame(fid), []int{0}},
+
+		// A path at 90 % of its byte budget is DEGRADED for default picks
+		// but a rule that prefers it may still use it.
+		{"budget: default avoids the metered path", spend(0), nil, Object{}, []int{2}},
+		{"budget: directive without prefer avoids it", spend(0), dir(0, free), Object{}, []int{2}},
+		{"budget: prefer metered insists", spend(0), dir(0, metered), Object{}, []int{0}},
+		{"budget: duplicates avoid it", spend(0), dir(2), Object{}, []int{2, 1}},
+		{"budget: affinity follows it", both(spend(0), seed(fid, 0, 0)), withAff(dir(0, free), fid), frame(fid), []int{0}},
+		{"budget: used when nothing else is up", both(spend(0), func(ps []*Path, _ *History) {
+			ps[1].SetConnected(false, now)
+			ps[2].SetConnected(false, now)
+		}), nil, Object{}, []int{0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			paths := mk()
 			out := make([]int, len(paths))
 			var sc Scratch
-			n := Select(LowestRTT{}, tt.dir, paths, now, out, &sc)
+			sc.Grow(len(paths))
+			if tt.setup != nil {
+				tt.setup(paths, sc.hist)
+			}
+			n := Select(LowestRTT{}, tt.dir, tt.obj, paths, now, out, &sc)
 			if !equalInts(out[:n], tt.want) {
 				t.Fatalf("picked %v, want %v", out[:n], tt.want)
 			}
 		})
+	}
+}
+
+// TestSelectSinglePathSticks checks that once an object's first packet has
+// a path, its later packets follow it although the default choice moves,
+// and that they fall through when that path goes down.
+func TestSelectSinglePathSticks(t *testing.T) {
+	now := time.Unix(1000, 0)
+	paths := makePaths(now, pathSpec{StatusActive, 20 * time.Millisecond, 40000, 0, 0},
+		pathSpec{StatusActive, 30 * time.Millisecond, 40000, 0, 0})
+	out := make([]int, 2)
+	var sc Scratch
+	d := &rules.Directive{}
+	obj := Object{Key: classify.KeyFrameID, ID: 42}
+	if n := Select(LowestRTT{}, d, obj, paths, now, out, &sc); n != 1 || out[0] != 0 {
+		t.Fatalf("first packet on %v, want path 0", out[:n])
+	}
+	paths[0].OnMetrics(90*time.Millisecond, 90*time.Millisecond, 40000, 0) // path 0 is now the slower
+	if n := Select(LowestRTT{}, d, obj, paths, now.Add(20*time.Millisecond), out, &sc); n != 1 || out[0] != 0 {
+		t.Fatalf("second packet of the frame on %v, want path 0 like the first", out[:n])
+	}
+	if n := Select(LowestRTT{}, d, Object{Key: classify.KeyFrameID, ID: 43}, paths, now, out, &sc); n != 1 || out[0] != 1 {
+		t.Fatalf("next frame on %v, want the now faster path 1", out[:n])
+	}
+	paths[0].SetConnected(false, now)
+	if n := Select(LowestRTT{}, d, obj, paths, now.Add(30*time.Millisecond), out, &sc); n != 1 || out[0] != 1 {
+		t.Fatalf("packet after its path went down on %v, want path 1", out[:n])
+	}
+}
+
+func TestHistory(t *testing.T) {
+	now := time.Unix(1000, 0)
+	a, b := NewPath("a", nil, 1), NewPath("b", nil, 1)
+	var h History
+	o := func(id uint64) Object { return Object{Key: classify.KeyFrameID, ID: id} }
+	if h.Lookup(o(1), now) != nil {
+		t.Fatal("empty history found an entry")
+	}
+	h.Record(o(1), a, now)
+	h.Record(Object{Key: classify.KeyRTPSSRC, ID: 1}, b, now) // same id, other key
+	if h.Lookup(o(1), now) != a || h.Lookup(Object{Key: classify.KeyRTPSSRC, ID: 1}, now) != b {
+		t.Fatal("entries with the same id and different keys mixed up")
+	}
+	h.Record(o(1), b, now)
+	if h.Lookup(o(1), now) != b {
+		t.Fatal("re-recording did not update")
+	}
+	if h.Lookup(o(1), now.Add(HistoryMaxAge+1)) != nil {
+		t.Fatal("stale entry found")
+	}
+	// Many more objects than slots: the most recent GOP's worth survive.
+	for i := range uint64(10 * HistorySize) {
+		h.Record(o(i), a, now.Add(time.Duration(i)*time.Microsecond))
+	}
+	end := now.Add(10 * HistorySize * time.Microsecond)
+	found := 0
+	for i := uint64(10*HistorySize - 50); i < 10*HistorySize; i++ {
+		if h.Lookup(o(i), end) == a {
+			found++
+		}
+	}
+	if found < 50 {
+		t.Fatalf("only %d of the last 50 objects (one 50 fps GOP) are in the history", found)
 	}
 }
 
@@ -78,7 +207,10 @@ func TestSelectAllocs(t *testing.T) {
 	out := make([]int, 2)
 	var sc Scratch
 	sc.Grow(2)
-	if a := testing.AllocsPerRun(100, func() { Select(LowestRTT{}, d, paths, now, out, &sc) }); a != 0 {
+	d.Fields |= rules.FieldAffinity
+	d.Affinity, d.AffinityID = classify.KeyFrameID, 7
+	obj := Object{Key: classify.KeyFrameID, ID: 7}
+	if a := testing.AllocsPerRun(100, func() { Select(LowestRTT{}, d, obj, paths, now, out, &sc) }); a != 0 {
 		t.Fatalf("Select allocates %v times", a)
 	}
 }

@@ -37,6 +37,12 @@ type Bond struct {
 	dec   *fec.Decoder // receive side; safe for concurrent use
 	rules *ruleState   // nil without a rule source; owned by the TUN reader
 
+	// ctl is the control plane's session state on the concentrator
+	// (ctrl_conc.go); nil on the edge. ctlCtr counts control messages on
+	// both ends.
+	ctl    *bondControl
+	ctlCtr ctrlCounters
+
 	// paths is the current path set, replaced copy-on-write under pathsMu
 	// and read lock-free on the per-packet path.
 	paths   atomic.Pointer[pathSet]
@@ -83,6 +89,9 @@ type bondOptions struct {
 	classify classify.Options
 	allowed  []netip.Prefix
 	log      *slog.Logger
+	// peer is, on the concentrator, the edge the bond serves: its control
+	// plane (ctrl_conc.go) is built from it. nil on the edge.
+	peer *EdgeAuth
 }
 
 func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
@@ -90,7 +99,15 @@ func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
 	if picker == nil {
 		picker = policy.LowestRTT{}
 	}
-	rs, err := newRuleState(o.rules, o.classify)
+	src := o.rules
+	var ctl *bondControl
+	if o.peer != nil {
+		ctl = newBondControl(o.peer, o.rules, o.classify.Classes, log)
+		if o.peer.AllowEdgeRules { // downlink rules: the concentrator's plus the edge's
+			src = ctl
+		}
+	}
+	rs, err := newRuleState(src, o.classify)
 	if err != nil {
 		return nil, err
 	}
@@ -110,6 +127,10 @@ func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
 		wbuf:    make([][]byte, 1),
 		dec:     dec,
 		rules:   rs,
+		ctl:     ctl,
+	}
+	if ctl != nil {
+		ctl.bond = b
 	}
 	if fopts.Mode != FECOff {
 		if b.fecTx, err = newFECSender(fopts, mtu); err != nil {
@@ -163,11 +184,13 @@ func (b *Bond) adoptBondID(id uint64) (changed bool) {
 	return changed
 }
 
-// closePaths closes every path's current connection with code.
+// closePaths closes every connection of every path with code.
 func (b *Bond) closePaths(code quic.ApplicationErrorCode, msg string) {
 	for _, p := range b.paths.Load().paths {
-		if c := p.conn.Load(); c != nil {
-			c.CloseWithError(code, msg)
+		for i := range p.lanes {
+			if c := p.lanes[i].conn.Load(); c != nil {
+				c.CloseWithError(code, msg)
+			}
 		}
 	}
 }
@@ -200,11 +223,14 @@ func (b *Bond) Stats() BondStats {
 		MSSClamped: b.ctr.mssClamped.Load(),
 		FEC:        b.fecStats(),
 		Rules:      b.rules.stats(),
+		Control:    b.controlStats(),
+		PeerPaths:  b.ctl.peerReport(),
 	}
 	now := time.Now()
 	s.Paths = make([]PathStats, 0, len(b.paths.Load().paths)) // [] in JSON, not null, before any path
 	for _, p := range b.paths.Load().paths {
 		s.Paths = append(s.Paths, p.stats(now))
 	}
+	s.addPolicyStats(b.paths.Load().states, now)
 	return s
 }

@@ -64,7 +64,7 @@ func NewConcentrator(opts ConcentratorOptions) (*Concentrator, error) {
 	c := &Concentrator{opts: opts, log: orDiscard(opts.Logger), edges: map[string]*edgeEntry{}}
 	for _, ea := range opts.Edges {
 		b, err := newBond(ea.ID, opts.Device, bondOptions{mtu: opts.MTU, picker: opts.Picker, paths: opts.Paths, fec: opts.FEC,
-			rules: opts.Rules, classify: opts.Classify, allowed: ea.AllowedPrefixes, log: c.log.With("edge", ea.ID)})
+			rules: opts.Rules, classify: opts.Classify, allowed: ea.AllowedPrefixes, log: c.log.With("edge", ea.ID), peer: &ea})
 		if err != nil {
 			return nil, fmt.Errorf("tunnel: concentrator: %w", err)
 		}
@@ -226,7 +226,7 @@ func (c *Concentrator) routineAccept() {
 func (c *Concentrator) handle(conn *quic.Conn) {
 	log := c.log.With("remote", conn.RemoteAddr())
 	rec, _ := conn.Context().Value(recorderKey{}).(*recorder)
-	p, err := c.accept(conn)
+	l, err := c.accept(conn)
 	if err != nil {
 		if errors.Is(err, ErrUnauthorized) {
 			c.authFailed.Add(1)
@@ -239,17 +239,19 @@ func (c *Concentrator) handle(conn *quic.Conn) {
 		}
 		return
 	}
-	log = log.With("edge", p.bond.edgeID, "path", p.name)
+	p := l.path
+	log = log.With("edge", p.bond.edgeID, "path", p.name, "lane", l.idx)
 	log.Info("path up")
-	p.serve(conn, rec, c.ctx.Done())
+	p.serve(l, conn, rec, c.ctx.Done())
 	if c.ctx.Err() == nil {
 		log.Info("path down", "err", context.Cause(conn.Context()))
 	}
 }
 
 // accept reads and checks the hello. On success the path is registered in
-// its bond and the reply sent; on failure the connection is closed.
-func (c *Concentrator) accept(conn *quic.Conn) (*path, error) {
+// its bond, the reply sent, and the lane the connection serves returned; on
+// failure the connection is closed.
+func (c *Concentrator) accept(conn *quic.Conn) (*lane, error) {
 	ctx, cancel := context.WithTimeout(conn.Context(), DefaultHandshakeTimeout)
 	defer cancel()
 	str, err := conn.AcceptStream(ctx)
@@ -294,19 +296,14 @@ func (c *Concentrator) accept(conn *quic.Conn) (*path, error) {
 		conn.CloseWithError(codeProtocol, "too many paths")
 		return nil, fmt.Errorf("edge %s: more than %d paths", h.EdgeID, maxPaths)
 	}
-	if err := writeMsg(str, &helloReply{Type: msgHelloReply, OK: true, MTU: c.opts.MTU}); err != nil {
+	caps := capsOf(h.Control) // the concentrator takes every capability it knows
+	if err := writeMsg(str, &helloReply{Type: msgHelloReply, OK: true, MTU: c.opts.MTU, Control: caps.names()}); err != nil {
 		conn.CloseWithError(codeProtocol, "hello reply failed")
 		return nil, err
 	}
 	str.SetDeadline(time.Time{})
-	go func() { // later control messages: read and skip
-		for {
-			if _, _, err := readMsg(str); err != nil {
-				return
-			}
-		}
-	}()
-	return p, nil
+	c.wg.Go(func() { e.bond.ctl.routineControl(conn, str, p, h.BondID, caps) }) // later control messages (ctrl_conc.go)
+	return &p.lanes[h.Lane], nil
 }
 
 // authorized checks the edge's credential: its token, compared in constant

@@ -13,6 +13,8 @@ import (
 // helloReply and the stream then stays open for later control messages.
 // Each message is a 2-byte big-endian length followed by that many bytes of
 // JSON with a "type" field. A receiver skips message types it does not know.
+// The control plane's messages (ctrl_msg.go) follow the hello on the same
+// stream, when the hello and its reply negotiated them.
 
 // Limits on control messages, checked on receipt.
 const (
@@ -30,13 +32,21 @@ const (
 
 // hello announces one path of an edge's bond.
 type hello struct {
-	Type    string            `json:"type"`
-	Version int               `json:"version"`
-	EdgeID  string            `json:"edge_id"`
-	BondID  uint64            `json:"bond_id"` // random per edge start; a new id restarts the sequence space
-	Path    string            `json:"path"`
-	Labels  map[string]string `json:"labels,omitempty"`
-	Token   []byte            `json:"token,omitempty"`
+	Type    string `json:"type"`
+	Version int    `json:"version"`
+	EdgeID  string `json:"edge_id"`
+	BondID  uint64 `json:"bond_id"` // random per edge start; a new id restarts the sequence space
+	Path    string `json:"path"`
+	// Lane is which of the uplink's QUIC connections this is, 0..maxLanes-1
+	// (see lanes.go); the connections of one uplink form one path.
+	Lane   int               `json:"lane,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+	Token  []byte            `json:"token,omitempty"`
+	// Control lists the control-plane capabilities the edge offers
+	// (ctrl_msg.go: path_state, path_labels, path_mapping; MoMQ A.2
+	// ENABLE_MOMQ). Unknown names are ignored. At most maxCaps entries of
+	// maxCapLen bytes.
+	Control []string `json:"control,omitempty"`
 }
 
 // helloReply accepts or refuses a path. A refusal does not say why.
@@ -45,6 +55,10 @@ type helloReply struct {
 	OK    bool   `json:"ok"`
 	Error string `json:"error,omitempty"`
 	MTU   int    `json:"mtu,omitempty"` // the concentrator's TUN MTU, bytes
+	// Control lists the capabilities of hello.Control the concentrator
+	// accepts on this connection; a control message of any other is a
+	// protocol violation that closes the connection.
+	Control []string `json:"control,omitempty"`
 }
 
 // Application error codes used when closing a connection.
@@ -73,6 +87,9 @@ func writeMsg(w io.Writer, v any) error {
 }
 
 // readMsg reads one message into a buffer and returns its type and bytes.
+// An error that wraps errControl is the peer's fault (a length over
+// maxControlMsg, a body that is not a JSON object); any other is the
+// stream's.
 func readMsg(r io.Reader) (typ string, body []byte, err error) {
 	var l [2]byte
 	if _, err := io.ReadFull(r, l[:]); err != nil {
@@ -80,7 +97,7 @@ func readMsg(r io.Reader) (typ string, body []byte, err error) {
 	}
 	n := int(binary.BigEndian.Uint16(l[:]))
 	if n > maxControlMsg {
-		return "", nil, fmt.Errorf("control message of %d bytes exceeds %d", n, maxControlMsg)
+		return "", nil, fmt.Errorf("%w of %d bytes exceeds %d", errControl, n, maxControlMsg)
 	}
 	body = make([]byte, n)
 	if _, err := io.ReadFull(r, body); err != nil {
@@ -90,7 +107,7 @@ func readMsg(r io.Reader) (typ string, body []byte, err error) {
 		Type string `json:"type"`
 	}
 	if err := json.Unmarshal(body, &t); err != nil {
-		return "", nil, fmt.Errorf("control message: %w", err)
+		return "", nil, fmt.Errorf("%w: %v", errControl, err)
 	}
 	return t.Type, body, nil
 }
@@ -104,8 +121,17 @@ func (h *hello) check() error {
 		return errors.New("hello: bad edge id")
 	case h.Path == "" || len(h.Path) > maxNameLen:
 		return errors.New("hello: bad path name")
+	case h.Lane < 0 || h.Lane >= MaxLanes:
+		return fmt.Errorf("hello: lane %d outside 0..%d", h.Lane, MaxLanes-1)
 	case len(h.Labels) > maxLabels:
 		return fmt.Errorf("hello: %d labels, at most %d", len(h.Labels), maxLabels)
+	case len(h.Control) > maxCaps:
+		return fmt.Errorf("hello: %d capabilities, at most %d", len(h.Control), maxCaps)
+	}
+	for _, c := range h.Control {
+		if c == "" || len(c) > maxCapLen {
+			return errors.New("hello: capability empty or too long")
+		}
 	}
 	for k, v := range h.Labels {
 		if k == "" || len(k) > maxLabelKey || len(v) > maxLabelValue {

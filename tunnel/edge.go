@@ -18,6 +18,7 @@ import (
 	"github.com/quic-go/quic-go/qlogwriter"
 	"golang.org/x/sys/unix"
 
+	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tun"
 )
 
@@ -35,6 +36,8 @@ type Edge struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	ctl edgeControl // the control plane (ctrl_edge.go)
 }
 
 // NewEdge checks opts and returns an Edge that is not yet running. It
@@ -58,6 +61,8 @@ func NewEdge(opts EdgeOptions) (*Edge, error) {
 	e.bond.adoptBondID(e.bondID)
 	for _, u := range opts.Uplinks {
 		p, _ := e.bond.pathFor(u.Name, u.Labels)
+		p.state.SetLEOReconf(u.LEOReconf) // annotation providers and budget (policy)
+		p.state.SetBudget(u.Budget)
 		e.paths = append(e.paths, p)
 	}
 	return e, nil
@@ -89,6 +94,9 @@ func (o *EdgeOptions) validate() error {
 			return fmt.Errorf("uplink name %q is empty, too long or repeated", u.Name)
 		}
 		seen[u.Name] = true
+		if u.Lanes < 0 || u.Lanes > MaxLanes {
+			return fmt.Errorf("uplink %s: %d lanes, want 1..%d or LanesAuto", u.Name, u.Lanes, MaxLanes)
+		}
 	}
 	if err := o.FEC.validate(); err != nil {
 		return err
@@ -105,7 +113,7 @@ func (e *Edge) Start() {
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	for i, p := range e.paths {
 		u := e.opts.Uplinks[i]
-		e.wg.Go(func() { e.routineDial(p, u) })
+		e.wg.Go(func() { e.routineUplink(p, u) })
 	}
 	e.wg.Go(func() { tun.DrainEvents(e.opts.Device, func(ev tun.Event) { e.log.Debug("tun event", "event", ev) }) })
 	e.wg.Go(func() { routineReadTUN(e.opts.Device, e.log, func([]byte) *Bond { return e.bond }) })
@@ -125,33 +133,93 @@ func (e *Edge) Close() error {
 	return err
 }
 
-// routineDial keeps one uplink connected: dial, serve until the connection
-// ends, back off, dial again.
-func (e *Edge) routineDial(p *path, u UplinkOptions) {
+// routineUplink runs the lanes of one uplink: a fixed number, or with
+// LanesAuto as many as laneControl asks for, each kept connected by its own
+// routineDial. Every change of the number of lanes is logged.
+func (e *Edge) routineUplink(p *path, u UplinkOptions) {
 	log := e.log.With("path", u.Name)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var cancels [MaxLanes]context.CancelFunc
+	start := func(i int) {
+		ctx, cancel := context.WithCancel(e.ctx)
+		cancels[i] = cancel
+		wg.Go(func() { e.routineDial(ctx, p, u, i) })
+	}
+	mode := "fixed"
+	if u.Lanes != LanesAuto {
+		p.laneMode.Store(&mode)
+		for i := range u.Lanes {
+			start(i)
+		}
+		return
+	}
+	mode = "auto"
+	p.laneMode.Store(&mode)
+	ctl := newLaneControl(MaxLanes, time.Now())
+	start(0)
+	tick := time.NewTicker(laneSampleEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case now := <-tick.C:
+			d := ctl.sample(p.laneSample(now))
+			if d.delta == 0 {
+				continue
+			}
+			for i := ctl.n - d.delta; i < ctl.n; i++ { // added
+				start(i)
+			}
+			for i := ctl.n; i < ctl.n-d.delta; i++ { // removed
+				cancels[i]()
+			}
+			log.Info("lanes changed", "lanes", ctl.n, "was", ctl.n-d.delta, "reason", d.reason,
+				"window_limited", d.limited, "loss_rate", d.lossRate, "demand_mbps", d.demandBps/1e6,
+				"used_mbps", d.usedBps/1e6, "capacity_mbps", d.capBps/1e6,
+				"srtt", p.state.SmoothedRTT(), "min_rtt", p.state.MinRTT())
+		}
+	}
+}
+
+// laneSample reads what laneControl needs from p at now.
+func (p *path) laneSample(now time.Time) laneSample {
+	return laneSample{now: now, active: p.state.Status(now) == policy.StatusActive,
+		queueBytes: p.state.QueueBytes(), cwnd: p.state.CongestionWindow(), inflight: p.state.BytesInFlight(),
+		srtt: p.state.SmoothedRTT(), minRTT: p.state.MinRTT(), lost: p.state.PacketsLost(), txBytes: p.txBytes.Load(),
+		offeredBytes: p.queue.offeredBytes()}
+}
+
+// routineDial keeps one lane of an uplink connected until ctx ends: dial,
+// serve until the connection ends, back off, dial again.
+func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane int) {
+	log := e.log.With("path", u.Name, "lane", lane)
 	log.Debug("routineDial started")
 	defer log.Debug("routineDial stopped")
 	backoff := e.opts.Paths.RedialMin
 	failures := 0
-	for e.ctx.Err() == nil {
-		conn, closeConn, rec, err := e.dial(u)
+	for ctx.Err() == nil {
+		conn, closeConn, rec, err := e.dial(ctx, u, lane)
 		if err != nil {
-			if e.ctx.Err() != nil {
+			if ctx.Err() != nil {
 				return
 			}
-			p.setErr(err)
+			if lane == 0 {
+				p.setErr(err)
+			}
 			// Warn once per outage; every retry is logged at debug level.
 			level := slog.LevelDebug
 			if failures == 0 {
 				level = slog.LevelWarn
 			}
 			failures++
-			log.Log(e.ctx, level, "path dial failed", "err", err, "attempt", failures, "retry_in", backoff)
+			log.Log(ctx, level, "path dial failed", "err", err, "attempt", failures, "retry_in", backoff)
 			// Full jitter keeps the uplinks of many edges from redialling in step.
 			sleep := backoff/2 + rand.N(backoff/2+1)
 			select {
 			case <-time.After(sleep):
-			case <-e.ctx.Done():
+			case <-ctx.Done():
 				return
 			}
 			backoff = min(2*backoff, e.opts.Paths.RedialMax)
@@ -159,11 +227,11 @@ func (e *Edge) routineDial(p *path, u UplinkOptions) {
 		}
 		log.Info("path up", "local", conn.LocalAddr(), "remote", conn.RemoteAddr(), "attempts", failures+1)
 		backoff, failures = e.opts.Paths.RedialMin, 0
-		p.serve(conn, rec, e.ctx.Done())
+		p.serve(&p.lanes[lane], conn, rec, ctx.Done())
 		cause := context.Cause(conn.Context())
 		p.setErr(cause)
 		closeConn()
-		if e.ctx.Err() == nil {
+		if ctx.Err() == nil {
 			log.Warn("path down", "err", cause)
 		}
 	}
@@ -171,8 +239,8 @@ func (e *Edge) routineDial(p *path, u UplinkOptions) {
 
 // dial opens the uplink's socket, dials the concentrator over it and sends
 // the hello. closeConn releases the transport and the socket.
-func (e *Edge) dial(u UplinkOptions) (conn *quic.Conn, closeConn func(), rec *recorder, err error) {
-	ctx, cancel := context.WithTimeout(e.ctx, DefaultHandshakeTimeout)
+func (e *Edge) dial(ctx context.Context, u UplinkOptions, lane int) (conn *quic.Conn, closeConn func(), rec *recorder, err error) {
+	ctx, cancel := context.WithTimeout(ctx, DefaultHandshakeTimeout)
 	defer cancel()
 	remote := e.opts.Concentrator
 	if u.Remote != "" {
@@ -196,13 +264,13 @@ func (e *Edge) dial(u UplinkOptions) (conn *quic.Conn, closeConn func(), rec *re
 	conn, err = tr.Dial(ctx, raddr, e.opts.TLS, quicConfig(e.opts.Paths, rec))
 	if err != nil {
 		closeConn()
-		if errors.Is(err, context.DeadlineExceeded) && e.ctx.Err() == nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == context.DeadlineExceeded {
 			err = fmt.Errorf("no QUIC handshake with %s within %s (UDP blocked on the way, concentrator down, or the path cannot carry QUIC packets of %d bytes + 28)",
 				remote, DefaultHandshakeTimeout, e.opts.Paths.InitialPacketSize)
 		}
 		return nil, nil, nil, err
 	}
-	if err := e.hello(ctx, conn, u); err != nil {
+	if err := e.hello(ctx, conn, u, lane); err != nil {
 		conn.CloseWithError(codeProtocol, "hello failed")
 		closeConn()
 		return nil, nil, nil, err
@@ -211,7 +279,7 @@ func (e *Edge) dial(u UplinkOptions) (conn *quic.Conn, closeConn func(), rec *re
 }
 
 // hello announces the path on a new control stream and waits for the reply.
-func (e *Edge) hello(ctx context.Context, conn *quic.Conn, u UplinkOptions) error {
+func (e *Edge) hello(ctx context.Context, conn *quic.Conn, u UplinkOptions, lane int) error {
 	str, err := conn.OpenStreamSync(ctx)
 	if err != nil {
 		return unauthorizedOr(err)
@@ -221,7 +289,7 @@ func (e *Edge) hello(ctx context.Context, conn *quic.Conn, u UplinkOptions) erro
 	// Shutdown must not wait for the reply: cut the stream's deadline short.
 	defer context.AfterFunc(ctx, func() { str.SetDeadline(time.Now()) })()
 	err = writeMsg(str, &hello{Type: msgHello, Version: Version, EdgeID: e.opts.ID, BondID: e.bondID,
-		Path: u.Name, Labels: u.Labels, Token: e.opts.Token})
+		Path: u.Name, Lane: lane, Labels: u.Labels, Token: e.opts.Token, Control: ctrlCapsAll.names()})
 	if err != nil {
 		return unauthorizedOr(err)
 	}
@@ -241,14 +309,8 @@ func (e *Edge) hello(ctx context.Context, conn *quic.Conn, u UplinkOptions) erro
 			"path", u.Name, "edge_mtu", e.opts.MTU, "concentrator_mtu", r.MTU)
 	}
 	str.SetDeadline(time.Time{})
-	// Keep the stream open for later control messages; read and skip them.
-	go func() {
-		for {
-			if _, _, err := readMsg(str); err != nil {
-				return
-			}
-		}
-	}()
+	// The stream stays open for the control plane (ctrl_edge.go).
+	e.attachControl(conn, str, u.Name, lane, capsOf(r.Control)&ctrlCapsAll)
 	return nil
 }
 

@@ -109,6 +109,23 @@ type UplinkOptions struct {
 	// dials instead of EdgeOptions.Concentrator: for a concentrator with one
 	// public address per carrier, or a link emulator in front of it.
 	Remote string
+	// Lanes is the number of QUIC connections the uplink carries, 1 to
+	// MaxLanes, each on its own socket bound like the first; LanesAuto (0,
+	// the default) starts with one and adds lanes while the path is
+	// window-limited by random loss (lanes.go). More lanes take a larger
+	// share of a bottleneck shared with other flows: set 1 where that
+	// matters.
+	Lanes int
+	// LEOReconf, when set, marks the uplink as a LEO satellite path with a
+	// reconfiguration schedule (Starlink: seconds 12, 27, 42, 57 of each
+	// UTC minute, ±100 ms): inside a danger zone the rules see
+	// leo_state=reconf (policy.LEOState; MoMQ §4.1 R2). Optional.
+	LEOReconf *policy.LEOReconf
+	// Budget is the uplink's byte budget per UTC day, week or month (the
+	// zero value: none). At 90 % of it the path turns DEGRADED for traffic
+	// no rule prefers it for (policy.Path.SetBudget). Counted from the
+	// start of the process: a restart starts the count over. Optional.
+	Budget policy.Budget
 }
 
 // ListenFunc opens the UDP socket of one uplink. The tunnel hands the socket
@@ -131,6 +148,13 @@ type EdgeOptions struct {
 	Picker       policy.Picker    // optional: default policy.LowestRTT
 	Listen       ListenFunc       // optional: default binds Bind / Interface
 	Logger       *slog.Logger     // optional: nil discards
+
+	// DownlinkRules, optional, are rules for the concentrator's traffic to
+	// this edge, which the edge installs in its session on the
+	// concentrator (PATH_MAPPING_RULE, docs/design.md "Control plane")
+	// and keeps in line with the set in force. The concentrator must allow
+	// it (EdgeAuth.AllowEdgeRules). nil: none.
+	DownlinkRules RuleSource
 }
 
 // EdgeAuth is one edge a concentrator accepts.
@@ -139,6 +163,16 @@ type EdgeAuth struct {
 	Token           []byte         // the edge's token; or
 	CertCN          string         // the CommonName of its client certificate
 	AllowedPrefixes []netip.Prefix // required: inner source prefixes; also route downlink traffic to it
+	// AllowEdgeRules lets the edge install downlink rules for its own
+	// session over the control plane (PATH_MAPPING_RULE); they are added
+	// to ConcentratorOptions.Rules for this edge only and discarded when
+	// the session ends. Optional; default false: every install is answered
+	// NOT_AUTHORIZED.
+	AllowEdgeRules bool
+	// PolicyLabelKeys are path label keys, besides cost_class, that the
+	// edge's PATH_LABEL_UPDATE may not change: the labels its hello gave
+	// stay. Optional.
+	PolicyLabelKeys []string
 }
 
 // ConcentratorOptions configures a [Concentrator].

@@ -12,21 +12,19 @@ import (
 )
 
 // path is one uplink of a bond: its policy state, its send queue, and the
-// QUIC connection currently serving it (nil while down). Connections come
+// QUIC connections (lanes, lanes.go) currently serving it. Connections come
 // and go; the path and its counters outlive them.
 type path struct {
 	bond  *Bond
 	name  string
 	state *policy.Path
 	queue *sendQueue
-	loss  fec.LossIntervals // RFC 5348 §5.4 loss rate, fed by the tracer
+	loss  fec.LossIntervals // RFC 5348 §5.4 loss rate, fed by every lane's tracer
+	lanes [MaxLanes]lane
 
-	conn atomic.Pointer[quic.Conn]
-	rec  atomic.Pointer[recorder] // the current connection's tracer
-
-	// serveMu serialises connections: a new one waits until the previous
-	// one's routines have stopped.
-	serveMu sync.Mutex
+	// laneMode is "auto" or "fixed" on the edge, "" on the concentrator
+	// (the edge decides); for the status.
+	laneMode atomic.Pointer[string]
 
 	txPackets, txBytes, rxPackets, rxBytes  atomic.Uint64
 	tooLarge, sendErr, rxQueueFull, rescued atomic.Uint64
@@ -36,6 +34,9 @@ type path struct {
 func newPath(b *Bond, name string, labels map[string]string) *path {
 	p := &path{bond: b, name: name, state: policy.NewPath(name, labels, b.popts.QueuePackets)}
 	p.queue = newSendQueue(b.popts.QueuePackets, b.popts.MaxQueueDelay, p.state.SetQueueLen)
+	for i := range p.lanes {
+		p.lanes[i] = lane{path: p, idx: i, bell: make(chan struct{}, 1)}
+	}
 	return p
 }
 
@@ -47,47 +48,55 @@ func (p *path) setErr(err error) {
 	p.lastErr.Store(&s)
 }
 
-// serve runs conn as this path's connection until the connection ends or
-// stop is closed (then it closes conn). It starts the path's send and
-// receive routines (send.go, receive.go) and returns after both have
-// stopped. rec is the connection's tracer.
-func (p *path) serve(conn *quic.Conn, rec *recorder, stop <-chan struct{}) {
-	if old := p.conn.Load(); old != nil {
-		old.CloseWithError(codeReplaced, "path replaced by a new connection")
+// serve runs conn as the connection of lane l of this path until the
+// connection ends or stop is closed (then it closes conn). It starts the
+// lane's send and receive routines (send.go, receive.go) and returns after
+// both have stopped. rec is the connection's tracer.
+func (p *path) serve(l *lane, conn *quic.Conn, rec *recorder, stop <-chan struct{}) {
+	if old := l.conn.Load(); old != nil {
+		old.CloseWithError(codeReplaced, "lane replaced by a new connection")
 	}
-	p.serveMu.Lock()
-	defer p.serveMu.Unlock()
+	l.serveMu.Lock()
+	defer l.serveMu.Unlock()
 
-	p.queue.drain() // frames queued for a dead connection are stale
-	p.conn.Store(conn)
-	p.rec.Store(rec)
-	rec.loss.Store(&p.loss)
-	rec.path.Store(p.state)
+	if p.liveLanes() == 0 {
+		p.queue.drain() // frames queued while the path was down are stale
+	}
+	l.reset()
+	l.rec.Store(rec)
+	l.conn.Store(conn)
+	rec.lane.Store(l)
 	p.state.SetConnected(true, time.Now())
 	p.setErr(nil)
 
 	var wg sync.WaitGroup
-	wg.Go(func() { p.routineSend(conn) })
-	wg.Go(func() { p.routineReceive(conn) })
+	wg.Go(func() { l.routineSend(conn) })
+	wg.Go(func() { l.routineReceive(conn) })
 	select {
 	case <-conn.Context().Done():
-	case <-stop: // shutdown, even if it raced with this connection's dial
+	case <-stop: // shutdown or lane removal, even if it raced with this connection's dial
 		conn.CloseWithError(codeShutdown, "shutting down")
 		<-conn.Context().Done()
 	}
 
-	p.state.SetConnected(false, time.Time{})
-	p.conn.CompareAndSwap(conn, nil)
+	l.conn.CompareAndSwap(conn, nil)
+	last := p.liveLanes() == 0
+	if last {
+		p.state.SetConnected(false, time.Time{})
+	}
+	p.aggregate()
 	wg.Wait()
 	p.rxQueueFull.Add(rec.datagramsDropped.Swap(0))
-	p.rec.CompareAndSwap(rec, nil)
-	p.rescue(nil)
+	l.rec.CompareAndSwap(rec, nil)
+	if last {
+		p.rescue(nil)
+	}
 }
 
 // rescue moves first (if not nil) and the frames still queued on p to other
-// paths, once p's connection has failed: they were accepted from the TUN and
-// are not lost because one uplink died. Frames older than MaxQueueDelay, and
-// frames no other path can take, are dropped and counted.
+// paths, once p's last connection has failed: they were accepted from the
+// TUN and are not lost because one uplink died. Frames past their deadline,
+// and frames no other path can take, are dropped and counted.
 func (p *path) rescue(first *frame) {
 	set := p.bond.paths.Load()
 	picks := make([]int, len(set.paths))
@@ -105,7 +114,7 @@ func (p *path) rescue(first *frame) {
 		move(*first)
 	}
 	for {
-		f, ok := p.queue.pop(now.UnixNano())
+		f, ok, _ := p.queue.pop(now.UnixNano())
 		if !ok {
 			return
 		}
@@ -114,10 +123,10 @@ func (p *path) rescue(first *frame) {
 }
 
 func (p *path) stats(now time.Time) PathStats {
-	full, expired := p.queue.drops()
+	drops := p.queue.drops()
 	s := PathStats{
 		Name:             p.name,
-		Labels:           p.state.Labels,
+		Labels:           p.state.CurrentLabels(),
 		Status:           p.state.Status(now).String(),
 		SmoothedRTT:      p.state.SmoothedRTT(),
 		MinRTT:           p.state.MinRTT(),
@@ -131,24 +140,44 @@ func (p *path) stats(now time.Time) PathStats {
 		RxPackets:        p.rxPackets.Load(),
 		RxBytes:          p.rxBytes.Load(),
 		Drops: PathDrops{
-			QueueFull:        full,
-			Expired:          expired,
+			QueueFull:        drops[dropFull],
+			Expired:          drops[dropExpired],
+			Deadline:         drops[dropDeadline],
 			TooLarge:         p.tooLarge.Load(),
 			SendError:        p.sendErr.Load(),
 			ReceiveQueueFull: p.rxQueueFull.Load(),
 		},
 		Rescued: p.rescued.Load(),
 	}
-	if rec := p.rec.Load(); rec != nil {
-		s.Drops.ReceiveQueueFull += rec.datagramsDropped.Load()
+	if srtt := s.SmoothedRTT; srtt > 0 {
+		s.CapacityBps = uint64(float64(s.CongestionWindow) * 8 / srtt.Seconds())
+	}
+	if m := p.laneMode.Load(); m != nil {
+		s.LaneMode = *m
 	}
 	if e := p.lastErr.Load(); e != nil {
 		s.LastError = *e
 	}
-	if c := p.conn.Load(); c != nil {
+	for i := range p.lanes {
+		l := &p.lanes[i]
+		if rec := l.rec.Load(); rec != nil {
+			s.Drops.ReceiveQueueFull += rec.datagramsDropped.Load()
+		}
+		c := l.conn.Load()
+		if c == nil {
+			continue
+		}
+		s.Lanes = append(s.Lanes, LaneStats{Index: i, SmoothedRTT: time.Duration(l.srtt.Load()),
+			CongestionWindow: int(l.cwnd.Load()), BytesInFlight: int(l.inflight.Load()), TxPackets: l.txPackets.Load()})
 		cs := c.ConnectionStats()
-		s.Conn = &ConnStats{LatestRTT: cs.LatestRTT, MeanDeviation: cs.MeanDeviation, BytesSent: cs.BytesSent,
-			PacketsSent: cs.PacketsSent, BytesLost: cs.BytesLost, PacketsLost: cs.PacketsLost, BytesReceived: cs.BytesReceived}
+		if s.Conn == nil {
+			s.Conn = &ConnStats{LatestRTT: cs.LatestRTT, MeanDeviation: cs.MeanDeviation}
+		}
+		s.Conn.BytesSent += cs.BytesSent
+		s.Conn.PacketsSent += cs.PacketsSent
+		s.Conn.BytesLost += cs.BytesLost
+		s.Conn.PacketsLost += cs.PacketsLost
+		s.Conn.BytesReceived += cs.BytesReceived
 	}
 	return s
 }

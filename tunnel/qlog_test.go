@@ -33,9 +33,7 @@ func TestQlogDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer spc.Close()
-	srvRec := &recorder{}
-	srvPath := policy.NewPath("srv", nil, 1)
-	srvRec.path.Store(srvPath)
+	srvRec, srvPath, _ := newTestRecorder("srv")
 	str := &quic.Transport{
 		Conn: spc,
 		ConnContext: func(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
@@ -56,9 +54,7 @@ func TestQlogDir(t *testing.T) {
 	defer cpc.Close()
 	ctr := &quic.Transport{Conn: cpc}
 	defer ctr.Close()
-	cliRec := &recorder{}
-	cliPath := policy.NewPath("cli", nil, 1)
-	cliRec.path.Store(cliPath)
+	cliRec, cliPath, cliLane := newTestRecorder("cli")
 	ctls, err := ClientTLS("qlog.test", nil, pin, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +85,7 @@ func TestQlogDir(t *testing.T) {
 	if cliPath.PacketsSent() == 0 || srvPath.PacketsSent() == 0 {
 		t.Errorf("recorders saw %d (client) and %d (server) packets sent, want both > 0", cliPath.PacketsSent(), srvPath.PacketsSent())
 	}
-	if cliPath.SmoothedRTT() == 0 {
+	if cliLane.srtt.Load() == 0 {
 		t.Error("client recorder saw no RTT metrics")
 	}
 
@@ -143,4 +139,13 @@ func TestQlogDirBond(t *testing.T) {
 	if err != nil || len(m) < 2 {
 		t.Fatalf("qlog files %v (%v), want one per uplink connection", m, err)
 	}
+}
+
+// newTestRecorder returns a recorder feeding lane 0 of a new path outside
+// any bond's path set, the path's policy state and the lane.
+func newTestRecorder(name string) (*recorder, *policy.Path, *lane) {
+	p := newPath(&Bond{popts: PathOptions{QueuePackets: 1}}, name, nil)
+	rec := &recorder{}
+	rec.lane.Store(&p.lanes[0])
+	return rec, p.state, &p.lanes[0]
 }

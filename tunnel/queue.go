@@ -12,94 +12,159 @@ type frame struct {
 	buf      *packetBuf
 	off, end int
 	enqueued int64 // unix ns
-	expires  int64 // unix ns after which the frame is dropped; 0: enqueued + the queue's maxAge
+	expires  int64 // unix ns after which the frame is dropped (a rule's deadline_ms); 0: enqueued + the queue's maxAge
+	prio     uint8 // the directive's priority, 0–255; higher is sent first and dropped last
 }
 
 func (f *frame) bytes() []byte { return f.buf[f.off:f.end] }
 
-// expired reports whether the frame is past its deadline at now (unix ns):
-// its own, or maxAge (ns, 0: none) after it was queued.
-func (f *frame) expired(now, maxAge int64) bool {
-	if f.expires != 0 {
-		return now > f.expires
-	}
-	return maxAge > 0 && now-f.enqueued > maxAge
-}
+// Priority bands of a send queue: a frame's priority 0–255 falls into band
+// prio/64, so 0–63 (the default, 0, included) is the lowest band and
+// 192–255 the highest.
+const (
+	queueBands = 4
+	bandShift  = 6
+)
 
-// sendQueue is a path's bounded FIFO in front of quic-go's SendDatagram
-// (which blocks once 32 datagrams are queued inside quic-go). Push never
-// blocks: when the queue is full it drops the oldest frame and counts it.
-// Pop blocks until a frame is available or done is closed. Frames past their
-// deadline (their own, from a rule's deadline_ms, or maxAge) when popped are
-// dropped and counted. Safe for concurrent use by one
-// pusher per bond and one popper.
+func bandOf(prio uint8) int { return int(prio >> bandShift) }
+
+// Drop reasons of a send queue, counted separately (PathDrops).
+const (
+	dropFull     = iota // displaced by a frame of equal or higher priority when full
+	dropExpired         // waited longer than MaxQueueDelay
+	dropDeadline        // waited past its own deadline (rule deadline_ms)
+	dropReasons
+)
+
+// sendQueue is a path's bounded, priority-ordered queue in front of
+// quic-go's SendDatagram. Frames leave highest band first, oldest first
+// within a band (MoMQ §3: the directive's priority orders each path's send
+// queue). Push never blocks: when the queue is full it drops the oldest
+// frame of the lowest non-empty band at or below the new frame's, or the
+// new frame itself when everything queued outranks it, and counts it. Pop
+// drops frames past their deadline (their own, from a rule's deadline_ms,
+// or maxAge after they were queued) and counts them. Safe for concurrent
+// use by one pusher per bond and any number of poppers (the lanes of the
+// path).
 type sendQueue struct {
 	maxAge int64                    // ns
+	cap    int                      // frames, all bands together
 	bell   chan struct{}            // doorbell, capacity 1: never blocks the pusher
 	onLen  func(packets, bytes int) // reports the depth after each change
 
 	mu      sync.Mutex // guards all following
-	ring    []frame
-	head, n int
+	bands   [queueBands]ring
+	n       int // frames queued, all bands
 	bytes   int // sum of the queued frames' lengths
-	dropped struct{ full, expired uint64 }
+	dropped [dropReasons]uint64
+	offered uint64 // bytes ever pushed: the demand on the path
+}
+
+// ring is one band's FIFO.
+type ring struct {
+	buf     []frame
+	head, n int
+}
+
+func (r *ring) pushBack(f frame) {
+	r.buf[(r.head+r.n)%len(r.buf)] = f
+	r.n++
+}
+
+func (r *ring) popFront() frame {
+	f := r.buf[r.head]
+	r.buf[r.head] = frame{}
+	r.head = (r.head + 1) % len(r.buf)
+	r.n--
+	return f
 }
 
 func newSendQueue(capacity int, maxAge time.Duration, onLen func(packets, bytes int)) *sendQueue {
-	return &sendQueue{
-		maxAge: int64(maxAge),
-		bell:   make(chan struct{}, 1),
-		onLen:  onLen,
-		ring:   make([]frame, capacity),
-	}
+	q := &sendQueue{maxAge: int64(maxAge), cap: capacity, bell: make(chan struct{}, 1), onLen: onLen}
+	q.bands[0].buf = make([]frame, capacity) // the others on first use: most traffic has no priority
+	return q
 }
 
-// push appends f, dropping the oldest frame when full.
+// push queues f in its priority band. When the queue is full it first
+// drops one frame: the oldest of the lowest non-empty band at or below f's,
+// or f itself if every queued frame outranks it.
 func (q *sendQueue) push(f frame) {
+	band := bandOf(f.prio)
 	q.mu.Lock()
-	if q.n == len(q.ring) {
-		old := &q.ring[q.head]
+	q.offered += uint64(f.end - f.off)
+	if q.n == q.cap {
+		victim := -1
+		for b := 0; b <= band; b++ {
+			if q.bands[b].n > 0 {
+				victim = b
+				break
+			}
+		}
+		q.dropped[dropFull]++
+		if victim < 0 {
+			q.mu.Unlock()
+			putBuf(f.buf)
+			return
+		}
+		old := q.bands[victim].popFront()
+		q.n--
 		q.bytes -= old.end - old.off
 		putBuf(old.buf)
-		*old = frame{}
-		q.head = (q.head + 1) % len(q.ring)
-		q.n--
-		q.dropped.full++
 	}
-	q.ring[(q.head+q.n)%len(q.ring)] = f
+	if q.bands[band].buf == nil {
+		q.bands[band].buf = make([]frame, q.cap) // once per band and path
+	}
+	q.bands[band].pushBack(f)
 	q.n++
 	q.bytes += f.end - f.off
 	n, b := q.n, q.bytes
 	q.mu.Unlock()
 	q.onLen(n, b)
+	q.ring()
+}
+
+// ring rings the doorbell without blocking.
+func (q *sendQueue) ring() {
 	select {
 	case q.bell <- struct{}{}:
 	default:
 	}
 }
 
-// pop removes and returns the oldest frame that is not older than maxAge at
-// now, dropping expired ones. ok is false if the queue is empty.
-func (q *sendQueue) pop(now int64) (f frame, ok bool) {
+// pop removes and returns the next frame to send at now (unix ns): the
+// oldest of the highest non-empty band that is not past its deadline,
+// dropping expired ones on the way. ok is false if the queue is empty.
+// more reports whether frames remain after it.
+func (q *sendQueue) pop(now int64) (f frame, ok, more bool) {
 	q.mu.Lock()
-	for q.n > 0 {
-		f = q.ring[q.head]
-		q.ring[q.head] = frame{}
-		q.head = (q.head + 1) % len(q.ring)
-		q.n--
-		q.bytes -= f.end - f.off
-		if f.expired(now, q.maxAge) {
-			putBuf(f.buf)
-			q.dropped.expired++
-			continue
+	for b := queueBands - 1; b >= 0 && !ok; b-- {
+		r := &q.bands[b]
+		for r.n > 0 {
+			f = r.popFront()
+			q.n--
+			q.bytes -= f.end - f.off
+			if reason, dead := q.expired(&f, now); dead {
+				putBuf(f.buf)
+				q.dropped[reason]++
+				continue
+			}
+			ok = true
+			break
 		}
-		ok = true
-		break
 	}
-	n, b := q.n, q.bytes
+	n, by := q.n, q.bytes
 	q.mu.Unlock()
-	q.onLen(n, b)
-	return f, ok
+	q.onLen(n, by)
+	return f, ok, n > 0
+}
+
+// expired reports whether f is past its deadline at now (unix ns), and
+// which drop reason applies.
+func (q *sendQueue) expired(f *frame, now int64) (reason int, dead bool) {
+	if f.expires != 0 {
+		return dropDeadline, now > f.expires
+	}
+	return dropExpired, q.maxAge > 0 && now-f.enqueued > q.maxAge
 }
 
 // wait blocks until a push rings the doorbell or done is closed; it reports
@@ -116,22 +181,28 @@ func (q *sendQueue) wait(done <-chan struct{}) bool {
 // drain drops every queued frame, counting them as expired.
 func (q *sendQueue) drain() {
 	q.mu.Lock()
-	for q.n > 0 {
-		putBuf(q.ring[q.head].buf)
-		q.ring[q.head] = frame{}
-		q.head = (q.head + 1) % len(q.ring)
-		q.n--
-		q.dropped.expired++
+	for b := range q.bands {
+		for q.bands[b].n > 0 {
+			f := q.bands[b].popFront()
+			putBuf(f.buf)
+			q.dropped[dropExpired]++
+		}
 	}
-	q.bytes = 0
+	q.n, q.bytes = 0, 0
 	q.mu.Unlock()
 	q.onLen(0, 0)
 }
 
-// drops returns the frames dropped because the queue was full and because
-// they expired.
-func (q *sendQueue) drops() (full, expired uint64) {
+// offeredBytes returns the bytes ever pushed, sent or not.
+func (q *sendQueue) offeredBytes() uint64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.dropped.full, q.dropped.expired
+	return q.offered
+}
+
+// drops returns the frames dropped so far, indexed by drop reason.
+func (q *sendQueue) drops() [dropReasons]uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.dropped
 }

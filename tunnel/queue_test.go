@@ -19,22 +19,22 @@ func TestSendQueue(t *testing.T) {
 	if depth != 3 {
 		t.Fatalf("depth %d, want 3", depth)
 	}
-	if full, _ := q.drops(); full != 2 {
-		t.Fatalf("dropped %d when full, want 2 (oldest first)", full)
+	if d := q.drops(); d[dropFull] != 2 {
+		t.Fatalf("dropped %d when full, want 2 (oldest first)", d[dropFull])
 	}
-	f, ok := q.pop(int64(10 * time.Millisecond))
-	if !ok || f.bytes()[0] != 2 {
-		t.Fatalf("pop = %v %v, want frame 2", ok, f.buf[0])
+	f, ok, more := q.pop(int64(10 * time.Millisecond))
+	if !ok || !more || f.bytes()[0] != 2 {
+		t.Fatalf("pop = %v %v %v, want frame 2 with more", ok, more, f.buf[0])
 	}
 	// Frame 3 was queued at 3 ms, frame 4 at 4 ms: at 103.5 ms frame 3 is expired.
-	f, ok = q.pop(int64(103500 * time.Microsecond))
-	if !ok || f.bytes()[0] != 4 {
-		t.Fatalf("pop after expiry = %v, want frame 4", ok)
+	f, ok, more = q.pop(int64(103500 * time.Microsecond))
+	if !ok || more || f.bytes()[0] != 4 {
+		t.Fatalf("pop after expiry = %v %v, want frame 4, last", ok, more)
 	}
-	if _, exp := q.drops(); exp != 1 {
-		t.Fatalf("expired %d, want 1", exp)
+	if d := q.drops(); d[dropExpired] != 1 {
+		t.Fatalf("expired %d, want 1", d[dropExpired])
 	}
-	if _, ok := q.pop(0); ok || depth != 0 {
+	if _, ok, _ := q.pop(0); ok || depth != 0 {
 		t.Fatalf("pop on empty: ok=%v depth=%d", ok, depth)
 	}
 	// The doorbell never blocks and rings once for many pushes.
@@ -48,11 +48,75 @@ func TestSendQueue(t *testing.T) {
 	}
 }
 
+// TestSendQueuePriority checks the order frames leave a queue in, and which
+// frame a full queue drops, for frames of different priorities.
+func TestSendQueuePriority(t *testing.T) {
+	type in struct {
+		id      byte
+		prio    uint8
+		expires int64 // ms, 0: none
+	}
+	cases := []struct {
+		name     string
+		capacity int
+		push     []in
+		popAt    int64  // ms
+		want     []byte // ids in pop order
+		drops    [dropReasons]uint64
+	}{
+		{name: "higher band first, FIFO within a band", capacity: 8,
+			push: []in{{1, 0, 0}, {2, 200, 0}, {3, 0, 0}, {4, 70, 0}, {5, 255, 0}},
+			want: []byte{2, 5, 4, 1, 3}},
+		{name: "same band keeps arrival order", capacity: 8,
+			push: []in{{1, 10, 0}, {2, 60, 0}, {3, 0, 0}},
+			want: []byte{1, 2, 3}},
+		{name: "full: the oldest of the lowest band goes", capacity: 3,
+			push: []in{{1, 255, 0}, {2, 0, 0}, {3, 0, 0}, {4, 128, 0}},
+			want: []byte{1, 4, 3}, drops: [dropReasons]uint64{dropFull: 1}},
+		{name: "full of higher priority: the newcomer goes", capacity: 2,
+			push: []in{{1, 200, 0}, {2, 200, 0}, {3, 0, 0}},
+			want: []byte{1, 2}, drops: [dropReasons]uint64{dropFull: 1}},
+		{name: "own deadline counted apart from max age", capacity: 4,
+			push:  []in{{1, 255, 5}, {2, 0, 0}, {3, 0, 50}},
+			popAt: 20,
+			want:  []byte{2, 3}, drops: [dropReasons]uint64{dropDeadline: 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			q := newSendQueue(c.capacity, time.Second, func(int, int) {})
+			for _, p := range c.push {
+				b := getBuf()
+				b[0] = p.id
+				q.push(frame{buf: b, end: 1, prio: p.prio, expires: p.expires * int64(time.Millisecond)})
+			}
+			var got []byte
+			for {
+				f, ok, _ := q.pop(c.popAt * int64(time.Millisecond))
+				if !ok {
+					break
+				}
+				got = append(got, f.buf[0])
+				putBuf(f.buf)
+			}
+			if string(got) != string(c.want) {
+				t.Errorf("popped %v, want %v", got, c.want)
+			}
+			if d := q.drops(); d != c.drops {
+				t.Errorf("drops %v, want %v", d, c.drops)
+			}
+		})
+	}
+}
+
 func TestSendQueueAllocs(t *testing.T) {
 	q := newSendQueue(64, time.Second, func(int, int) {})
 	b := getBuf()
+	q.push(frame{buf: b, end: 10, prio: 255}) // bands are allocated on first use
+	q.pop(0)
 	a := testing.AllocsPerRun(1000, func() {
 		q.push(frame{buf: b, end: 10})
+		q.push(frame{buf: b, end: 10, prio: 255})
+		q.pop(0)
 		q.pop(0)
 	})
 	if a != 0 {

@@ -11,8 +11,8 @@ import (
 	"github.com/bondd/bondd/tun"
 )
 
-// The receive path, network → TUN. One goroutine per live connection,
-// path.routineReceive:
+// The receive path, network → TUN. One goroutine per live connection (lane),
+// lane.routineReceive:
 //
 //  1. conn.ReceiveDatagram returns a datagram in a slice quic-go allocated
 //     for it; bondd makes no further copy.
@@ -28,8 +28,10 @@ import (
 //     the inner packet starts at tun.MinWriteOffset, and the virtio-net
 //     header overwrites the already-parsed bondd header bytes.
 
-// routineReceive delivers conn's datagrams until conn ends.
-func (p *path) routineReceive(conn *quic.Conn) {
+// routineReceive delivers the datagrams of conn, lane l's connection, until
+// conn ends.
+func (l *lane) routineReceive(conn *quic.Conn) {
+	p := l.path
 	ctx := conn.Context()
 	wbuf := make([][]byte, 1)
 	rec := newRecovered(p.bond.mtu)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bondd/bondd/classify"
+	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 )
 
@@ -17,10 +18,25 @@ type RuleSource interface {
 
 // Rule evaluation on the send path. With a RuleSource installed, the TUN
 // reader classifies each packet (classify.Classifier, one per bond, used
-// only by that goroutine) and evaluates the rules into a Directive. This
-// version of the bond acts on the directive's prefer and duplicate
-// (policy.Select), fec off and deadline_ms; priority, balancing, affinity
-// and resequence_ms are evaluated and counted but not yet acted on.
+// only by that goroutine), fills the annotations from the paths' policy
+// state and evaluates the rules into a Directive (MoMQ §3, "Scheduling
+// pipeline"). The annotations are bond-wide, because a rule is evaluated
+// before a path is chosen:
+//
+//   - leo_state=reconf while any connected path with a LEO reconfiguration
+//     marker is inside its danger zone (policy.LEOState);
+//   - pending_iframe=true while some connected path has an I-frame in
+//     flight whose slack B = ⌈S_I/cwnd⌉·cwnd − S_I (MoMQ eq. 1) still has
+//     room for this packet (policy.PendingIFrame).
+//
+// The bond acts on the directive's affinity, balancing (single_path keeps
+// the packets of one frame_id on one path), prefer and duplicate
+// (policy.Select), fec off and deadline_ms. After the path is chosen,
+// track feeds the pending I-frame tracker: a keyframe packet grows S_I on
+// its path(s), a P-frame packet is charged to its path's slack. The
+// directive's priority orders the send queues (queue.go); resequence_ms
+// and the fec block parameters are evaluated and counted but not yet acted
+// on.
 
 // ruleState is a bond's per-packet rule scratch, owned by the TUN reader.
 type ruleState struct {
@@ -44,12 +60,17 @@ func newRuleState(src RuleSource, copts classify.Options) (*ruleState, error) {
 	return &ruleState{src: src, cls: cls}, nil
 }
 
-// evaluate classifies pkt and evaluates the rules in force into rs.dir. It
-// reports false when no rule set is installed.
-func (rs *ruleState) evaluate(pkt []byte) bool {
+// evaluate classifies pkt, annotates it from the state of paths at now and
+// evaluates the rules in force into rs.dir. It reports false when no rule
+// set is installed.
+func (rs *ruleState) evaluate(pkt []byte, paths []*policy.Path, now time.Time) bool {
 	set := rs.src.Current()
 	if set == nil {
 		return false
+	}
+	rs.ann = rules.Annotations{
+		PendingIFrame: policy.PendingIFrame(paths, now, len(pkt)),
+		LEOState:      policy.LEOState(paths, now),
 	}
 	if rs.set.Load() != set { // a reload: counts start over for the new set
 		for i := range rs.hits {
@@ -67,6 +88,39 @@ func (rs *ruleState) evaluate(pkt []byte) bool {
 		}
 	}
 	return true
+}
+
+// object returns the object the evaluated packet belongs to: its video
+// frame (frame_id) when the classifier found one, else none.
+func (rs *ruleState) object() policy.Object {
+	if rs.md.Has(classify.KeyFrameID) {
+		return policy.Object{Key: classify.KeyFrameID, ID: rs.md.FrameID()}
+	}
+	return policy.Object{}
+}
+
+// track feeds the pending I-frame tracker (MoMQ §4.1, R1) after the
+// evaluated packet, n bytes, was given the paths picks: a keyframe packet
+// adds to the I-frame in flight on each of its paths; a P-frame packet is
+// charged to the slack of the I-frame pending on its first path, if there
+// is room (once the slack is spent the pending_iframe annotation stays
+// absent for P-frames, so they wait behind the I-frame).
+func (rs *ruleState) track(paths []*policy.Path, picks []int, n int, now time.Time) {
+	if !rs.md.Has(classify.KeyFrameType) {
+		return
+	}
+	switch rs.md.FrameType {
+	case classify.FrameKey:
+		var id uint64
+		if rs.md.Has(classify.KeyFrameID) {
+			id = rs.md.FrameID()
+		}
+		for _, i := range picks {
+			paths[i].OnIFramePacket(id, n, now)
+		}
+	case classify.FrameDelta:
+		paths[picks[0]].AdmitPFrame(n, now)
+	}
 }
 
 // fecOff reports whether the directive turns FEC off for this packet.

@@ -22,15 +22,19 @@ import (
 //        prefix),
 //     b. answers a packet longer than the MTU with an ICMP error,
 //     c. clamps the MSS of TCP SYNs to the tunnel MTU,
-//     d. classifies it and evaluates the rules in force (rules.go),
-//     e. asks the bond's Picker for a path,
+//     d. classifies it, fills the annotations (leo_state, pending_iframe)
+//        from the path state and evaluates the rules in force (rules.go),
+//     e. picks the path(s) from the directive, the affinity history and
+//        the bond's Picker (policy.Select), and feeds the pending I-frame
+//        tracker with the packet's frame type, size and path,
 //     f. adds the packet to the open FEC block (fec.go),
 //     g. writes the bondd header into the headroom in place,
 //     h. pushes the frame on the chosen path's send queue (never blocks),
 //        and the block's parity after it when the packet filled the block.
-//  2. path.routineSend, one per live connection, pops frames in order and
-//     hands them to quic.Conn.SendDatagram, which copies them; the buffer
-//     then goes back to the pool.
+//  2. lane.routineSend, one per live connection (a path has 1..MaxLanes,
+//     lanes.go), pops frames, highest priority first, and hands them to
+//     quic.Conn.SendDatagram, which copies them; the buffer then goes back
+//     to the pool.
 
 // routineReadTUN reads dev until it is closed. route maps an inner packet to
 // its bond, or nil to drop it (counted by the caller's route function).
@@ -100,33 +104,38 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 	if n > 0 && b.clampMSS(pkt) {
 		b.ctr.mssClamped.Add(1)
 	}
-	protect, expires := b.fecTx != nil, int64(0)
+	protect, expires, prio := b.fecTx != nil, int64(0), uint8(0)
+	set := b.paths.Load()
 	var dir *rules.Directive
-	if b.rules != nil && b.rules.evaluate(pkt) {
-		dir = &b.rules.dir
+	var obj policy.Object
+	if b.rules != nil && b.rules.evaluate(pkt, set.states, now) {
+		dir, obj = &b.rules.dir, b.rules.object()
+		prio = dir.Priority // 0 unless a rule set it
 		protect = protect && !b.rules.fecOff()
 		if d := b.rules.deadline(); d > 0 {
 			expires = now.Add(d).UnixNano()
 		}
 	}
-	set := b.paths.Load()
 	if len(b.picks) < len(set.paths) { // a path was added (only this goroutine touches picks)
 		b.picks = make([]int, len(set.paths))
 	}
-	k := policy.Select(b.picker, dir, set.states, now, b.picks, &b.sel)
+	k := policy.Select(b.picker, dir, obj, set.states, now, b.picks, &b.sel)
 	if k == 0 {
 		b.ctr.noPath.Add(1)
 		return false
+	}
+	if dir != nil {
+		b.rules.track(set.states, b.picks[:k], n, now)
 	}
 	h := Header{Type: TypeData, Seq: b.seq.Add(1) - 1, Timestamp: uint64(now.UnixMicro())}
 	sealed := protect && b.protect(pkt, b.picks[0], &h, now)
 	off := Headroom - HeaderLen(&h)
 	AppendHeader(buf[off:off], &h)
-	f := frame{buf: buf, off: off, end: Headroom + n, enqueued: now.UnixNano(), expires: expires}
+	f := frame{buf: buf, off: off, end: Headroom + n, enqueued: now.UnixNano(), expires: expires, prio: prio}
 	for _, i := range b.picks[1:k] {
 		dup := getBuf()
 		copy(dup[off:f.end], buf[off:f.end])
-		set.paths[i].queue.push(frame{buf: dup, off: off, end: f.end, enqueued: f.enqueued, expires: expires})
+		set.paths[i].queue.push(frame{buf: dup, off: off, end: f.end, enqueued: f.enqueued, expires: expires, prio: prio})
 	}
 	set.paths[b.picks[0]].queue.push(f)
 	b.ctr.txPackets.Add(1)
@@ -166,32 +175,59 @@ func (b *Bond) replyTooBig(pkt []byte) {
 	b.ctr.icmpSent.Add(1)
 }
 
-// routineSend hands the path's queued frames to conn until conn ends. When
-// SendDatagram fails the connection is going away: the path is marked down
-// at once and its frames move to other paths.
-func (p *path) routineSend(conn *quic.Conn) {
+// routineSend hands the path's queued frames to conn, lane l's connection,
+// until conn ends. The lanes of a path pop from the same queue, each when
+// quic-go can take a datagram from it without holding it back (lane.mayHand),
+// and pass the doorbell on while frames remain, so that an idle lane picks
+// up what a window-limited one leaves. When SendDatagram fails the
+// connection is going away: the frame goes back to the path's queue if
+// another lane is live, else the path is marked down and its frames move to
+// other paths.
+func (l *lane) routineSend(conn *quic.Conn) {
+	p := l.path
 	done := conn.Context().Done()
 	var tooLarge *quic.DatagramTooLargeError
-	for p.queue.wait(done) {
-		for {
-			f, ok := p.queue.pop(time.Now().UnixNano())
-			if !ok {
-				break
-			}
-			err := conn.SendDatagram(f.bytes())
-			switch {
-			case err == nil:
-				p.txPackets.Add(1)
-				p.txBytes.Add(uint64(f.end - f.off))
-			case errors.As(err, &tooLarge):
-				p.tooLarge.Add(1)
-			default:
-				p.sendErr.Add(1)
-				p.state.SetConnected(false, time.Time{})
-				p.rescue(&f)
+	for {
+		for !l.mayHand() {
+			select {
+			case <-l.bell:
+			case <-done:
 				return
 			}
-			putBuf(f.buf)
 		}
+		f, ok, more := p.queue.pop(time.Now().UnixNano())
+		if !ok {
+			if !p.queue.wait(done) {
+				return
+			}
+			continue
+		}
+		if more {
+			p.queue.ring()
+		}
+		l.unsent.Add(1)
+		err := conn.SendDatagram(f.bytes())
+		switch {
+		case err == nil:
+			l.txPackets.Add(1)
+			p.txPackets.Add(1)
+			p.txBytes.Add(uint64(f.end - f.off))
+			p.state.OnBytes(f.end-f.off, time.Now()) // byte budget and per-label counts
+		case errors.As(err, &tooLarge):
+			l.unsent.Add(-1)
+			p.tooLarge.Add(1)
+		default:
+			l.unsent.Add(-1)
+			p.sendErr.Add(1)
+			l.conn.CompareAndSwap(conn, nil)
+			if p.liveLanes() > 0 {
+				p.queue.push(f)
+				return
+			}
+			p.state.SetConnected(false, time.Time{})
+			p.rescue(&f)
+			return
+		}
+		putBuf(f.buf)
 	}
 }

@@ -1,6 +1,10 @@
 package tunnel
 
-import "time"
+import (
+	"time"
+
+	"github.com/bondd/bondd/policy"
+)
 
 // BondStats is a snapshot of one bond. Counters are totals since the bond
 // was created, in packets unless named otherwise.
@@ -17,6 +21,17 @@ type BondStats struct {
 	FEC        *FECStats     `json:"fec"`
 	Rules      *RuleStats    `json:"rules,omitempty"` // rule hits on the send path
 	Paths      []PathStats   `json:"paths"`
+	// Control counts the control-plane messages (MoMQ A.2); nil on an
+	// edge that has exchanged none.
+	Control *ControlStats `json:"control,omitempty"`
+	// PeerPaths is the edge's latest PATH_STATE_REPORT, on the
+	// concentrator; nil before the first of the edge's session.
+	PeerPaths *PeerReport `json:"peer_paths,omitempty"`
+	// LabelTxBytes counts the datagram bytes sent (bondd header and inner
+	// packet, parity included) per path label "key=value", summed over
+	// the paths that carry the label: what each cost_class (or link_type,
+	// carrier, …) has carried since the bond was created.
+	LabelTxBytes map[string]uint64 `json:"label_tx_bytes,omitempty"`
 }
 
 // BondDrops counts packets a bond dropped, by reason.
@@ -51,19 +66,50 @@ type PathStats struct {
 	RxBytes          uint64            `json:"rx_bytes"`
 	Drops            PathDrops         `json:"drops"`
 	Rescued          uint64            `json:"rescued"` // queued frames moved to other paths when this one failed
-	// Conn is the current QUIC connection's own counters (quic-go
-	// ConnectionStats); nil while the path is down.
+	// CapacityBps is what the path's congestion windows carry per smoothed
+	// RTT (cwnd/srtt, summed over its lanes), bit/s: the capacity the
+	// scheduler sees; 0 before the first RTT sample.
+	CapacityBps uint64 `json:"capacity_bps"`
+	// LaneMode is "auto" or "fixed" on the edge, empty on the concentrator,
+	// where the edge decides the number of lanes.
+	LaneMode string `json:"lane_mode,omitempty"`
+	// Lanes are the path's live QUIC connections (lanes.go), by index.
+	Lanes []LaneStats `json:"lanes"`
+	// Conn is the path's live QUIC connections' own counters (quic-go
+	// ConnectionStats), summed over the lanes (LatestRTT and MeanDeviation
+	// are the first live lane's); nil while the path is down.
 	Conn      *ConnStats `json:"conn,omitempty"`
 	LastError string     `json:"last_error,omitempty"`
+	// StatusReason says why Status is not ACTIVE: "down", "silent" (the
+	// peer has been quiet too long) or "budget" (BudgetUsedBytes reached
+	// 90 % of BudgetBytes); empty when ACTIVE.
+	StatusReason string `json:"status_reason,omitempty"`
+	// BudgetBytes is the path's byte budget per BudgetPeriod (config
+	// budget, like 2GB/month), 0 without one; BudgetUsedBytes the bytes
+	// counted against it in the current UTC day, week or month.
+	BudgetBytes     int64  `json:"budget_bytes,omitempty"`
+	BudgetUsedBytes int64  `json:"budget_used_bytes,omitempty"`
+	BudgetPeriod    string `json:"budget_period,omitempty"`
 }
 
 // PathDrops counts datagrams a path dropped, by reason.
 type PathDrops struct {
-	QueueFull        uint64 `json:"queue_full"`         // oldest dropped from a full send queue
+	QueueFull        uint64 `json:"queue_full"`         // dropped from a full send queue: the oldest of the lowest priority
 	Expired          uint64 `json:"expired"`            // waited longer than MaxQueueDelay
+	Deadline         uint64 `json:"deadline"`           // waited past the deadline_ms of its rule
 	TooLarge         uint64 `json:"too_large"`          // above the connection's datagram size limit
 	SendError        uint64 `json:"send_error"`         // SendDatagram failed (connection closing)
 	ReceiveQueueFull uint64 `json:"receive_queue_full"` // dropped inside quic-go's receive queue
+}
+
+// LaneStats is one lane of a path: its QUIC connection's congestion
+// controller state (RFC 9002), from the tracer.
+type LaneStats struct {
+	Index            int           `json:"index"`
+	SmoothedRTT      time.Duration `json:"srtt_ns"`
+	CongestionWindow int           `json:"cwnd_bytes"`
+	BytesInFlight    int           `json:"bytes_in_flight"`
+	TxPackets        uint64        `json:"tx_packets"` // datagrams the lane sent, over all its connections
 }
 
 // ConnStats are one QUIC connection's counters, from quic-go's
@@ -77,4 +123,30 @@ type ConnStats struct {
 	BytesLost     uint64        `json:"bytes_lost"`
 	PacketsLost   uint64        `json:"packets_lost"`
 	BytesReceived uint64        `json:"bytes_received"`
+}
+
+// addPolicyStats fills the fields of s that come from the paths' policy
+// state: the status reason, the byte budgets and the per-label byte counts.
+func (s *BondStats) addPolicyStats(states []*policy.Path, now time.Time) {
+	for _, st := range states {
+		for i := range s.Paths {
+			ps := &s.Paths[i]
+			if ps.Name != st.Name {
+				continue
+			}
+			ps.StatusReason = st.StatusReason(now)
+			if b := st.Budget(); !b.IsZero() {
+				ps.BudgetUsedBytes, ps.BudgetBytes = st.BudgetUsed(now)
+				ps.BudgetPeriod = b.Period.String()
+			}
+		}
+		if n := st.BytesSent(); n > 0 {
+			for k, v := range st.CurrentLabels() {
+				if s.LabelTxBytes == nil {
+					s.LabelTxBytes = make(map[string]uint64)
+				}
+				s.LabelTxBytes[k+"="+v] += n
+			}
+		}
+	}
 }

@@ -13,21 +13,20 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/qlog"
 	"github.com/quic-go/quic-go/qlogwriter"
-
-	"github.com/bondd/bondd/fec"
-	"github.com/bondd/bondd/policy"
 )
 
-// recorder turns one connection's qlog events into plain calls on the
-// path's policy state: MetricsUpdated → OnMetrics, PacketLost (RFC 9002 loss
-// detection) → OnLoss, PacketSent → OnSent, PacketReceived → OnReceive; lost
-// and sent packets also feed the path's FEC loss-interval estimator. It implements both
-// qlogwriter.Trace and qlogwriter.Recorder. On the concentrator the path is
-// only known after the hello, so events before that are ignored. RecordEvent
-// runs on quic-go's goroutines: it only stores atomics.
+// recorder turns one connection's qlog events into plain calls on the state
+// of its lane and path: MetricsUpdated → the lane's congestion state and the
+// path's aggregate (lanes.go), PacketLost (RFC 9002 loss detection) →
+// policy.Path.OnLoss, PacketSent → OnSent and the lane's count of
+// datagrams left in quic-go's send queue, PacketReceived → OnReceive; lost
+// and sent packets also feed the path's FEC loss-interval estimator. It
+// implements both qlogwriter.Trace and qlogwriter.Recorder. On the
+// concentrator the lane is only known after the hello, so events before
+// that are ignored. RecordEvent runs on quic-go's goroutines: it only
+// stores atomics (and takes LossIntervals' small mutex on a loss).
 type recorder struct {
-	path             atomic.Pointer[policy.Path]
-	loss             atomic.Pointer[fec.LossIntervals]
+	lane             atomic.Pointer[lane]
 	datagramsDropped atomic.Uint64 // receive queue overflow inside quic-go
 }
 
@@ -35,30 +34,44 @@ func (r *recorder) AddProducer() qlogwriter.Recorder { return r }
 func (r *recorder) Close() error                     { return nil }
 
 func (r *recorder) RecordEvent(ev qlogwriter.Event) {
+	l := r.lane.Load()
 	switch e := ev.(type) {
 	case qlog.DatagramDropped:
+		if e.Direction == qlog.DirectionSending { // too large for the packet after all
+			if l != nil {
+				l.onDatagramsSent(1)
+				l.path.tooLarge.Add(1)
+			}
+			return
+		}
 		r.datagramsDropped.Add(1)
 	case qlog.MetricsUpdated:
-		if p := r.path.Load(); p != nil {
-			p.OnMetrics(e.SmoothedRTT, e.MinRTT, e.CongestionWindow, e.BytesInFlight)
+		if l != nil {
+			l.onMetrics(e.SmoothedRTT, e.MinRTT, e.CongestionWindow, e.BytesInFlight)
 		}
 	case qlog.PacketLost:
-		if p := r.path.Load(); p != nil && !e.IsMTUProbePacket {
-			p.OnLoss(1)
-			if l := r.loss.Load(); l != nil {
-				l.OnLoss(time.Now(), p.SmoothedRTT())
-			}
+		if l != nil && !e.IsMTUProbePacket {
+			p := l.path
+			p.state.OnLoss(1)
+			p.loss.OnLoss(time.Now(), p.state.SmoothedRTT())
 		}
 	case qlog.PacketSent:
-		if p := r.path.Load(); p != nil {
-			p.OnSent()
-			if l := r.loss.Load(); l != nil {
-				l.OnSent(1)
+		if l != nil {
+			l.path.state.OnSent()
+			l.path.loss.OnSent(1)
+			n := 0
+			for _, f := range e.Frames {
+				if _, ok := f.Frame.(*qlog.DatagramFrame); ok {
+					n++
+				}
+			}
+			if n > 0 {
+				l.onDatagramsSent(n)
 			}
 		}
 	case qlog.PacketReceived:
-		if p := r.path.Load(); p != nil {
-			p.OnReceive(time.Now())
+		if l != nil {
+			l.path.state.OnReceive(time.Now())
 		}
 	}
 }

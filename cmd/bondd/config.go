@@ -41,6 +41,7 @@ import (
 
 	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/policy"
+	"github.com/bondd/bondd/tunnel"
 )
 
 // Roles, the values of the role key.
@@ -200,6 +201,12 @@ type EdgeConfig struct {
 	// Uplinks are the paths of the bond, 1 to MaxUplinks, names unique.
 	// Required.
 	Uplinks []UplinkConfig
+	// DownlinkRules is a rule file (docs/rules.md) for the concentrator's
+	// traffic to this edge. The edge installs its rules in its session on
+	// the concentrator over the control plane (PATH_MAPPING_RULE; the
+	// concentrator must allow it), and again after each change of the
+	// file. Optional.
+	DownlinkRules string
 }
 
 // UplinkConfig is one uplink of an edge (an item of edge.uplinks).
@@ -221,6 +228,19 @@ type UplinkConfig struct {
 	// edge.concentrator, for a concentrator with one public address per
 	// carrier (or a link emulator in front of it). Optional.
 	Remote string
+	// Lanes is the number of QUIC connections the uplink carries, 1 to
+	// tunnel.MaxLanes, or tunnel.LanesAuto (0): YAML "auto", the default.
+	Lanes int
+	// LEOReconf marks a LEO satellite uplink with its reconfiguration
+	// schedule (YAML leo_reconf: true for Starlink's seconds 12, 27, 42
+	// and 57 of each UTC minute, ±100 ms; or {seconds: [...], window_ms:
+	// N}): inside a danger zone the rules see leo_state=reconf. nil:
+	// none. Optional.
+	LEOReconf *policy.LEOReconf
+	// Budget is the uplink's byte budget per UTC day, week or month (YAML
+	// budget: 2GB/month); at 90 % the path is DEGRADED for traffic no rule
+	// prefers it for. The zero value: none. Optional.
+	Budget policy.Budget
 }
 
 // ConcentratorConfig configures a concentrator (key concentrator).
@@ -664,8 +684,9 @@ var (
 	configKeys       = []string{"role", "log_level", "log_format", "metrics_listen", "qlog_dir", "tun", "edge", "concentrator", "paths", "scheduler", "fec", "rules", "classify"}
 	fecKeys          = []string{"mode", "k", "alpha", "ratio", "budget"}
 	tunKeys          = []string{"name", "addresses", "mtu", "routes"}
-	edgeKeys         = []string{"id", "concentrator", "server_name", "ca_file", "server_cert_sha256", "token_file", "cert_file", "key_file", "uplinks"}
-	uplinkKeys       = []string{"name", "bind", "interface", "remote", "labels"}
+	edgeKeys         = []string{"id", "concentrator", "server_name", "ca_file", "server_cert_sha256", "token_file", "cert_file", "key_file", "uplinks", "downlink_rules"}
+	uplinkKeys       = []string{"name", "bind", "interface", "remote", "labels", "lanes", "leo_reconf", "budget"}
+	leoReconfKeys    = []string{"seconds", "window_ms"}
 	concentratorKeys = []string{"listen", "cert_file", "key_file", "client_ca_file", "edges"}
 	edgeEntryKeys    = []string{"id", "token_file", "cert_cn", "allowed_prefixes"}
 	pathsKeys        = []string{"queue_packets", "max_queue_delay", "keepalive", "idle_timeout", "redial_min", "redial_max", "initial_packet_size_bytes"}
@@ -1009,6 +1030,8 @@ func (d *configDecoder) edge(n *yaml.Node) *EdgeConfig {
 		TokenFile:    d.str(f["token_file"], "edge.token_file", "a file path"),
 		CertFile:     d.str(f["cert_file"], "edge.cert_file", "a file path"),
 		KeyFile:      d.str(f["key_file"], "edge.key_file", "a file path"),
+
+		DownlinkRules: d.str(f["downlink_rules"], "edge.downlink_rules", "a file path"),
 	}
 	if p := f["server_cert_sha256"]; p != nil {
 		const want = "the SHA-256 of the concentrator's certificate (DER) as 64 hex digits, colons allowed"
@@ -1049,10 +1072,82 @@ func (d *configDecoder) uplink(n *yaml.Node, path string) UplinkConfig {
 	}
 	u.Interface = d.str(f["interface"], path+".interface", "an interface name")
 	u.Remote = d.str(f["remote"], path+".remote", "host:port")
+	if n := f["lanes"]; n != nil {
+		u.Lanes = d.lanes(n, path+".lanes")
+	}
+	if n := f["leo_reconf"]; n != nil {
+		u.LEOReconf = d.leoReconf(n, path+".leo_reconf")
+	}
+	if n := f["budget"]; n != nil {
+		const want = "a byte budget per period, like 2GB/month, 500MB/day or 10GiB/week"
+		if s, ok := d.scalar(n, path+".budget", want); ok && s != "" {
+			if b, err := policy.ParseBudget(s); err != nil {
+				d.errorf(n, path+".budget", "expected %s (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB; periods day, week, month), got %q", want, s)
+			} else {
+				u.Budget = b
+			}
+		}
+	}
 	if l := f["labels"]; l != nil {
 		u.Labels = d.labels(l, path+".labels")
 	}
 	return u
+}
+
+// leoReconf decodes an uplink's leo_reconf: true (the Starlink schedule),
+// false (none), or a mapping {seconds: [0..59, ...], window_ms: 1..7500}.
+func (d *configDecoder) leoReconf(n *yaml.Node, field string) *policy.LEOReconf {
+	if n.Kind == yaml.ScalarNode {
+		if on, ok := d.boolean(n, field); ok && on {
+			return &policy.LEOReconf{}
+		}
+		return nil
+	}
+	f := d.fields(n, field, leoReconfKeys)
+	if f == nil {
+		return nil
+	}
+	l := &policy.LEOReconf{}
+	for i, it := range d.list(f["seconds"], field+".seconds", "seconds of the minute from 0 to 59") {
+		sf := indexField(field+".seconds", i)
+		s, ok := d.scalar(it, sf, "a second of the minute from 0 to 59")
+		if !ok {
+			continue
+		}
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 || v > 59 {
+			d.errorf(it, sf, "expected a second of the UTC minute from 0 to 59, got %q", s)
+			continue
+		}
+		l.Seconds = append(l.Seconds, v)
+	}
+	if w := f["window_ms"]; w != nil {
+		maxMS := int(policy.MaxLEOWindow / time.Millisecond)
+		want := fmt.Sprintf("a window in milliseconds from 1 to %d either side of each second, like 100", maxMS)
+		if s, ok := d.scalar(w, field+".window_ms", want); ok {
+			if v, err := strconv.Atoi(s); err != nil || v < 1 || v > maxMS {
+				d.errorf(w, field+".window_ms", "expected %s, got %q", want, s)
+			} else {
+				l.Window = time.Duration(v) * time.Millisecond
+			}
+		}
+	}
+	return l
+}
+
+// lanes decodes an uplink's lanes: auto, or 1 to tunnel.MaxLanes.
+func (d *configDecoder) lanes(n *yaml.Node, field string) int {
+	want := fmt.Sprintf("auto or a number of QUIC connections from 1 to %d", tunnel.MaxLanes)
+	s, ok := d.scalar(n, field, want)
+	if !ok || s == "auto" {
+		return tunnel.LanesAuto
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 1 || v > tunnel.MaxLanes {
+		d.errorf(n, field, "expected %s, got %q", want, s)
+		return tunnel.LanesAuto
+	}
+	return v
 }
 
 func (d *configDecoder) labels(n *yaml.Node, path string) map[string]string {
@@ -1418,6 +1513,7 @@ func (c *Config) fileRefs() []fileRef {
 			fileRef{"edge.token_file", &e.TokenFile, true, ""},
 			fileRef{"edge.cert_file", &e.CertFile, false, "the PEM file of this edge's client certificate"},
 			fileRef{"edge.key_file", &e.KeyFile, false, "the PEM file of this edge's private key"},
+			fileRef{"edge.downlink_rules", &e.DownlinkRules, false, "a rule file (docs/rules.md)"},
 		)
 	}
 	if k := c.Concentrator; k != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bondd/bondd/classify"
+	"github.com/bondd/bondd/policy"
 )
 
 // testToken is a valid token (32 bytes) for fixture files.
@@ -99,7 +100,7 @@ func TestConfigParse(t *testing.T) {
 		{"root is a list", "- role: edge\n", "bondd.yaml:1: expected a mapping with fields role, log_level"},
 		{"unknown top-level key", edgeOK + "tunn: {}\n", `bondd.yaml:10: tunn: unknown field "tunn"; known fields: role, log_level, log_format, metrics_listen, qlog_dir, tun, edge, concentrator, paths, scheduler, fec, rules, classify; did you mean "tun"?`},
 		{"unknown key far from any", edgeOK + "zzzzzzzzz: 1\n", `bondd.yaml:10: zzzzzzzzz: unknown field "zzzzzzzzz"; known fields: role,`},
-		{"unknown edge key", strings.Replace(edgeOK, "  uplinks:", "  uplinkz:", 1), `bondd.yaml:8: edge.uplinkz: unknown field "uplinkz"; known fields: id, concentrator, server_name, ca_file, server_cert_sha256, token_file, cert_file, key_file, uplinks; did you mean "uplinks"?`},
+		{"unknown edge key", strings.Replace(edgeOK, "  uplinks:", "  uplinkz:", 1), `bondd.yaml:8: edge.uplinkz: unknown field "uplinkz"; known fields: id, concentrator, server_name, ca_file, server_cert_sha256, token_file, cert_file, key_file, uplinks, downlink_rules; did you mean "uplinks"?`},
 		{"unknown uplink key", strings.Replace(edgeOK, "interface: wwan0", "iface: wwan0", 1), `bondd.yaml:9: edge.uplinks[0].iface: unknown field "iface"; known fields: name, bind, interface, remote, labels`},
 		{"key set twice", edgeOK + "role: concentrator\n", "bondd.yaml:10: role: field set twice; first set at line 1"},
 		{"section not a mapping", "role: edge\ntun: [10.77.17.1/24]\n", `bondd.yaml:2: tun: expected a mapping with fields name, addresses, mtu, routes; got a list`},
@@ -190,7 +191,7 @@ edge:
 		{"uplinks missing", strings.Replace(edgeOK, "  uplinks:\n    - {name: cell-a, interface: wwan0}\n", "", 1), "bondd.yaml:3: edge.uplinks: required; expected a list of 1 to 8 uplinks"},
 		{"uplinks empty", strings.Replace(edgeOK, "  uplinks:\n    - {name: cell-a, interface: wwan0}\n", "  uplinks: []\n", 1), "bondd.yaml:8: edge.uplinks: required"},
 		{"uplinks not a list", strings.Replace(edgeOK, "  uplinks:\n    - {name: cell-a, interface: wwan0}\n", "  uplinks: {name: cell-a}\n", 1), "bondd.yaml:8: edge.uplinks: expected a list of uplinks, got a mapping"},
-		{"uplink not a mapping", strings.Replace(edgeOK, "{name: cell-a, interface: wwan0}", "cell-a", 1), `bondd.yaml:9: edge.uplinks[0]: expected a mapping with fields name, bind, interface, remote, labels; got "cell-a"`},
+		{"uplink not a mapping", strings.Replace(edgeOK, "{name: cell-a, interface: wwan0}", "cell-a", 1), `bondd.yaml:9: edge.uplinks[0]: expected a mapping with fields name, bind, interface, remote, labels, lanes, leo_reconf, budget; got "cell-a"`},
 		{"eight uplinks", edgeOK + uplinkItems(2, 8), ""},
 		{"nine uplinks", edgeOK + uplinkItems(2, 9), "bondd.yaml:17: edge.uplinks[8]: at most 8 uplinks are allowed, got 9"},
 		{"uplink name missing", strings.Replace(edgeOK, "name: cell-a, ", "", 1), "bondd.yaml:9: edge.uplinks[0].name: required; expected 1 to 32 characters"},
@@ -215,6 +216,8 @@ edge:
 		{"fec alpha not a number", edgeOK + "fec: {alpha: lots}\n", `bondd.yaml:10: fec.alpha: expected a number, like 2.0, got "lots"`},
 		{"fec budget too long", edgeOK + "fec: {budget: 2s}\n", "bondd.yaml:10: fec.budget: expected a duration from 1ms to 1s, got 2s"},
 		{"rules file missing", edgeOK + "rules: nowhere.yaml\n", "bondd.yaml:10: rules: "},
+		{"downlink rules file missing", strings.Replace(edgeOK, "  uplinks:", "  downlink_rules: nowhere.yaml\n  uplinks:", 1), "bondd.yaml:8: edge.downlink_rules: "},
+		{"downlink rules not a scalar", strings.Replace(edgeOK, "  uplinks:", "  downlink_rules: [a.yaml]\n  uplinks:", 1), "bondd.yaml:8: edge.downlink_rules: expected a file path, got a list"},
 		{"metrics listen", edgeOK + "metrics_listen: 127.0.0.1:9477\n", ""},
 		{"metrics listen port only", concentratorOK + "metrics_listen: \":9477\"\n", ""},
 		{"metrics listen name", edgeOK + "metrics_listen: localhost:9477\n", ""},
@@ -252,6 +255,28 @@ edge:
 		{"label value max", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, labels: {k: "+strings.Repeat("v", 1024)+"}}", 1), ""},
 		{"label value too long", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, labels: {k: "+strings.Repeat("v", 1025)+"}}", 1), "bondd.yaml:9: edge.uplinks[0].labels.k: expected a label value of at most 1024 bytes, got 1025 bytes"},
 		{"label set twice", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, labels: {k: a, k: b}}", 1), "bondd.yaml:9: edge.uplinks[0].labels.k: label set twice; first set at line 9"},
+		{"lanes auto", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, lanes: auto}", 1), ""},
+		{"lanes fixed", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, lanes: 3}", 1), ""},
+		{"lanes zero", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, lanes: 0}", 1), `bondd.yaml:9: edge.uplinks[0].lanes: expected auto or a number of QUIC connections from 1 to 8, got "0"`},
+		{"lanes too many", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, lanes: 9}", 1), `bondd.yaml:9: edge.uplinks[0].lanes: expected auto or a number of QUIC connections from 1 to 8, got "9"`},
+		{"lanes word", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, lanes: many}", 1), `bondd.yaml:9: edge.uplinks[0].lanes: expected auto or a number of QUIC connections from 1 to 8, got "many"`},
+		{"leo_reconf true", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: true}", 1), ""},
+		{"leo_reconf false", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: false}", 1), ""},
+		{"leo_reconf schedule", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: {seconds: [12, 27, 42, 57], window_ms: 150}}", 1), ""},
+		{"leo_reconf defaults", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: {}}", 1), ""},
+		{"leo_reconf second out of range", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: {seconds: [12, 60]}}", 1), `bondd.yaml:9: edge.uplinks[0].leo_reconf.seconds[1]: expected a second of the UTC minute from 0 to 59, got "60"`},
+		{"leo_reconf seconds not a list", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: {seconds: 12}}", 1), "bondd.yaml:9: edge.uplinks[0].leo_reconf.seconds: expected a list of seconds of the minute from 0 to 59, got"},
+		{"leo_reconf window zero", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: {window_ms: 0}}", 1), `bondd.yaml:9: edge.uplinks[0].leo_reconf.window_ms: expected a window in milliseconds from 1 to 7500 either side of each second, like 100, got "0"`},
+		{"leo_reconf window too wide", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: {window_ms: 8000}}", 1), "bondd.yaml:9: edge.uplinks[0].leo_reconf.window_ms: expected a window in milliseconds from 1 to 7500"},
+		{"leo_reconf not a bool", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: yes}", 1), `bondd.yaml:9: edge.uplinks[0].leo_reconf: expected true or false, got "yes"`},
+		{"leo_reconf unknown field", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: {window: 100}}", 1), `bondd.yaml:9: edge.uplinks[0].leo_reconf.window: unknown field "window"; known fields: seconds, window_ms`},
+		{"budget", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, budget: 2GB/month}", 1), ""},
+		{"budget binary units", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, budget: 10GiB/week}", 1), ""},
+		{"budget fraction", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, budget: 1.5 GB/day}", 1), ""},
+		{"budget without period", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, budget: 2GB}", 1), `bondd.yaml:9: edge.uplinks[0].budget: expected a byte budget per period, like 2GB/month, 500MB/day or 10GiB/week (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB; periods day, week, month), got "2GB"`},
+		{"budget bits", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, budget: 2Gbit/month}", 1), `bondd.yaml:9: edge.uplinks[0].budget: expected a byte budget per period, like 2GB/month`},
+		{"budget zero", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, budget: 0GB/month}", 1), `bondd.yaml:9: edge.uplinks[0].budget: expected a byte budget per period`},
+		{"budget not a scalar", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, budget: {bytes: 2}}", 1), "bondd.yaml:9: edge.uplinks[0].budget: expected a byte budget per period, like 2GB/month, 500MB/day or 10GiB/week, got a mapping"},
 
 		// concentrator.
 		{"concentrator section missing", "role: concentrator\ntun: {addresses: [10.77.0.1/24]}\n", "bondd.yaml:1: concentrator: required when role is concentrator"},
@@ -586,11 +611,14 @@ edge:
   server_cert_sha256: "` + strings.Repeat("0f", 32) + `"
   cert_file: van-17.pem
   key_file: van-17.key
+  downlink_rules: rules.yaml
   uplinks:
     - name: starlink
       bind: 192.168.1.20
       interface: eth1
       labels: {link_type: satellite, cost_class: unmetered}
+      leo_reconf: {seconds: [12, 42], window_ms: 150}
+      budget: 500GB/month
 paths:
   queue_packets: 64
   max_queue_delay: 300ms
@@ -647,11 +675,14 @@ classify:
 			ServerCertSHA256: pin,
 			CertFile:         filepath.Join(dir, "van-17.pem"),
 			KeyFile:          filepath.Join(dir, "van-17.key"),
+			DownlinkRules:    filepath.Join(dir, "rules.yaml"),
 			Uplinks: []UplinkConfig{{
 				Name:      "starlink",
 				Bind:      netip.MustParseAddr("192.168.1.20"),
 				Interface: "eth1",
 				Labels:    map[string]string{"link_type": "satellite", "cost_class": "unmetered"},
+				LEOReconf: &policy.LEOReconf{Seconds: []int{12, 42}, Window: 150 * time.Millisecond},
+				Budget:    policy.Budget{Bytes: 500e9, Period: policy.PeriodMonth},
 			}},
 		},
 		Paths: PathsConfig{

@@ -225,19 +225,46 @@ func startEdge(cfg *Config, dev tun.Device, co commonOptions, log *slog.Logger) 
 	}
 	var uplinks []tunnel.UplinkOptions
 	for _, u := range ec.Uplinks {
-		uplinks = append(uplinks, tunnel.UplinkOptions{Name: u.Name, Bind: u.Bind, Interface: u.Interface, Remote: u.Remote, Labels: u.Labels})
+		uplinks = append(uplinks, tunnel.UplinkOptions{Name: u.Name, Bind: u.Bind, Interface: u.Interface, Remote: u.Remote, Labels: u.Labels, Lanes: u.Lanes,
+			LEOReconf: u.LEOReconf, Budget: u.Budget})
+	}
+	// Downlink rules are compiled here without traffic classes: the
+	// concentrator compiles them again against its own.
+	var downlink tunnel.RuleSource
+	var dw *rules.Watcher
+	if ec.DownlinkRules != "" {
+		if dw, err = rules.NewWatcher(rules.WatcherOptions{Path: ec.DownlinkRules, Logger: log.With("rules", "downlink")}); err != nil {
+			return nil, err
+		}
+		downlink = dw
 	}
 	e, err := tunnel.NewEdge(tunnel.EdgeOptions{
 		ID: ec.ID, Device: dev, MTU: co.mtu, Concentrator: ec.Concentrator, TLS: tlsConf, Token: token,
 		Uplinks: uplinks, Paths: co.paths, FEC: co.fec, Rules: co.rules, Classify: co.classify, Picker: co.picker, Logger: log,
+		DownlinkRules: downlink,
 	})
 	if err != nil {
+		if dw != nil {
+			dw.Close()
+		}
 		return nil, err
 	}
 	e.Start()
 	log.Info("edge started", "id", ec.ID, "concentrator", ec.Concentrator, "uplinks", len(uplinks))
+	if dw != nil {
+		return edgeWithDownlink{e, dw}, nil
+	}
 	return e, nil
 }
+
+// edgeWithDownlink is an edge daemon with the watcher of its downlink rule
+// file, closed after it.
+type edgeWithDownlink struct {
+	*tunnel.Edge
+	w *rules.Watcher
+}
+
+func (d edgeWithDownlink) Close() error { err := d.Edge.Close(); d.w.Close(); return err }
 
 func startConcentrator(cfg *Config, dev tun.Device, co commonOptions, log *slog.Logger) (daemon, error) {
 	cc := cfg.Concentrator

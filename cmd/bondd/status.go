@@ -96,6 +96,9 @@ func (s *statusSource) report() statusReport {
 	case *tunnel.Edge:
 		r.Role = RoleEdge
 		bonds = []tunnel.BondStats{d.Bond().Stats()}
+	case edgeWithDownlink:
+		r.Role = RoleEdge
+		bonds = []tunnel.BondStats{d.Bond().Stats()}
 	case *tunnel.Concentrator:
 		r.Role = RoleConcentrator
 		bonds = d.Stats()

@@ -1,0 +1,130 @@
+package policy
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestParseBudget(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Budget
+		err  bool
+	}{
+		{"2GB/month", Budget{2e9, PeriodMonth}, false},
+		{"500MB/day", Budget{500e6, PeriodDay}, false},
+		{"10GiB/week", Budget{10 << 30, PeriodWeek}, false},
+		{" 1.5 gb / Month ", Budget{1.5e9, PeriodMonth}, false},
+		{"1kB/day", Budget{1000, PeriodDay}, false},
+		{"1KiB/day", Budget{1024, PeriodDay}, false},
+		{"3TB/month", Budget{3e12, PeriodMonth}, false},
+		{"1B/day", Budget{1, PeriodDay}, false},
+		{"2GB", Budget{}, true},            // no period
+		{"2GB/year", Budget{}, true},       // unknown period
+		{"2/month", Budget{}, true},        // no unit
+		{"2Gbit/month", Budget{}, true},    // bits are not a unit
+		{"GB/month", Budget{}, true},       // no amount
+		{"-2GB/month", Budget{}, true},     // negative
+		{"0GB/month", Budget{}, true},      // zero
+		{"0.1B/day", Budget{}, true},       // rounds to 0
+		{"1.2.3GB/day", Budget{}, true},    // two points
+		{"1e3GB/day", Budget{}, true},      // no exponents
+		{"9999999TiB/day", Budget{}, true}, // above MaxBudgetBytes
+		{"2GB/month/day", Budget{}, true},
+		{"", Budget{}, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseBudget(tt.in)
+		if tt.err {
+			if err == nil || !errors.Is(err, ErrBudgetSyntax) {
+				t.Errorf("ParseBudget(%q) = %v, %v; want an ErrBudgetSyntax error", tt.in, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("ParseBudget(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
+		}
+	}
+	for _, b := range []Budget{{2e9, PeriodMonth}, {10 << 30, PeriodWeek}, {1500, PeriodDay}, {1, PeriodDay}} {
+		if s := b.String(); s == "" {
+			t.Errorf("%+v has no text", b)
+		} else if back, err := ParseBudget(s); err != nil || back != b {
+			t.Errorf("%+v → %q → %+v, %v", b, s, back, err)
+		}
+	}
+}
+
+// FuzzParseBudget checks that ParseBudget never panics and that what it
+// accepts prints back to the same budget.
+func FuzzParseBudget(f *testing.F) {
+	for _, s := range []string{"2GB/month", "500MB/day", "10GiB/week", "1.5 gb/Month", "1B/day", "0.5KiB/week", "/", "9.9999999999TB/day"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, err := ParseBudget(s)
+		if err != nil {
+			return
+		}
+		if b.Bytes < 1 || b.Bytes > MaxBudgetBytes || b.Period == PeriodNone {
+			t.Fatalf("ParseBudget(%q) = %+v: out of range", s, b)
+		}
+		back, err := ParseBudget(b.String())
+		if err != nil || back != b {
+			t.Fatalf("ParseBudget(%q) = %+v, printed %q, parsed back %+v, %v", s, b, b.String(), back, err)
+		}
+	})
+}
+
+func TestPeriodBounds(t *testing.T) {
+	at := time.Date(2025, 3, 5, 13, 4, 5, 0, time.FixedZone("CET", 3600)) // Wednesday 12:04:05 UTC
+	tests := []struct {
+		p          Period
+		start, end string
+	}{
+		{PeriodDay, "2025-03-05T00:00:00Z", "2025-03-06T00:00:00Z"},
+		{PeriodWeek, "2025-03-03T00:00:00Z", "2025-03-10T00:00:00Z"},
+		{PeriodMonth, "2025-03-01T00:00:00Z", "2025-04-01T00:00:00Z"},
+	}
+	for _, tt := range tests {
+		s, e := tt.p.Bounds(at)
+		if s.Format(time.RFC3339) != tt.start || e.Format(time.RFC3339) != tt.end {
+			t.Errorf("%s: [%s, %s), want [%s, %s)", tt.p, s.Format(time.RFC3339), e.Format(time.RFC3339), tt.start, tt.end)
+		}
+	}
+	// A Sunday belongs to the week that started the Monday before.
+	if s, _ := PeriodWeek.Bounds(time.Date(2025, 3, 9, 23, 0, 0, 0, time.UTC)); s.Day() != 3 {
+		t.Errorf("Sunday 9 March is in the week from %v, want Monday 3 March", s)
+	}
+}
+
+func TestPathBudget(t *testing.T) {
+	day1 := time.Date(2025, 3, 5, 23, 59, 0, 0, time.UTC)
+	p := NewPath("m", map[string]string{"cost_class": "metered"}, 8)
+	p.SetConnected(true, day1)
+	p.OnBytes(5000, day1) // no budget: only the total
+	if used, limit := p.BudgetUsed(day1); used != 0 || limit != 0 || p.BytesSent() != 5000 {
+		t.Fatalf("without a budget: used %d of %d, total %d", used, limit, p.BytesSent())
+	}
+	p.SetBudget(Budget{Bytes: 10_000, Period: PeriodDay})
+	p.OnBytes(8999, day1)
+	if p.BudgetExhausted(day1) || p.Status(day1) != StatusActive || p.StatusReason(day1) != "" {
+		t.Fatalf("at 89.99 %%: exhausted %v, status %v", p.BudgetExhausted(day1), p.Status(day1))
+	}
+	p.OnBytes(1, day1)
+	if !p.BudgetExhausted(day1) || p.Status(day1) != StatusDegraded || p.LinkStatus(day1) != StatusActive || p.StatusReason(day1) != ReasonBudget {
+		t.Fatalf("at 90 %%: exhausted %v, status %v, link %v, reason %q", p.BudgetExhausted(day1), p.Status(day1), p.LinkStatus(day1), p.StatusReason(day1))
+	}
+	day2 := day1.Add(2 * time.Minute) // past midnight UTC
+	p.OnReceive(day2)
+	if used, _ := p.BudgetUsed(day2); used != 0 || p.Status(day2) != StatusActive {
+		t.Fatalf("next day: used %d, status %v; want a fresh budget", used, p.Status(day2))
+	}
+	p.OnBytes(100, day2)
+	if used, _ := p.BudgetUsed(day2); used != 100 || p.BytesSent() != 5000+9000+100 {
+		t.Fatalf("next day: used %d, total %d", used, p.BytesSent())
+	}
+	if a := testing.AllocsPerRun(100, func() { p.OnBytes(1200, day2); p.Status(day2) }); a != 0 {
+		t.Fatalf("OnBytes and Status allocate %v times", a)
+	}
+}

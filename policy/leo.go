@@ -1,0 +1,132 @@
+package policy
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/bondd/bondd/rules"
+)
+
+// The LEO reconfiguration marker (MoMQ §4.1, rule R2): Starlink reassigns
+// satellites on a constellation-wide clock, at seconds 12, 27, 42 and 57 of
+// every UTC minute; the outages that follow last 22–172 ms, median 58 ms,
+// and 88 % end within 100 ms (MoMQ §4.1 F3–F4, appendix A.4). A path
+// configured with a marker is inside a danger zone for Window either side
+// of each scheduled second, on the local clock and with no signalling.
+
+// defaultLEOSeconds are Starlink's reconfiguration seconds of each UTC
+// minute (MoMQ §4.1, F3).
+var defaultLEOSeconds = [...]int{12, 27, 42, 57}
+
+// DefaultLEOSeconds returns Starlink's reconfiguration seconds of each UTC
+// minute, 12, 27, 42 and 57 (MoMQ §4.1, F3), in a new slice.
+func DefaultLEOSeconds() []int { return append([]int(nil), defaultLEOSeconds[:]...) }
+
+// DefaultLEOWindow is the half-width of a danger zone: ±100 ms around each
+// scheduled second (MoMQ §4.1, R2).
+const DefaultLEOWindow = 100 * time.Millisecond
+
+// MaxLEOWindow bounds LEOReconf.Window: 7.5 s either side fills the
+// 15-second Starlink cycle.
+const MaxLEOWindow = 7500 * time.Millisecond
+
+// LEOReconf is a LEO reconfiguration schedule: the path is in a danger zone
+// whenever the UTC clock is within Window of one of Seconds of a minute.
+// The zero value is the Starlink schedule. Read-only once attached to a
+// path with [Path.SetLEOReconf].
+type LEOReconf struct {
+	// Seconds are the scheduled seconds of each UTC minute, each 0 to 59.
+	// Empty: DefaultLEOSeconds().
+	Seconds []int
+	// Window is the half-width of each danger zone, 1 ms to MaxLEOWindow.
+	// Zero: DefaultLEOWindow.
+	Window time.Duration
+}
+
+// Validate reports a second outside 0–59 or a window outside 0 (the
+// default) or 1 ms to MaxLEOWindow.
+func (l LEOReconf) Validate() error {
+	for _, s := range l.Seconds {
+		if s < 0 || s > 59 {
+			return fmt.Errorf("policy: LEO reconfiguration second %d is outside 0..59", s)
+		}
+	}
+	if l.Window != 0 && (l.Window < time.Millisecond || l.Window > MaxLEOWindow) {
+		return fmt.Errorf("policy: LEO danger-zone window %v is outside 1ms..%v", l.Window, MaxLEOWindow)
+	}
+	return nil
+}
+
+// Active reports whether now (UTC; Unix time has no leap seconds, so
+// seconds of the minute are Unix seconds mod 60) is within Window of one of
+// the scheduled seconds, wrapping around the minute. It does not allocate.
+func (l *LEOReconf) Active(now time.Time) bool {
+	const minute = int64(time.Minute)
+	w := int64(l.Window)
+	if w == 0 {
+		w = int64(DefaultLEOWindow)
+	}
+	secs := l.Seconds
+	if len(secs) == 0 {
+		secs = defaultLEOSeconds[:]
+	}
+	t := now.UnixNano() % minute
+	if t < 0 {
+		t += minute
+	}
+	for _, s := range secs {
+		d := t - int64(s)*int64(time.Second)
+		switch {
+		case d > minute/2:
+			d -= minute
+		case d < -minute/2:
+			d += minute
+		}
+		if d >= -w && d <= w {
+			return true
+		}
+	}
+	return false
+}
+
+// SetLEOReconf attaches a reconfiguration marker to the path, or removes it
+// with nil. l is copied (its Seconds slice is shared and must not change).
+// Safe for concurrent use.
+func (p *Path) SetLEOReconf(l *LEOReconf) {
+	if l == nil {
+		p.leo.Store(nil)
+		return
+	}
+	c := *l
+	p.leo.Store(&c)
+}
+
+// LEOReconf returns the path's reconfiguration marker, or nil.
+func (p *Path) LEOReconf() *LEOReconf { return p.leo.Load() }
+
+// InLEOReconf reports whether the path has a reconfiguration marker and now
+// is inside one of its danger zones.
+func (p *Path) InLEOReconf(now time.Time) bool {
+	l := p.leo.Load()
+	return l != nil && l.Active(now)
+}
+
+// LEOState returns the leo_state annotation for a packet about to be
+// scheduled at now (MoMQ §4.1, R2): rules.LEOReconf when any connected path
+// (not UNAVAILABLE) that carries a reconfiguration marker is inside its
+// danger zone, rules.LEONone otherwise.
+//
+// MoMQ's marker annotates the satellite path, but a rule is evaluated per
+// packet before a path is chosen, so the annotation cannot be per path:
+// bondd raises it bond-wide while any marked path is in danger, which is
+// what R2 needs (an I-frame inside a danger zone prefers the metered path
+// over whichever path is reconfiguring). A marked path that is down raises
+// nothing: no packet would go there anyway.
+func LEOState(paths []*Path, now time.Time) rules.LEOState {
+	for _, p := range paths {
+		if p.InLEOReconf(now) && p.LinkStatus(now) != StatusUnavailable {
+			return rules.LEOReconf
+		}
+	}
+	return rules.LEONone
+}

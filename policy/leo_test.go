@@ -1,0 +1,73 @@
+package policy
+
+import (
+	"testing"
+	"time"
+
+	"github.com/bondd/bondd/rules"
+)
+
+func TestLEOReconfActive(t *testing.T) {
+	minute := time.Date(2025, 3, 5, 12, 30, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return minute.Add(d) }
+	ms := time.Millisecond
+	var starlink LEOReconf // the zero value: seconds 12, 27, 42, 57, ±100 ms
+	custom := LEOReconf{Seconds: []int{0}, Window: 250 * ms}
+	tests := []struct {
+		l    *LEOReconf
+		t    time.Time
+		want bool
+	}{
+		{&starlink, at(12 * time.Second), true},
+		{&starlink, at(12*time.Second - 100*ms), true},
+		{&starlink, at(12*time.Second + 100*ms), true},
+		{&starlink, at(12*time.Second + 101*ms), false},
+		{&starlink, at(11*time.Second + 899*ms), false},
+		{&starlink, at(57*time.Second + 50*ms), true},
+		{&starlink, at(30 * time.Second), false},
+		{&starlink, at(0), false},
+		{&custom, at(-200 * ms), true}, // wraps around the minute
+		{&custom, at(200 * ms), true},
+		{&custom, at(300 * ms), false},
+		{&custom, time.Unix(-60, 100*1e6), true}, // before 1970
+	}
+	for _, tt := range tests {
+		if got := tt.l.Active(tt.t); got != tt.want {
+			t.Errorf("%+v at %s: %v, want %v", *tt.l, tt.t.Format("15:04:05.000"), got, tt.want)
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() { starlink.Active(minute) }); a != 0 {
+		t.Fatalf("Active allocates %v times", a)
+	}
+	for _, bad := range []LEOReconf{{Seconds: []int{60}}, {Seconds: []int{-1}}, {Window: time.Microsecond}, {Window: 8 * time.Second}} {
+		if bad.Validate() == nil {
+			t.Errorf("%+v validated", bad)
+		}
+	}
+	if err := (LEOReconf{Seconds: DefaultLEOSeconds(), Window: DefaultLEOWindow}).Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestLEOState(t *testing.T) {
+	zone := time.Date(2025, 3, 5, 12, 30, 27, 0, time.UTC)
+	calm := zone.Add(5 * time.Second)
+	sat, ter := NewPath("sat", nil, 8), NewPath("ter", nil, 8)
+	paths := []*Path{sat, ter}
+	sat.SetLEOReconf(&LEOReconf{})
+	if LEOState(paths, zone) != rules.LEONone {
+		t.Fatal("a disconnected satellite path raised leo_state")
+	}
+	sat.SetConnected(true, zone)
+	ter.SetConnected(true, zone)
+	if LEOState(paths, zone) != rules.LEOReconf {
+		t.Fatal("no leo_state=reconf inside the danger zone")
+	}
+	if LEOState(paths, calm) != rules.LEONone {
+		t.Fatal("leo_state=reconf outside the danger zone")
+	}
+	sat.SetLEOReconf(nil)
+	if LEOState(paths, zone) != rules.LEONone {
+		t.Fatal("leo_state=reconf without a marker")
+	}
+}

@@ -1,0 +1,94 @@
+package tunnel
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/bondd/bondd/rules"
+)
+
+// FuzzControlMessage feeds framed bytes to readMsg and the parse function
+// of the type found. It must never panic, and a message that parses must
+// marshal to bytes that parse to the same message and marshal to the same
+// bytes again.
+func FuzzControlMessage(f *testing.F) {
+	for _, s := range ctrlSeeds {
+		f.Add(binary.BigEndian.AppendUint16(nil, uint16(len(s))), []byte(s))
+	}
+	f.Add([]byte{0, 2}, []byte("{}"))
+	f.Fuzz(func(t *testing.T, prefix, body []byte) {
+		in := append(append([]byte(nil), prefix...), body...)
+		typ, b, err := readMsg(bytes.NewReader(in))
+		if err != nil {
+			return
+		}
+		if typ == msgHello {
+			var h hello
+			if json.Unmarshal(b, &h) == nil {
+				h.check()
+			}
+			return
+		}
+		m, err := parseControl(typ, b)
+		if err != nil {
+			return
+		}
+		checkRoundTrip(t, typ, m)
+	})
+}
+
+// FuzzMappingRule parses PATH_MAPPING_RULE bodies and, for an install that
+// parses, converts it to a rule and compiles it, as the concentrator does.
+// It must never panic, and the message → rule → message trip must give
+// the message back.
+func FuzzMappingRule(f *testing.F) {
+	for _, s := range ctrlSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		m, err := parseMappingRule(body)
+		if err != nil {
+			return
+		}
+		checkRoundTrip(t, msgMappingRule, m)
+		if m.Op != opInstall {
+			return
+		}
+		ruleLimits(m)
+		r := m.toRule()
+		r.ID = m.ID
+		rules.Compile(&rules.File{Name: "fuzz", Rules: []rules.Rule{r}}, rules.Options{})
+		back := mappingRuleFor(m.Request, &r)
+		if !reflect.DeepEqual(back, m) {
+			t.Fatalf("rule trip changed the message:\n%+v\n%+v", m, back)
+		}
+	})
+}
+
+// FuzzLabels checks the label validation every message shares against a
+// plain reading of its rules.
+func FuzzLabels(f *testing.F) {
+	f.Add("link_type", "cellular")
+	f.Add("-x", "v")
+	f.Add("a b", "")
+	f.Fuzz(func(t *testing.T, k, v string) {
+		err := checkLabels(map[string]string{k: v})
+		okKey := len(k) >= 1 && len(k) <= maxLabelKey
+		for i, c := range []byte(k) {
+			alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+			if !alnum && (i == 0 || !bytes.ContainsRune([]byte("_.:/-"), rune(c))) {
+				okKey = false
+			}
+		}
+		okVal := len(v) >= 1 && len(v) <= maxLabelValue && validUTF8(v)
+		if (err == nil) != (okKey && okVal) {
+			t.Fatalf("checkLabels(%q: %q) = %v", k, v, err)
+		}
+	})
+}
+
+// validUTF8 is utf8.ValidString the slow way.
+func validUTF8(s string) bool { return string([]rune(s)) == s }
