@@ -273,6 +273,13 @@ type EdgeEntry struct {
 	// bits zero; downlink packets to them go to this edge. Prefixes of
 	// different edges must not overlap. Required, at least one.
 	AllowedPrefixes []netip.Prefix
+	// AllowEdgeRules lets the edge install downlink rules for its own
+	// session (edge.downlink_rules, sent as PATH_MAPPING_RULE). Default
+	// false: the concentrator answers NOT_AUTHORIZED.
+	AllowEdgeRules bool
+	// PolicyLabelKeys are path label keys, besides cost_class, whose values
+	// the edge's label updates may not change. Optional.
+	PolicyLabelKeys []string
 }
 
 // PathsConfig tunes every path of a bond (key paths). All fields are
@@ -688,7 +695,7 @@ var (
 	uplinkKeys       = []string{"name", "bind", "interface", "remote", "labels", "lanes", "leo_reconf", "budget"}
 	leoReconfKeys    = []string{"seconds", "window_ms"}
 	concentratorKeys = []string{"listen", "cert_file", "key_file", "client_ca_file", "edges"}
-	edgeEntryKeys    = []string{"id", "token_file", "cert_cn", "allowed_prefixes"}
+	edgeEntryKeys    = []string{"id", "token_file", "cert_cn", "allowed_prefixes", "allow_edge_rules", "policy_label_keys"}
 	pathsKeys        = []string{"queue_packets", "max_queue_delay", "keepalive", "idle_timeout", "redial_min", "redial_max", "initial_packet_size_bytes"}
 	classifyKeys     = []string{"rtp_ports", "payload_types", "rtp_heuristic", "classes"}
 	classKeys        = []string{"name", "match", "labels"}
@@ -1210,6 +1217,12 @@ func (d *configDecoder) concentrator(n *yaml.Node) *ConcentratorConfig {
 			e.TokenFile = d.str(ef["token_file"], path+".token_file", "a file path")
 			e.CertCN = d.str(ef["cert_cn"], path+".cert_cn", "a certificate CommonName")
 			e.AllowedPrefixes = d.prefixes(ef["allowed_prefixes"], path+".allowed_prefixes", "a network prefix", "10.77.17.0/24")
+			if n := ef["allow_edge_rules"]; n != nil {
+				e.AllowEdgeRules, _ = d.boolean(n, path+".allow_edge_rules")
+			}
+			for j, it := range d.list(ef["policy_label_keys"], path+".policy_label_keys", "label keys") {
+				e.PolicyLabelKeys = append(e.PolicyLabelKeys, d.str(it, indexField(path+".policy_label_keys", j), "a label key"))
+			}
 		}
 		c.Edges = append(c.Edges, e)
 	}

@@ -278,7 +278,8 @@ func startConcentrator(cfg *Config, dev tun.Device, co commonOptions, log *slog.
 	}
 	var edges []tunnel.EdgeAuth
 	for _, e := range cc.Edges {
-		ea := tunnel.EdgeAuth{ID: e.ID, CertCN: e.CertCN, AllowedPrefixes: e.AllowedPrefixes}
+		ea := tunnel.EdgeAuth{ID: e.ID, CertCN: e.CertCN, AllowedPrefixes: e.AllowedPrefixes,
+			AllowEdgeRules: e.AllowEdgeRules, PolicyLabelKeys: e.PolicyLabelKeys}
 		if e.TokenFile != "" {
 			if ea.Token, err = cfg.LoadToken(e.TokenFile); err != nil {
 				return nil, err
