@@ -159,9 +159,10 @@ func (p *path) liveLanes() int {
 // packets of the window), QUIC declared packets lost, and the smoothed RTT
 // stayed within max(minRTT/2, 10 ms) of the minimum RTT: loss without
 // queueing delay, which a loss-based controller misreads as congestion. It
-// adds as many lanes as the demand asks for — n·offered/sent, the rate
-// pushed onto the path over the rate its lanes took — but at most doubles
-// them per epoch, like slow start. It does not add while the RTT is
+// adds as many lanes as the demand asks for with laneHeadroom to spare —
+// n·1.25·demand/capacity, where demand is the rate pushed onto the path and
+// capacity its summed cwnd/srtt — but at most doubles them per epoch, like
+// slow start. The headroom keeps the queue empty through Cubic's sawtooth. It does not add while the RTT is
 // inflated: that loss is a full bottleneck, and more lanes would only take
 // capacity from other flows there.
 //
@@ -192,10 +193,13 @@ type laneSample struct {
 	offeredBytes   uint64 // bytes pushed onto the path's queue, total
 }
 
+// laneHeadroom is the capacity laneControl aims for over the demand.
+const laneHeadroom = 1.25
+
 // Lane control timing.
 const (
-	laneSampleEvery = 250 * time.Millisecond
-	laneEpoch       = time.Second
+	laneSampleEvery = 100 * time.Millisecond
+	laneEpoch       = 500 * time.Millisecond
 	laneIdle        = 30 * time.Second
 )
 
@@ -250,8 +254,8 @@ func (c *laneControl) sample(s laneSample) laneDecision {
 	switch {
 	case ready && c.n < c.max && d.limited >= 0.5 && lost > 0 && !c.inflated:
 		want := c.n + 1
-		if tx > 0 {
-			want = max(want, int(math.Ceil(float64(c.n)*float64(offered)/float64(tx))))
+		if d.capBps > 0 {
+			want = max(want, int(math.Ceil(float64(c.n)*laneHeadroom*d.demandBps/d.capBps)))
 		}
 		d.delta = min(want, 2*c.n, c.max) - c.n
 		d.reason = "window-limited with loss and no RTT inflation"
