@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/internal/testbed"
 	"github.com/bondd/bondd/policy"
@@ -110,14 +111,38 @@ type bondSummary struct {
 }
 
 // demoBed is a running testbed: the edge's bond, a way to send one flow
-// payload into the edge, and a channel of payloads out of the concentrator.
+// payload into the edge, and a way to receive the payloads out of the
+// concentrator. bondd demo and bondd bench share it.
 type demoBed struct {
-	mode  string
-	edge  *tunnel.Bond // sends the flow
-	conc  *tunnel.Bond // the concentrator's bond of the edge: receives it
-	send  func(payload []byte) error
-	recv  func(ctx context.Context, fs *demoFlow)
+	mode string
+	edge *tunnel.Bond // sends the flow
+	conc *tunnel.Bond // the concentrator's bond of the edge: receives it
+	// created is when the emu relays were created, that is when the
+	// emulated links' traces started (see emu.Relay).
+	created time.Time
+	// send sends one UDP payload from the edge's inner address to the
+	// concentrator side's (demoPort to demoPort). Not safe for concurrent
+	// use; payload is not retained.
+	send func(payload []byte) error
+	// recv calls deliver with each UDP payload that reaches the
+	// concentrator side, and the time it arrived, until ctx is done. The
+	// payload is valid only during the call.
+	recv  func(ctx context.Context, deliver func(payload []byte, now time.Time))
 	close func()
+}
+
+// bedOptions are what a testbed is built from (newInprocessBed,
+// newNetnsBed).
+type bedOptions struct {
+	sc       emu.Scenario      // the emulated paths, with their labels
+	seed     uint64            // seed of the relays (path i gets seed + i)
+	fec      tunnel.FECOptions // FEC of the edge and the concentrator
+	picker   policy.Picker     // scheduler of both bonds
+	rules    tunnel.RuleSource // optional: rules of the edge's send path
+	classify classify.Options  // how the edge's classifier reads packets for the rules
+	// leo gives the uplinks, by path name, that have a LEO
+	// reconfiguration schedule (tunnel.UplinkOptions.LEOReconf). Optional.
+	leo map[string]*policy.LEOReconf
 }
 
 func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
@@ -139,15 +164,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var bed *demoBed
-	if testbed.IsRoot() && !o.inprocess {
-		bed, err = newNetnsBed(sc, o.seed, fopts, picker)
-	} else {
-		if !o.inprocess {
-			fmt.Fprintln(out, "not root: running in one process with in-memory TUN devices (run as root for a network-namespace testbed)")
-		}
-		bed, err = newInprocessBed(sc, o.seed, fopts, picker)
-	}
+	bed, err := newBed(bedOptions{sc: sc, seed: o.seed, fec: fopts, picker: picker}, o.inprocess, out)
 	if err != nil {
 		return err
 	}
@@ -166,7 +183,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	fs := newDemoFlow()
 	rctx, rcancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); bed.recv(rctx, fs) }()
+	go func() { defer close(done); bed.recv(rctx, fs.record) }()
 	before, concBefore := bed.edge.Stats(), bed.conc.Stats()
 	sendFlow(ctx, o.rateMbps, o.duration, fs, bed.send)
 	// Let the last packets drain through the slowest path.
@@ -196,6 +213,18 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// newBed builds the netns testbed as root, unless inprocess is set, and the
+// in-process one otherwise, saying so on out when that is for want of root.
+func newBed(o bedOptions, inprocess bool, out io.Writer) (*demoBed, error) {
+	if testbed.IsRoot() && !inprocess {
+		return newNetnsBed(o)
+	}
+	if !inprocess {
+		fmt.Fprintln(out, "not root: running in one process with in-memory TUN devices (run as root for a network-namespace testbed)")
+	}
+	return newInprocessBed(o)
 }
 
 // waitPaths waits up to 15 s for every path to come up.

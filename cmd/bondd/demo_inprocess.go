@@ -2,16 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
 	"time"
 
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-
 	"github.com/bondd/bondd/emu"
-	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tun/tuntest"
 	"github.com/bondd/bondd/tunnel"
 )
@@ -32,7 +29,8 @@ var demoPathOptions = tunnel.PathOptions{IdleTimeout: 3 * time.Second, RedialMax
 
 // newInprocessBed runs the edge, the concentrator and one emu relay per path
 // in this process, over loopback UDP, with in-memory TUN devices.
-func newInprocessBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions, picker policy.Picker) (*demoBed, error) {
+func newInprocessBed(o bedOptions) (*demoBed, error) {
+	sc, seed, fopts, picker := o.sc, o.seed, o.fec, o.picker
 	var closers []func()
 	cleanup := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -65,6 +63,7 @@ func newInprocessBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions, pick
 	concAddr := netip.MustParseAddrPort(pc.LocalAddr().String())
 
 	var uplinks []tunnel.UplinkOptions
+	created := time.Now()
 	for i, p := range sc.Paths {
 		l, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 		if err != nil {
@@ -77,7 +76,7 @@ func newInprocessBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions, pick
 		}
 		closers = append(closers, func() { r.Close() })
 		uplinks = append(uplinks, tunnel.UplinkOptions{Name: p.Name, Bind: netip.MustParseAddr("127.0.0.1"),
-			Remote: r.Addr().String(), Labels: p.Labels})
+			Remote: r.Addr().String(), Labels: p.Labels, LEOReconf: o.leo[p.Name]})
 	}
 	tlsConf, err := tunnel.ClientTLS("concentrator.demo", nil, pin, nil)
 	if err != nil {
@@ -86,6 +85,7 @@ func newInprocessBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions, pick
 	edge, err := tunnel.NewEdge(tunnel.EdgeOptions{
 		ID: "demo-edge", Device: edgeDev, MTU: demoMTU, Concentrator: concAddr.String(), TLS: tlsConf,
 		Token: demoToken, Uplinks: uplinks, Paths: demoPathOptions, FEC: fopts, Picker: picker,
+		Rules: o.rules, Classify: o.classify,
 	})
 	if err != nil {
 		return fail(err)
@@ -95,23 +95,27 @@ func newInprocessBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions, pick
 
 	src := netip.AddrPortFrom(demoEdgeInner.Addr(), demoPort)
 	dst := netip.AddrPortFrom(demoServerInner.Addr(), demoPort)
+	var pkt []byte // reused: Inject copies
 	return &demoBed{
-		mode: "inprocess",
-		edge: edge.Bond(),
-		conc: conc.Bond("demo-edge"),
+		mode:    "inprocess",
+		edge:    edge.Bond(),
+		conc:    conc.Bond("demo-edge"),
+		created: created,
 		send: func(payload []byte) error {
-			pkt, err := buildUDP4(src, dst, payload)
-			if err == nil {
-				edgeDev.Inject(pkt)
+			var err error
+			if pkt, err = appendUDP4(pkt[:0], src, dst, payload); err != nil {
+				return err
 			}
-			return err
+			return edgeDev.Inject(pkt)
 		},
-		recv: func(ctx context.Context, fs *demoFlow) {
+		recv: func(ctx context.Context, deliver func([]byte, time.Time)) {
 			for {
 				select {
 				case pkt := <-concDev.Outbound():
-					if len(pkt) > 28 {
-						fs.record(pkt[28:], time.Now())
+					if len(pkt) >= 20 && pkt[0]>>4 == 4 {
+						if h := int(pkt[0]&0x0f) * 4; len(pkt) >= h+8 {
+							deliver(pkt[h+8:], time.Now())
+						}
 					}
 				case <-ctx.Done():
 					return
@@ -122,16 +126,57 @@ func newInprocessBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions, pick
 	}, nil
 }
 
-// buildUDP4 serialises an IPv4/UDP packet with valid checksums.
-func buildUDP4(src, dst netip.AddrPort, payload []byte) ([]byte, error) {
-	ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP, Flags: layers.IPv4DontFragment,
-		SrcIP: src.Addr().AsSlice(), DstIP: dst.Addr().AsSlice()}
-	udp := &layers.UDP{SrcPort: layers.UDPPort(src.Port()), DstPort: layers.UDPPort(dst.Port())}
-	if err := udp.SetNetworkLayerForChecksum(ip); err != nil {
-		return nil, err
+// appendUDP4 appends an IPv4/UDP packet (no IP options, DF set, TTL 64)
+// carrying payload from src to dst, with valid header and UDP checksums
+// (RFC 791, RFC 768), to b and returns it. It does not allocate when b has
+// room for 28 + len(payload) bytes. Both addresses must be IPv4.
+func appendUDP4(b []byte, src, dst netip.AddrPort, payload []byte) ([]byte, error) {
+	if !src.Addr().Is4() || !dst.Addr().Is4() {
+		return b, fmt.Errorf("appendUDP4: %s → %s is not IPv4", src, dst)
 	}
-	buf := gopacket.NewSerializeBuffer()
-	err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
-		ip, udp, gopacket.Payload(payload))
-	return buf.Bytes(), err
+	total := 28 + len(payload)
+	if total > 0xffff {
+		return b, fmt.Errorf("appendUDP4: %d-byte packet is too long", total)
+	}
+	start := len(b)
+	s4, d4 := src.Addr().As4(), dst.Addr().As4()
+	b = append(b, 0x45, 0, byte(total>>8), byte(total), 0, 0, 0x40, 0, 64, 17, 0, 0)
+	b = append(b, s4[:]...)
+	b = append(b, d4[:]...)
+	ulen := 8 + len(payload)
+	b = append(b, byte(src.Port()>>8), byte(src.Port()), byte(dst.Port()>>8), byte(dst.Port()), byte(ulen>>8), byte(ulen), 0, 0)
+	b = append(b, payload...)
+	ip, udp := b[start:start+20], b[start+20:]
+	binary.BigEndian.PutUint16(ip[10:], ^foldSum(sum16(ip, 0)))
+	// UDP checksum over the pseudo-header (addresses, protocol, length)
+	// and the datagram; 0 is sent as 0xffff (RFC 768).
+	ps := sum16(s4[:], 0)
+	ps = sum16(d4[:], ps)
+	ps += 17 + uint32(ulen)
+	c := ^foldSum(sum16(udp, ps))
+	if c == 0 {
+		c = 0xffff
+	}
+	binary.BigEndian.PutUint16(udp[6:], c)
+	return b, nil
+}
+
+// sum16 adds b as big-endian 16-bit words (the last byte padded with zero)
+// to acc: the one's-complement sum of RFC 1071 before folding.
+func sum16(b []byte, acc uint32) uint32 {
+	for ; len(b) >= 2; b = b[2:] {
+		acc += uint32(b[0])<<8 | uint32(b[1])
+	}
+	if len(b) == 1 {
+		acc += uint32(b[0]) << 8
+	}
+	return acc
+}
+
+// foldSum folds a 32-bit one's-complement sum into 16 bits.
+func foldSum(acc uint32) uint16 {
+	for acc > 0xffff {
+		acc = acc&0xffff + acc>>16
+	}
+	return uint16(acc)
 }

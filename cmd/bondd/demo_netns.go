@@ -9,7 +9,6 @@ import (
 
 	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/internal/testbed"
-	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tun"
 	"github.com/bondd/bondd/tunnel"
 )
@@ -27,7 +26,8 @@ import (
 
 const demoNSPrefix = "bondd-demo-"
 
-func newNetnsBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions, picker policy.Picker) (bed *demoBed, err error) {
+func newNetnsBed(o bedOptions) (bed *demoBed, err error) {
+	sc, seed, fopts, picker := o.sc, o.seed, o.fec, o.picker
 	testbed.Cleanup(demoNSPrefix) // namespaces left by a killed earlier run
 	tb := testbed.New(demoNSPrefix)
 	var closers []func()
@@ -94,6 +94,7 @@ func newNetnsBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions, picker p
 
 	// One veth and one relay per uplink.
 	var uplinks []tunnel.UplinkOptions
+	created := time.Now()
 	for i, p := range sc.Paths {
 		name := fmt.Sprintf("up%d", i)
 		edgeSide := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 100, byte(i), 2}), 24)
@@ -115,7 +116,7 @@ func newNetnsBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions, picker p
 		}
 		closers = append(closers, func() { r.Close() })
 		uplinks = append(uplinks, tunnel.UplinkOptions{Name: p.Name, Bind: edgeSide.Addr(), Interface: name,
-			Remote: r.Addr().String(), Labels: p.Labels})
+			Remote: r.Addr().String(), Labels: p.Labels, LEOReconf: o.leo[p.Name]})
 	}
 
 	// Edge: TUN and bond; uplink sockets are opened inside the edge namespace.
@@ -137,6 +138,7 @@ func newNetnsBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions, picker p
 	edge, err := tunnel.NewEdge(tunnel.EdgeOptions{
 		ID: "demo-edge", Device: edgeDev, MTU: demoMTU, Concentrator: concWAN.String(), TLS: tlsConf,
 		Token: demoToken, Uplinks: uplinks, Paths: demoPathOptions, FEC: fopts, Picker: picker,
+		Rules: o.rules, Classify: o.classify,
 		Listen: func(ctx context.Context, u tunnel.UplinkOptions) (pc net.PacketConn, err error) {
 			err = nsEdge.Do(func() error { pc, err = tunnel.ListenUplink(ctx, u); return err })
 			return pc, err
@@ -167,11 +169,12 @@ func newNetnsBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions, picker p
 	closers = append(closers, func() { receiver.Close() })
 
 	return &demoBed{
-		mode: "netns",
-		edge: edge.Bond(),
-		conc: conc.Bond("demo-edge"),
-		send: func(payload []byte) error { _, err := sender.Write(payload); return err },
-		recv: func(ctx context.Context, fs *demoFlow) {
+		mode:    "netns",
+		edge:    edge.Bond(),
+		conc:    conc.Bond("demo-edge"),
+		created: created,
+		send:    func(payload []byte) error { _, err := sender.Write(payload); return err },
+		recv: func(ctx context.Context, deliver func([]byte, time.Time)) {
 			stop := context.AfterFunc(ctx, func() { receiver.SetReadDeadline(time.Now()) })
 			defer stop()
 			buf := make([]byte, 2048)
@@ -180,7 +183,7 @@ func newNetnsBed(sc emu.Scenario, seed uint64, fopts tunnel.FECOptions, picker p
 				if err != nil {
 					return
 				}
-				fs.record(buf[:n], time.Now())
+				deliver(buf[:n], time.Now())
 			}
 		},
 		close: cleanup,

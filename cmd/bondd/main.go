@@ -2,7 +2,7 @@
 // packets of unmodified applications over several uplinks at once, as QUIC
 // DATAGRAMs (RFC 9221), between an edge and a concentrator.
 //
-// Subcommands: run, status, demo, emu, classify, rules, version. See
+// Subcommands: run, status, demo, bench, emu, classify, rules, version. See
 // README.md.
 package main
 
@@ -24,6 +24,7 @@ func main() {
 		newRunCmd(),
 		newStatusCmd(),
 		newDemoCmd(),
+		newBenchCmd(),
 		newVersionCmd(),
 		newClassifyCmd(),
 		newEmuCmd(),

@@ -1,0 +1,541 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+
+	"github.com/bondd/bondd/classify"
+	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/policy"
+	"github.com/bondd/bondd/rules"
+)
+
+// runBenchTest runs one scenario in process with short timings and returns
+// its results.json as a generic map, and the output folder.
+func runBenchTest(t *testing.T, o benchOptions) (map[string]any, string) {
+	t.Helper()
+	o.out, o.inprocess = t.TempDir(), true
+	o.settle, o.drain = 1500*time.Millisecond, time.Second
+	o.traces = emu.DefaultTracesDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	if err := runBench(ctx, o, &out); err != nil {
+		t.Fatalf("bench %s: %v\n%s", o.scenario, err, out.String())
+	}
+	t.Logf("bench %s:\n%s", o.scenario, out.String())
+	b, err := os.ReadFile(filepath.Join(o.out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if md, err := os.ReadFile(filepath.Join(o.out, "results.md")); err != nil || !bytes.Contains(md, []byte("| configuration |")) {
+		t.Errorf("results.md missing or without a table: %v", err)
+	}
+	return rep, o.out
+}
+
+// benchConfigs returns the configs of a report by name, checking that each
+// has the given keys.
+func benchConfigs(t *testing.T, rep map[string]any, keys ...string) map[string]map[string]any {
+	t.Helper()
+	cs, ok := rep["configs"].([]any)
+	if !ok || len(cs) == 0 {
+		t.Fatalf("no configs in %v", rep)
+	}
+	by := map[string]map[string]any{}
+	for _, c := range cs {
+		m := c.(map[string]any)
+		name, _ := m["name"].(string)
+		if name == "" {
+			t.Errorf("config without a name: %v", m)
+		}
+		for _, k := range append([]string{"name"}, keys...) {
+			if _, ok := m[k]; !ok {
+				t.Errorf("config %s has no %q", name, k)
+			}
+		}
+		by[name] = m
+	}
+	return by
+}
+
+func checkPlots(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		for _, ext := range []string{".png", ".svg"} {
+			fi, err := os.Stat(filepath.Join(dir, n+ext))
+			if err != nil || fi.Size() < 1000 {
+				t.Errorf("plot %s%s: %v", n, ext, err)
+			}
+		}
+	}
+}
+
+func TestBenchS1(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: runs four bonds for a few seconds each")
+	}
+	o := benchOptions{scenario: benchS1, duration: 2500 * time.Millisecond, seed: 3}
+	rep, dir := runBenchTest(t, o)
+	checkPlots(t, dir, "s1-owd-cdf")
+	by := benchConfigs(t, rep, "owd_ms", "loss_rate", "coding_rate", "wire_bytes")
+	for _, n := range s1ConfigNames() {
+		if by[n] == nil {
+			t.Errorf("config %s missing", n)
+		}
+	}
+	for n, c := range by {
+		owd := c["owd_ms"].(map[string]any)
+		m, p95, p99 := owd["mean"].(float64), owd["p95"].(float64), owd["p99"].(float64)
+		if !(m > 5 && p95 >= owd["p50"].(float64) && p99 >= p95 && p99 < 2000) {
+			t.Errorf("%s: one-way delay %v implausible for emulated cellular paths", n, owd)
+		}
+		if l := c["loss_rate"].(float64); l < 0 || l > 0.2 {
+			t.Errorf("%s: loss rate %v", n, l)
+		}
+	}
+	none, ad, fx, dup := by[s1NoFEC], by[s1Adaptive], by[s1Fixed], by[s1Dup]
+	// Properties of the configurations, not of the outcome.
+	if cr := none["coding_rate"].(float64); cr != 1 {
+		t.Errorf("no-fec coding rate %v, want 1", cr)
+	}
+	if cr := ad["coding_rate"].(float64); cr <= 0.5 || cr >= 1 {
+		t.Errorf("adaptive-fec coding rate %v: no parity sent over lossy paths?", cr)
+	}
+	if a, f := ad["coding_rate"].(float64), fx["coding_rate"].(float64); f < a-0.05 || f > a+0.05 {
+		t.Errorf("fixed-fec coding rate %v is not matched to adaptive-fec's %v", f, a)
+	}
+	if cr := dup["coding_rate"].(float64); cr < 0.45 || cr > 0.55 {
+		t.Errorf("dup2 coding rate %v, want about 1/2", cr)
+	}
+	if d, n := dup["wire_bytes"].(float64), none["wire_bytes"].(float64); d < 1.8*n {
+		t.Errorf("dup2 sent %v bytes, no-fec %v: duplication should double them", d, n)
+	}
+	if len(rep["targets"].([]any)) != 4 {
+		t.Errorf("targets: %v", rep["targets"])
+	}
+}
+
+func TestBenchS2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: runs four bonds for a few seconds each")
+	}
+	o := benchOptions{scenario: benchS2, duration: 3 * time.Second, seed: 3,
+		configs: []string{"single-starlink", "single-metered", "redundant", "rules"}}
+	rep, dir := runBenchTest(t, o)
+	checkPlots(t, dir, "s2-fct-cdf", "s2-fct-cdf-idr", "s2-fct-cdf-p", "s2-fct-cdf-rules")
+	by := benchConfigs(t, rep, "fct_ms", "buffer_ms", "metered_share")
+	for n, c := range by {
+		f := c["fct_ms"].(map[string]any)
+		p50, p99, p999 := f["p50"].(float64), f["p99"].(float64), f["p999"].(float64)
+		if !(p50 > 0 && p50 <= p99 && p99 <= p999) {
+			t.Errorf("%s: frame completion times %v not positive and ordered", n, f)
+		}
+		if b := c["buffer_ms"].(float64); b < 0 || b > p999+videoBufferWindow.Seconds()*1000 {
+			t.Errorf("%s: buffer %v ms", n, b)
+		}
+		if frames := c["frames"].(float64); frames != 150 {
+			t.Errorf("%s: %v frames sent in 3 s, want 150", n, frames)
+		}
+	}
+	share := func(n string) float64 { return by[n]["metered_share"].(float64) }
+	if s := share("single-starlink"); s != 0 {
+		t.Errorf("single-starlink metered share %v, want 0", s)
+	}
+	if s := share("single-metered"); s < 0.999 {
+		t.Errorf("single-metered metered share %v, want 1", s)
+	}
+	if r, s := share("redundant"), share("single-starlink"); r <= s || r < 0.3 {
+		t.Errorf("redundant metered share %v not above single-starlink's %v", r, s)
+	}
+	// The 15 ms metered path completes P-frames faster than the Starlink
+	// path's 80–90 ms one-way delay can.
+	pf := func(n string) float64 {
+		return by[n]["fct_by_type_ms"].(map[string]any)["P"].(map[string]any)["p50"].(float64)
+	}
+	if m, s := pf("single-metered"), pf("single-starlink"); m >= s {
+		t.Errorf("P-frame median FCT: metered %v ms, Starlink %v ms", m, s)
+	}
+	// rules prefers the free path: most bytes go by satellite.
+	if s := share("rules"); s >= 0.5 {
+		t.Errorf("rules metered share %v, want the free path preferred", s)
+	}
+	if hits := by["rules"]["rule_hits"]; hits == nil {
+		t.Error("rules: no rule hits reported")
+	}
+}
+
+// TestBenchPlots checks that both scenarios' plot writers produce files.
+func TestBenchPlots(t *testing.T) {
+	dir := t.TempDir()
+	a, b := []float64{1, 2, 3, 4, 100}, []float64{2, 2, 5, 9}
+	if err := writeCDFPlot(dir, "x", "t", "ms", []cdfSeries{{"a", a}, {"b", b}, {"empty", nil}}); err != nil {
+		t.Fatal(err)
+	}
+	checkPlots(t, dir, "x")
+	cs := []s2Result{{Name: "blest", video: videoStats{fctAll: a, fctI: a, fctP: b}}, {Name: "rules", video: videoStats{fctAll: b, fctI: b, fctP: b}},
+		{Name: "rules-r4", video: videoStats{fctAll: a}}}
+	if err := s2Plots(dir, cs); err != nil {
+		t.Fatal(err)
+	}
+	checkPlots(t, dir, "s2-fct-cdf", "s2-fct-cdf-idr", "s2-fct-cdf-p", "s2-fct-cdf-rules")
+}
+
+func TestCDFPoints(t *testing.T) {
+	tests := []struct {
+		name   string
+		n      int
+		maxLen int
+	}{
+		{"empty", 0, 0},
+		{"one", 1, 1},
+		{"small", 10, 10},
+		{"large", 100_000, cdfMaxPoints + 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := make([]float64, tt.n)
+			for i := range s {
+				s[i] = float64(i)
+			}
+			pts := cdfPoints(s)
+			if len(pts) > tt.maxLen {
+				t.Errorf("%d points, want ≤ %d", len(pts), tt.maxLen)
+			}
+			if tt.n > 0 && (pts[len(pts)-1].Y != 1 || pts[len(pts)-1].X != s[tt.n-1]) {
+				t.Errorf("last point %v, want (%v, 1)", pts[len(pts)-1], s[tt.n-1])
+			}
+		})
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	s := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	tests := []struct {
+		q    float64
+		want float64
+	}{{0.5, 5}, {0.95, 10}, {0.99, 10}, {0.1, 1}, {0, 1}, {1, 10}}
+	for _, tt := range tests {
+		if got := quantile(s, tt.q); got != tt.want {
+			t.Errorf("quantile(%v) = %v, want %v", tt.q, got, tt.want)
+		}
+	}
+	if quantile(nil, 0.5) != 0 || median(nil) != 0 || median([]float64{1, 3}) != 2 {
+		t.Error("empty or even-length cases")
+	}
+}
+
+// TestVideoSchedule checks the GOP structure against paper 2 Table 4.
+func TestVideoSchedule(t *testing.T) {
+	frames := videoSchedule(2 * time.Second)
+	if len(frames) != 100 {
+		t.Fatalf("%d frames in 2 s, want 100", len(frames))
+	}
+	var count [2][3]int
+	for _, f := range frames[:videoGOPFrames] {
+		count[f.kind][f.layer]++
+	}
+	if want := [2][3]int{{1, 0, 0}, {12, 12, 25}}; count != want {
+		t.Errorf("per GOP: %v, want %v (I; P layers 0/1/2)", count, want)
+	}
+	for i := 1; i < len(frames); i++ {
+		if p := frames[i-1]; frames[i].firstPkt != p.firstPkt+p.packets || frames[i].firstSeq != p.firstSeq+uint16(p.packets) {
+			t.Fatalf("frame %d does not follow frame %d", i, i-1)
+		}
+	}
+	// I-frame: 230 000 bytes, 1090 of them in the STAP-A, the rest in
+	// 1158-byte FU-A fragments.
+	if frames[0].packets != 1+198 {
+		t.Errorf("I-frame packets %d", frames[0].packets)
+	}
+}
+
+// TestVideoPackets runs every packet of two GOPs through bondd's
+// classifier, configured as the S2 bed configures it, and checks what the
+// rules will see: frame_type on every packet, one frame_id per frame,
+// temporal_layer, the marker on the last packet, and sizes.
+func TestVideoPackets(t *testing.T) {
+	cls, err := classify.New(classify.Options{PayloadTypes: map[uint8]classify.Codec{videoPT: classify.CodecH264}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newVideoFlow(2 * time.Second)
+	src, dst := netip.MustParseAddrPort("10.77.0.2:9000"), netip.MustParseAddrPort("10.78.0.1:9000")
+	var pkt []byte
+	var md classify.Metadata
+	now := time.Now()
+	for i := range v.frames {
+		f := &v.frames[i]
+		j := 0
+		var slice []byte // the reassembled slice NAL unit
+		err := v.pk.frame(i, f, func(p []byte) error {
+			if len(p) > videoRTPHeader+videoMaxRTPPayload {
+				t.Fatalf("frame %d packet %d: %d bytes of RTP", i, j, len(p))
+			}
+			if pkt, err = appendUDP4(pkt[:0], src, dst, p); err != nil {
+				return err
+			}
+			cls.Parse(pkt, &md)
+			wantType := classify.FrameDelta
+			if f.kind == frameI {
+				wantType = classify.FrameKey
+			}
+			if md.Codec != classify.CodecH264 || md.FrameType != wantType {
+				t.Fatalf("frame %d packet %d: codec %v frame type %v, want h264 %v", i, j, md.Codec, md.FrameType, wantType)
+			}
+			if md.TemporalLayer != f.layer {
+				t.Errorf("frame %d packet %d: temporal layer %d, want %d", i, j, md.TemporalLayer, f.layer)
+			}
+			if md.RTP.Marker != (j == f.packets-1) {
+				t.Errorf("frame %d packet %d: marker %v", i, j, md.RTP.Marker)
+			}
+			if md.RTP.Timestamp != uint32(videoTSBase+i*videoTSPerFrame) {
+				t.Errorf("frame %d: RTP timestamp %d", i, md.RTP.Timestamp)
+			}
+			pl := p[videoRTPHeader:]
+			switch nt := pl[0] & 0x1f; {
+			case j == 0 && nt == 24: // STAP-A: the last unit is the first slice
+				off := 1
+				for off+2 <= len(pl) {
+					n := int(pl[off])<<8 | int(pl[off+1])
+					if off+2+n == len(pl) {
+						slice = append(slice, pl[off+2:]...)
+					}
+					off += 2 + n
+				}
+			case j == 0:
+				t.Fatalf("frame %d starts with NAL type %d", i, nt)
+			case nt == 28: // FU-A: reassemble
+				if pl[1]&0x80 != 0 {
+					slice = append(slice, pl[0]&0xe0|pl[1]&0x1f)
+				}
+				slice = append(slice, pl[2:]...)
+			default:
+				slice = append(slice, pl...)
+			}
+			v.deliver(p, now)
+			j++
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j != f.packets || len(slice) != f.bytes {
+			t.Errorf("frame %d: %d packets, slice %d bytes; want %d, %d", i, j, len(slice), f.packets, f.bytes)
+		}
+		if v.doneAt[i] == 0 {
+			t.Errorf("frame %d not complete at the receiver", i)
+		}
+	}
+}
+
+// TestVideoDeliver checks the receiver's bookkeeping: duplicates, foreign
+// packets and incomplete frames.
+func TestVideoDeliver(t *testing.T) {
+	v := newVideoFlow(100 * time.Millisecond) // 5 frames
+	start := time.Unix(1000, 0)
+	v.start = start
+	var pkts [][][]byte
+	for i := range v.frames {
+		var fr [][]byte
+		v.pk.frame(i, &v.frames[i], func(p []byte) error { fr = append(fr, slices.Clone(p)); return nil })
+		pkts = append(pkts, fr)
+		v.sentAt[i] = start.Add(time.Duration(i) * videoFrameInterval).UnixNano()
+	}
+	at := func(i int, ms int) time.Time {
+		return start.Add(time.Duration(i)*videoFrameInterval + time.Duration(ms)*time.Millisecond)
+	}
+	for i, fr := range pkts {
+		if i == 3 {
+			fr = fr[1:] // frame 3 loses its first packet
+		}
+		for k, p := range fr {
+			ms := 10 * i
+			if k == len(fr)-1 {
+				ms++ // the completing packet
+			}
+			v.deliver(p, at(i, ms))
+			v.deliver(p, at(i, 500)) // duplicate: ignored
+		}
+	}
+	v.deliver([]byte{0x80, 96, 0, 0}, at(0, 0)) // short
+	v.deliver(make([]byte, 1200), at(0, 0))     // not RTP
+	s := v.stats()
+	if s.frames != 5 || s.lost != 1 || len(s.fctAll) != 4 || len(s.fctI) != 1 || len(s.fctP) != 3 {
+		t.Fatalf("stats %+v", s)
+	}
+	// FCTs 1, 11, 21, 41 ms: frame i completes 10·i + 1 ms after its send.
+	if want := []float64{1, 11, 21, 41}; !slices.Equal(s.fctAll, want) {
+		t.Errorf("FCTs %v, want %v", s.fctAll, want)
+	}
+	if s.bufferMs != 40 || s.bufferWholeMs != 40 || s.windows != 1 {
+		t.Errorf("buffer %v / %v over %d windows, want 40 ms", s.bufferMs, s.bufferWholeMs, s.windows)
+	}
+}
+
+// TestAppendUDP4 compares the hand-written IPv4/UDP builder with
+// gopacket's serialisation (a slow truth).
+func TestAppendUDP4(t *testing.T) {
+	tests := []struct {
+		name     string
+		src, dst string
+		n        int
+	}{
+		{"empty", "10.77.0.2:9000", "10.78.0.1:9000", 0},
+		{"odd", "10.77.0.2:1", "10.78.0.1:65535", 1171},
+		{"full", "192.168.1.1:5004", "8.8.8.8:5006", 1172},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src, dst := netip.MustParseAddrPort(tt.src), netip.MustParseAddrPort(tt.dst)
+			payload := make([]byte, tt.n)
+			for i := range payload {
+				payload[i] = byte(i*7 + 3)
+			}
+			got, err := appendUDP4(nil, src, dst, payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP, Flags: layers.IPv4DontFragment,
+				SrcIP: src.Addr().AsSlice(), DstIP: dst.Addr().AsSlice()}
+			udp := &layers.UDP{SrcPort: layers.UDPPort(src.Port()), DstPort: layers.UDPPort(dst.Port())}
+			udp.SetNetworkLayerForChecksum(ip)
+			buf := gopacket.NewSerializeBuffer()
+			if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ip, udp, gopacket.Payload(payload)); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, buf.Bytes()) {
+				t.Errorf("appendUDP4:\n%x\ngopacket:\n%x", got, buf.Bytes())
+			}
+		})
+	}
+	if _, err := appendUDP4(nil, netip.MustParseAddrPort("[::1]:1"), netip.MustParseAddrPort("10.0.0.1:1"), nil); err == nil {
+		t.Error("IPv6 source accepted")
+	}
+	buf := make([]byte, 0, 1200)
+	payload := make([]byte, 1172)
+	if n := testing.AllocsPerRun(100, func() {
+		buf, _ = appendUDP4(buf[:0], netip.MustParseAddrPort("10.0.0.1:1"), netip.MustParseAddrPort("10.0.0.2:2"), payload)
+	}); n != 0 {
+		t.Errorf("appendUDP4 allocates %v times per packet", n)
+	}
+}
+
+// TestMomqRulesMatchDocs checks that the rules bench S2 installs are those
+// of docs/examples/rules/momq-svc.yaml, and that each subset compiles.
+func TestMomqRulesMatchDocs(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/examples/rules/momq-svc.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := rules.CompileBytes("momq-svc.yaml", doc, rules.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := rules.CompileBytes("momq-svc.yaml", []byte(momqRules), rules.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want.String() {
+		t.Errorf("bench rules:\n%s\ndocs rules:\n%s", got, want)
+	}
+	for _, c := range s2Configs() {
+		if len(c.rules) == 0 {
+			continue
+		}
+		src, err := momqSubset(c.rules)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if n := src.Current().Len(); n != len(c.rules) {
+			t.Errorf("%s: %d rules, want %d", c.name, n, len(c.rules))
+		}
+	}
+	if _, err := momqSubset([]string{"no-such-rule"}); err == nil {
+		t.Error("unknown rule id accepted")
+	}
+}
+
+func TestMatchedFixed(t *testing.T) {
+	tests := []struct {
+		rate   float64
+		ok     bool
+		wantK  int
+		budget time.Duration
+	}{
+		{1, false, 0, 0},
+		{0, false, 0, 0},
+		{0.95, true, 19, 50 * time.Millisecond},
+		{0.90, true, 9, 23760 * time.Microsecond},
+		{0.5, true, 1, 20 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		o, ok := matchedFixed(tt.rate, 4, 1200)
+		if ok != tt.ok {
+			t.Errorf("rate %v: ok %v", tt.rate, ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if o.K != tt.wantK || o.Ratio != 1/float64(tt.wantK) {
+			t.Errorf("rate %v: k %d ratio %v, want k %d", tt.rate, o.K, o.Ratio, tt.wantK)
+		}
+		if r := float64(o.K) / float64(o.K+1); r < tt.rate-0.05 || r > tt.rate+0.05 {
+			t.Errorf("rate %v: one parity per %d gives %v", tt.rate, o.K, r)
+		}
+		if o.Budget < tt.budget-time.Millisecond || o.Budget > tt.budget+time.Millisecond {
+			t.Errorf("rate %v: budget %v, want about %v", tt.rate, o.Budget, tt.budget)
+		}
+	}
+}
+
+func TestBenchOptionErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		o    benchOptions
+	}{
+		{"scenario", benchOptions{scenario: "s3", duration: time.Second}},
+		{"duration", benchOptions{scenario: benchS1}},
+		{"config", benchOptions{scenario: benchS2, duration: time.Second, configs: []string{"no-fec"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.o.out = t.TempDir()
+			if err := runBench(context.Background(), tt.o, &bytes.Buffer{}); err == nil {
+				t.Error("no error")
+			}
+		})
+	}
+}
+
+func TestSinglePathPicker(t *testing.T) {
+	// Both paths are UNAVAILABLE before they connect: the picker then
+	// drops rather than falling back to the other path.
+	paths := []*policy.Path{policy.NewPath("starlink", nil, 8), policy.NewPath("metered", nil, 8)}
+	out := make([]int, 2)
+	if n := (singlePath{"metered"}).Pick(paths, time.Now(), out); n != 0 {
+		t.Errorf("picked %d paths with none connected", n)
+	}
+	paths[1].SetConnected(true, time.Now())
+	if n := (singlePath{"metered"}).Pick(paths, time.Now(), out); n != 1 || out[0] != 1 {
+		t.Errorf("picked %d: %v", n, out)
+	}
+	if n := (singlePath{"starlink"}).Pick(paths, time.Now(), out); n != 0 {
+		t.Errorf("starlink picked while down")
+	}
+}
