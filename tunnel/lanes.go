@@ -161,10 +161,12 @@ func (p *path) liveLanes() int {
 // queueing delay, which a loss-based controller misreads as congestion. It
 // adds as many lanes as the demand asks for with laneHeadroom to spare —
 // n·1.25·demand/capacity, where demand is the rate pushed onto the path and
-// capacity its summed cwnd/srtt — but at most doubles them per epoch, like
-// slow start. The headroom keeps the queue empty through Cubic's sawtooth. It does not add while the RTT is
-// inflated: that loss is a full bottleneck, and more lanes would only take
-// capacity from other flows there.
+// capacity its summed cwnd/srtt — but at most laneGrowth times as many
+// per epoch: the new lanes' windows are still in slow start when the next
+// epoch measures them. The headroom keeps the queue empty through Cubic's
+// sawtooth. It does not add while the RTT is inflated: that loss is a full
+// bottleneck, and more lanes would only take capacity from other flows
+// there.
 //
 // It removes a lane when the path has not been window-limited for
 // laneIdle and the rate handed to the path would fill less than half of
@@ -193,8 +195,12 @@ type laneSample struct {
 	offeredBytes   uint64 // bytes pushed onto the path's queue, total
 }
 
-// laneHeadroom is the capacity laneControl aims for over the demand.
-const laneHeadroom = 1.25
+// laneHeadroom is the capacity laneControl aims for over the demand, and
+// laneGrowth the most it multiplies the lanes by in one epoch.
+const (
+	laneHeadroom = 1.25
+	laneGrowth   = 4
+)
 
 // Lane control timing.
 const (
@@ -257,7 +263,7 @@ func (c *laneControl) sample(s laneSample) laneDecision {
 		if d.capBps > 0 {
 			want = max(want, int(math.Ceil(float64(c.n)*laneHeadroom*d.demandBps/d.capBps)))
 		}
-		d.delta = min(want, 2*c.n, c.max) - c.n
+		d.delta = min(want, laneGrowth*c.n, c.max) - c.n
 		d.reason = "window-limited with loss and no RTT inflation"
 	case ready && c.n > 1 && s.now.Sub(c.lastLimited) >= laneIdle && d.capBps > 0:
 		idleBps := float64(s.txBytes-c.idleTxAt) * 8 / s.now.Sub(c.lastLimited).Seconds()

@@ -39,8 +39,9 @@ import (
 
 // Bench scenario names (the SCENARIO argument).
 const (
-	benchS1 = "s1"
-	benchS2 = "s2"
+	benchS1    = "s1"
+	benchS2    = "s2"
+	benchLanes = "lanes"
 )
 
 // Bench timing defaults.
@@ -60,7 +61,7 @@ const (
 
 // benchOptions are the flags of bondd bench.
 type benchOptions struct {
-	scenario  string        // benchS1 or benchS2
+	scenario  string        // benchS1, benchS2 or benchLanes
 	out       string        // output folder (created)
 	duration  time.Duration // traffic time of each configuration
 	seed      uint64        // emulator seed, the same for every configuration
@@ -84,7 +85,7 @@ func newBenchCmd() *cobra.Command {
 	var o benchOptions
 	cmd := &cobra.Command{
 		Use:   "bench SCENARIO",
-		Short: "Re-run the papers' experiments (s1: vehicular FEC, s2: LEO + terrestrial video) and write tables and plots",
+		Short: "Re-run the papers' experiments (s1: vehicular FEC, s2: LEO + terrestrial video; lanes: lossy uplinks) and write tables and plots",
 		Long: `Bench runs one evaluation scenario over link-emulator paths that replay
 public real traces, once per configuration, and writes results.md (tables,
 with the papers' figures beside ours), results.json and CDF plots (PNG and
@@ -100,12 +101,15 @@ SVG) into --out.
       single-metered, roundrobin, minrtt, blest, redundant, rules (the four
       MoMQ rules) and the rules added one at a time (rules-r4, rules-r4-r1,
       rules-r4-r1-r2).
+  lanes  one 50 ms path whose losses are not congestion (0, 0.5, 1, 3 %
+      random loss, Gilbert-Elliott bursts, the Starlink trace) and a
+      20 Mbit/s flow: one QUIC connection (lanes1) against lanes: auto.
 
 Every configuration runs over the same trace segment with the same seed. As
 root the testbed is built from network namespaces with real TUN devices;
 otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{benchS1, benchS2},
+		ValidArgs: []string{benchS1, benchS2, benchLanes},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.scenario = strings.ToLower(args[0])
 			if cmd.Flags().Changed("traces") && o.traces != "" && !emu.HasCellularTraces(o.traces) {
@@ -133,7 +137,7 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 
 // benchHeader is what results.json says about the run as a whole.
 type benchHeader struct {
-	Scenario  string    `json:"scenario"` // "s1" or "s2"
+	Scenario  string    `json:"scenario"` // "s1", "s2" or "lanes"
 	Mode      string    `json:"mode"`     // "netns" or "inprocess"
 	Seed      uint64    `json:"seed"`
 	DurationS float64   `json:"duration_s"` // traffic time per configuration, s
@@ -162,8 +166,10 @@ func runBench(ctx context.Context, o benchOptions, out io.Writer) error {
 		names = s1ConfigNames()
 	case benchS2:
 		names = s2ConfigNames()
+	case benchLanes:
+		names = lanesConfigNames()
 	default:
-		return fmt.Errorf("unknown scenario %q; expected %s or %s", o.scenario, benchS1, benchS2)
+		return fmt.Errorf("unknown scenario %q; expected %s, %s or %s", o.scenario, benchS1, benchS2, benchLanes)
 	}
 	for _, c := range o.configs {
 		if !slices.Contains(names, c) {
@@ -176,6 +182,8 @@ func runBench(ctx context.Context, o benchOptions, out io.Writer) error {
 	switch o.scenario {
 	case benchS1:
 		return runS1(ctx, o, out)
+	case benchLanes:
+		return runLanes(ctx, o, out)
 	default:
 		return runS2(ctx, o, out)
 	}
@@ -298,7 +306,7 @@ type pathCounterSet struct{ txBytes, txPackets, drops uint64 }
 
 // pathCounters takes the counters of p that a run differences.
 func pathCounters(p tunnel.PathStats) pathCounterSet {
-	return pathCounterSet{txBytes: p.TxBytes, txPackets: p.TxPackets, drops: p.Drops.QueueFull + p.Drops.Expired}
+	return pathCounterSet{txBytes: p.TxBytes, txPackets: p.TxPackets, drops: p.Drops.QueueFull + p.Drops.Expired + p.Drops.Deadline}
 }
 
 // benchPath is one path's part of a configuration's traffic.

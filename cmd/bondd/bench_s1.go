@@ -62,7 +62,7 @@ type s1Result struct {
 	Received    uint64      `json:"packets_received"`
 	ParitySent  uint64      `json:"parity_sent"`
 	Recovered   uint64      `json:"recovered"`   // data packets the concentrator reconstructed
-	QueueDrops  uint64      `json:"queue_drops"` // datagrams dropped from send queues (full or older than 200 ms)
+	QueueDrops  uint64      `json:"queue_drops"` // datagrams dropped from send queues (full, older than 200 ms, or past a rule deadline)
 	FixedK      int         `json:"fixed_k,omitempty"`
 	FixedRatio  float64     `json:"fixed_ratio,omitempty"`
 	Paths       []benchPath `json:"paths"`

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -33,6 +34,8 @@ type demoOptions struct {
 	inprocess bool
 	fec       string
 	scheduler string
+	lanes     string  // "auto" or 1..tunnel.MaxLanes
+	lossPct   float64 // extra random loss on every emulated path, each direction, %
 }
 
 func newDemoCmd() *cobra.Command {
@@ -71,6 +74,8 @@ the same data path in one process with in-memory TUN devices.`,
 	f.BoolVar(&o.inprocess, "inprocess", false, "run in one process without TUN devices even as root")
 	f.StringVar(&o.fec, "fec", tunnel.FECAdaptive, "forward error correction: adaptive or off")
 	f.StringVar(&o.scheduler, "scheduler", policy.SchedulerDefault, "path scheduler: "+strings.Join(policy.Schedulers, ", "))
+	f.StringVar(&o.lanes, "lanes", "auto", fmt.Sprintf("QUIC connections per uplink: auto or 1..%d", tunnel.MaxLanes))
+	f.Float64Var(&o.lossPct, "loss", 0, "extra random loss on every emulated path, each direction, percent")
 	return cmd
 }
 
@@ -92,6 +97,8 @@ type demoReport struct {
 	CodingRate      float64      `json:"coding_rate"` // k/(k+r) of the blocks the edge sent; 1 without FEC
 	ParitySent      uint64       `json:"parity_sent"`
 	Recovered       uint64       `json:"recovered"` // data packets the concentrator reconstructed
+	Lanes           string       `json:"lanes"`     // the --lanes setting: auto or N
+	ExtraLossPct    float64      `json:"extra_loss_pct"`
 	Bond            *bondSummary `json:"bond"`
 }
 
@@ -102,11 +109,15 @@ type demoPath struct {
 	LossRate float64 `json:"loss_rate"` // QUIC packets declared lost / sent
 	State    string  `json:"state"`
 	Packets  uint64  `json:"packets"`
+	Lanes    int     `json:"lanes"` // live QUIC connections at the end
 }
 
 type bondSummary struct {
 	Duplicates uint64 `json:"duplicates_dropped"`
-	QueueDrops uint64 `json:"queue_drops"`
+	QueueDrops uint64 `json:"queue_drops"` // QueueFull + Expired + Deadline
+	QueueFull  uint64 `json:"queue_full_drops"`
+	Expired    uint64 `json:"expired_drops"`  // older than max_queue_delay
+	Deadline   uint64 `json:"deadline_drops"` // past a rule's deadline_ms
 	NoPath     uint64 `json:"no_path_drops"`
 }
 
@@ -143,6 +154,8 @@ type bedOptions struct {
 	// leo gives the uplinks, by path name, that have a LEO
 	// reconfiguration schedule (tunnel.UplinkOptions.LEOReconf). Optional.
 	leo map[string]*policy.LEOReconf
+	// lanes is every uplink's tunnel.UplinkOptions.Lanes (0: auto).
+	lanes int
 }
 
 func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
@@ -160,18 +173,29 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	lanes, err := parseLanes(o.lanes)
+	if err != nil {
+		return err
+	}
+	if o.lossPct < 0 || o.lossPct >= 100 {
+		return fmt.Errorf("--loss %g: expected a percentage from 0 to below 100", o.lossPct)
+	}
 	sc, err := emu.CellularScenario(o.traces, o.seed)
 	if err != nil {
 		return err
 	}
-	bed, err := newBed(bedOptions{sc: sc, seed: o.seed, fec: fopts, picker: picker}, o.inprocess, out)
+	addLoss(&sc, o.lossPct/100)
+	bed, err := newBed(bedOptions{sc: sc, seed: o.seed, fec: fopts, picker: picker, lanes: lanes}, o.inprocess, out)
 	if err != nil {
 		return err
 	}
 	defer bed.close()
 
-	fmt.Fprintf(out, "bondd demo: %s, %.1f Mbit/s of %d-byte UDP packets for %s over %d uplinks, scheduler %s, FEC %s\n",
-		bed.mode, o.rateMbps, demoPacketBytes, o.duration, len(sc.Paths), o.scheduler, o.fec)
+	fmt.Fprintf(out, "bondd demo: %s, %.1f Mbit/s of %d-byte UDP packets for %s over %d uplinks, scheduler %s, FEC %s, lanes %s\n",
+		bed.mode, o.rateMbps, demoPacketBytes, o.duration, len(sc.Paths), o.scheduler, o.fec, o.lanes)
+	if o.lossPct > 0 {
+		fmt.Fprintf(out, "extra random loss: %g %% on every path, each direction\n", o.lossPct)
+	}
 	if sc.Source == "builtin" {
 		fmt.Fprintln(out, "traces: none found; using the built-in models fitted to the public traces (see docs/emu.md)")
 	} else {
@@ -198,7 +222,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	}
 	rep := buildReport(bed, sc, o, fs, before, bed.edge.Stats())
 	tx, rx, rx0 := rep.fecAfter(before, bed.edge.Stats()), bed.conc.Stats().FEC, concBefore.FEC
-	rep.Scheduler, rep.Seed = o.scheduler, o.seed
+	rep.Scheduler, rep.Seed, rep.Lanes, rep.ExtraLossPct = o.scheduler, o.seed, o.lanes, o.lossPct
 	rep.FEC, rep.CodingRate, rep.ParitySent, rep.Recovered = o.fec, tx.rate, tx.parity, rx.Recovered-rx0.Recovered
 	if os.Getenv("BONDD_DEMO_DEBUG") != "" {
 		for _, p := range bed.edge.Stats().Paths {
@@ -278,25 +302,29 @@ func buildReport(bed *demoBed, sc emu.Scenario, o demoOptions, fs *demoFlow, bef
 	}
 	for i, p := range after.Paths {
 		b := before.Paths[i]
-		dp := demoPath{Name: p.Name, State: p.Status, RTTms: float64(p.SmoothedRTT) / 1e6, Packets: p.TxPackets - b.TxPackets}
+		dp := demoPath{Name: p.Name, State: p.Status, RTTms: float64(p.SmoothedRTT) / 1e6, Packets: p.TxPackets - b.TxPackets,
+			Lanes: len(p.Lanes)}
 		if total > 0 {
 			dp.Share = float64(dp.Packets) / float64(total)
 		}
 		if s := p.PacketsSent - b.PacketsSent; s > 0 {
 			dp.LossRate = float64(p.PacketsLost-b.PacketsLost) / float64(s)
 		}
-		rep.Bond.QueueDrops += p.Drops.QueueFull + p.Drops.Expired - b.Drops.QueueFull - b.Drops.Expired
+		rep.Bond.QueueFull += p.Drops.QueueFull - b.Drops.QueueFull
+		rep.Bond.Expired += p.Drops.Expired - b.Drops.Expired
+		rep.Bond.Deadline += p.Drops.Deadline - b.Drops.Deadline
 		rep.Paths = append(rep.Paths, dp)
 	}
+	rep.Bond.QueueDrops = rep.Bond.QueueFull + rep.Bond.Expired + rep.Bond.Deadline
 	return rep
 }
 
 func printReport(out io.Writer, r demoReport) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "path\tstate\tshare\tpackets\tsrtt ms\tQUIC loss\t")
+	fmt.Fprintln(tw, "path\tstate\tlanes\tshare\tpackets\tsrtt ms\tQUIC loss\t")
 	for _, p := range r.Paths {
-		fmt.Fprintf(tw, "%s\t%s\t%.1f %%\t%d\t%.1f\t%.2f %%\t\n", p.Name, p.State, 100*p.Share, p.Packets, p.RTTms, 100*p.LossRate)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f %%\t%d\t%.1f\t%.2f %%\t\n", p.Name, p.State, p.Lanes, 100*p.Share, p.Packets, p.RTTms, 100*p.LossRate)
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
@@ -307,8 +335,8 @@ func printReport(out io.Writer, r demoReport) {
 	if r.FEC != tunnel.FECOff {
 		fmt.Fprintf(out, "FEC: coding rate %.3f, %d parity packets sent, %d packets recovered\n", r.CodingRate, r.ParitySent, r.Recovered)
 	}
-	fmt.Fprintf(out, "bond drops: %d in send queues (full or older than %s), %d with no path; %d duplicates filtered\n",
-		r.Bond.QueueDrops, tunnel.DefaultMaxQueueDelay, r.Bond.NoPath, r.Bond.Duplicates)
+	fmt.Fprintf(out, "bond drops: %d in send queues (%d full, %d older than %s, %d past a rule deadline), %d with no path; %d duplicates filtered\n",
+		r.Bond.QueueDrops, r.Bond.QueueFull, r.Bond.Expired, tunnel.DefaultMaxQueueDelay, r.Bond.Deadline, r.Bond.NoPath, r.Bond.Duplicates)
 }
 
 type fecDelta struct {
@@ -326,4 +354,30 @@ func (demoReport) fecAfter(before, after tunnel.BondStats) fecDelta {
 		d.rate = float64(data) / float64(data+parity)
 	}
 	return d
+}
+
+// parseLanes reads a --lanes value: auto (tunnel.LanesAuto) or 1 to
+// tunnel.MaxLanes.
+func parseLanes(s string) (int, error) {
+	if s == "" || s == "auto" {
+		return tunnel.LanesAuto, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > tunnel.MaxLanes {
+		return 0, fmt.Errorf("--lanes %q: expected auto or a number from 1 to %d", s, tunnel.MaxLanes)
+	}
+	return n, nil
+}
+
+// addLoss adds independent random loss p (0..1) to both directions of
+// every path of sc, on top of what each path already loses.
+func addLoss(sc *emu.Scenario, p float64) {
+	if p <= 0 {
+		return
+	}
+	for i := range sc.Paths {
+		for _, l := range []*emu.LinkConfig{&sc.Paths[i].Up, &sc.Paths[i].Down} {
+			l.Loss = 1 - (1-l.Loss)*(1-p)
+		}
+	}
 }

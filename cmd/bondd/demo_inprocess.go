@@ -76,7 +76,7 @@ func newInprocessBed(o bedOptions) (*demoBed, error) {
 		}
 		closers = append(closers, func() { r.Close() })
 		uplinks = append(uplinks, tunnel.UplinkOptions{Name: p.Name, Bind: netip.MustParseAddr("127.0.0.1"),
-			Remote: r.Addr().String(), Labels: p.Labels, LEOReconf: o.leo[p.Name]})
+			Remote: r.Addr().String(), Labels: p.Labels, LEOReconf: o.leo[p.Name], Lanes: o.lanes})
 	}
 	tlsConf, err := tunnel.ClientTLS("concentrator.demo", nil, pin, nil)
 	if err != nil {

@@ -116,7 +116,7 @@ func newNetnsBed(o bedOptions) (bed *demoBed, err error) {
 		}
 		closers = append(closers, func() { r.Close() })
 		uplinks = append(uplinks, tunnel.UplinkOptions{Name: p.Name, Bind: edgeSide.Addr(), Interface: name,
-			Remote: r.Addr().String(), Labels: p.Labels, LEOReconf: o.leo[p.Name]})
+			Remote: r.Addr().String(), Labels: p.Labels, LEOReconf: o.leo[p.Name], Lanes: o.lanes})
 	}
 
 	// Edge: TUN and bond; uplink sockets are opened inside the edge namespace.
