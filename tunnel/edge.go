@@ -188,7 +188,7 @@ func (p *path) laneSample(now time.Time) laneSample {
 	return laneSample{now: now, active: p.state.Status(now) == policy.StatusActive,
 		queueBytes: p.state.QueueBytes(), cwnd: p.state.CongestionWindow(), inflight: p.state.BytesInFlight(),
 		srtt: p.state.SmoothedRTT(), minRTT: p.state.MinRTT(), lost: p.state.PacketsLost(), txBytes: p.txBytes.Load(),
-		offeredBytes: p.queue.offeredBytes()}
+		offeredBytes: p.queue.offeredBytes(), queueDrops: p.queue.droppedTotal()}
 }
 
 // routineDial keeps one lane of an uplink connected until ctx ends: dial,

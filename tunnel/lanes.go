@@ -156,7 +156,8 @@ func (p *path) liveLanes() int {
 // It adds lanes when, over the last decision epoch (laneEpoch, at least 8
 // smoothed RTTs), the path was window-limited in at least half of the
 // samples (frames waiting in its queue, or bytes in flight within two
-// packets of the window), QUIC declared packets lost, and the smoothed RTT
+// packets of the window) or dropped queued frames (a burst, such as a video
+// keyframe, that waited too long), QUIC declared packets lost, and the smoothed RTT
 // stayed within max(minRTT/2, 10 ms) of the minimum RTT: loss without
 // queueing delay, which a loss-based controller misreads as congestion. It
 // adds as many lanes as the demand asks for with laneHeadroom to spare —
@@ -167,6 +168,12 @@ func (p *path) liveLanes() int {
 // sawtooth. It does not add while the RTT is inflated: that loss is a full
 // bottleneck, and more lanes would only take capacity from other flows
 // there.
+//
+// Lanes must pay off: in the epoch after an addition, unless the rate the
+// lanes took grew by at least laneGain or met 95 % of the demand, the path
+// is limited by its capacity rather than by its windows — a bottleneck
+// whose queue is too short to inflate the RTT past the guard above — and
+// the added lanes are removed again, and no lane is added for laneIdle.
 //
 // It removes a lane when the path has not been window-limited for
 // laneIdle and the rate handed to the path would fill less than half of
@@ -179,8 +186,12 @@ type laneControl struct {
 	epochStart, lastChange, lastLimited time.Time
 	samples, limited                    int
 	inflated, primed                    bool
-	lostAt, txAt, offeredAt             uint64 // counters at the epoch start
+	lostAt, txAt, offeredAt, dropsAt    uint64 // counters at the epoch start
 	idleTxAt                            uint64 // tx bytes when the idle stretch began
+
+	added      int       // lanes added at the last decision, 0 if it added none
+	usedAtAdd  float64   // bit/s the lanes took in the epoch before that addition
+	noAddUntil time.Time // additions that did not pay off hold further ones until then
 }
 
 // laneSample is what laneControl reads from a path.
@@ -193,6 +204,7 @@ type laneSample struct {
 	lost           uint64 // QUIC packets declared lost, total
 	txBytes        uint64 // bytes handed to the lanes, total
 	offeredBytes   uint64 // bytes pushed onto the path's queue, total
+	queueDrops     uint64 // frames dropped from the path's queue (full, expired, deadline), total
 }
 
 // laneHeadroom is the capacity laneControl aims for over the demand, and
@@ -200,6 +212,7 @@ type laneSample struct {
 const (
 	laneHeadroom = 1.25
 	laneGrowth   = 4
+	laneGain     = 1.10 // the rate after an addition over the rate before it
 )
 
 // Lane control timing.
@@ -227,8 +240,10 @@ type laneDecision struct {
 
 // sample records s and returns the change wanted, if any.
 func (c *laneControl) sample(s laneSample) laneDecision {
-	if !c.primed {
-		c.lostAt, c.txAt, c.offeredAt, c.idleTxAt, c.primed = s.lost, s.txBytes, s.offeredBytes, s.txBytes, true
+	if !c.primed { // the first epoch starts at the first sample
+		c.lostAt, c.txAt, c.offeredAt, c.dropsAt, c.idleTxAt = s.lost, s.txBytes, s.offeredBytes, s.queueDrops, s.txBytes
+		c.epochStart, c.primed = s.now, true
+		return laneDecision{}
 	}
 	c.samples++
 	if s.queueBytes > 0 || (s.cwnd > 0 && s.inflight+2*laneWireBytes >= s.cwnd) {
@@ -257,14 +272,21 @@ func (c *laneControl) sample(s laneSample) laneDecision {
 	}
 	d.usedBps, d.demandBps = float64(tx)*8/elapsed, float64(offered)*8/elapsed
 	ready := s.now.Sub(c.lastChange) >= epoch
+	added := c.added
+	c.added = 0
 	switch {
-	case ready && c.n < c.max && d.limited >= 0.5 && lost > 0 && !c.inflated:
+	case added > 0 && d.usedBps < laneGain*c.usedAtAdd && d.usedBps < 0.95*d.demandBps:
+		d.delta, d.reason = -min(added, c.n-1), "no gain from the last lanes: the link's capacity, not the windows, limits the path"
+		c.noAddUntil = s.now.Add(laneIdle)
+	case ready && c.n < c.max && !s.now.Before(c.noAddUntil) &&
+		(d.limited >= 0.5 || s.queueDrops > c.dropsAt) && lost > 0 && !c.inflated:
 		want := c.n + 1
 		if d.capBps > 0 {
 			want = max(want, int(math.Ceil(float64(c.n)*laneHeadroom*d.demandBps/d.capBps)))
 		}
 		d.delta = min(want, laneGrowth*c.n, c.max) - c.n
 		d.reason = "window-limited with loss and no RTT inflation"
+		c.added, c.usedAtAdd = d.delta, d.usedBps
 	case ready && c.n > 1 && s.now.Sub(c.lastLimited) >= laneIdle && d.capBps > 0:
 		idleBps := float64(s.txBytes-c.idleTxAt) * 8 / s.now.Sub(c.lastLimited).Seconds()
 		if idleBps < 0.5*d.capBps*float64(c.n-1)/float64(c.n) {
@@ -277,6 +299,6 @@ func (c *laneControl) sample(s laneSample) laneDecision {
 		c.lastChange = s.now
 	}
 	c.epochStart, c.samples, c.limited, c.inflated = s.now, 0, 0, false
-	c.lostAt, c.txAt, c.offeredAt = s.lost, s.txBytes, s.offeredBytes
+	c.lostAt, c.txAt, c.offeredAt, c.dropsAt = s.lost, s.txBytes, s.offeredBytes, s.queueDrops
 	return d
 }

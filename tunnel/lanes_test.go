@@ -5,73 +5,85 @@ import (
 	"time"
 )
 
-// TestLaneControl drives laneControl with synthetic path samples and checks
-// when it adds and removes lanes.
+// TestLaneControl drives laneControl with a model of a path and checks when
+// it adds and removes lanes. The model: a flow offers demand bit/s; each
+// lane carries perLane bit/s of it, up to the link's capacity; what the
+// lanes cannot take waits in the queue; QUIC loses lossPer of the packets.
 func TestLaneControl(t *testing.T) {
 	const rtt = 50 * time.Millisecond
-	// A path that is window-limited, losing 1 % of its packets, without RTT
-	// inflation: Cubic's loss response, not a full bottleneck.
-	lossyLimited := func(i int, now time.Time) laneSample {
-		tx := uint64(i) * 60_000
-		return laneSample{now: now, active: true, queueBytes: 20_000, cwnd: 30_000, inflight: 29_000,
-			srtt: rtt + 3*time.Millisecond, minRTT: rtt, lost: tx / 1200 / 100, txBytes: tx}
+	type model struct {
+		demand, perLane, link float64 // bit/s
+		lossPer               float64
+		srtt                  time.Duration // 0: rtt
+		inactive              bool
+		burst                 bool // the demand comes as one burst a second that partly expires
 	}
 	cases := []struct {
-		name   string
-		max    int
-		start  int // lanes before the samples
-		secs   int // seconds of samples, one every laneSampleEvery
-		sample func(i int, now time.Time) laneSample
-		want   int // lanes at the end
+		name  string
+		max   int
+		start int // lanes before the samples
+		secs  int // seconds of samples, one every laneSampleEvery
+		m     model
+		want  int // lanes at the end
 	}{
-		{name: "random loss, window-limited: adds up to max", max: 4, start: 1, secs: 30, sample: lossyLimited, want: 4},
-		{name: "inflated RTT is congestion: no lane", max: 8, start: 1, secs: 30, want: 1,
-			sample: func(i int, now time.Time) laneSample {
-				s := lossyLimited(i, now)
-				s.srtt = 3 * rtt
-				return s
-			}},
-		{name: "no loss: no lane", max: 8, start: 1, secs: 30, want: 1,
-			sample: func(i int, now time.Time) laneSample {
-				s := lossyLimited(i, now)
-				s.lost = 0
-				return s
-			}},
-		{name: "not window-limited: no lane", max: 8, start: 1, secs: 30, want: 1,
-			sample: func(i int, now time.Time) laneSample {
-				s := lossyLimited(i, now)
-				s.queueBytes, s.inflight = 0, 5_000
-				return s
-			}},
-		{name: "outage: no lane", max: 8, start: 1, secs: 30, want: 1,
-			sample: func(i int, now time.Time) laneSample {
-				s := lossyLimited(i, now)
-				s.active = false
-				return s
-			}},
-		{name: "under-used: one lane less per idle stretch", max: 8, start: 4, secs: 65, want: 2,
-			sample: func(i int, now time.Time) laneSample {
-				// 100 kbit/s handed over; the windows carry 4.8 Mbit/s.
-				return laneSample{now: now, active: true, cwnd: 30_000, inflight: 600, srtt: rtt, minRTT: rtt,
-					txBytes: uint64(i) * 3_125}
-			}},
-		{name: "busy enough: keeps its lanes", max: 8, start: 4, secs: 65, want: 4,
-			sample: func(i int, now time.Time) laneSample {
-				// 4 Mbit/s handed over, windows carry 4.8: one lane fewer would be too few.
-				return laneSample{now: now, active: true, cwnd: 30_000, inflight: 20_000, srtt: rtt, minRTT: rtt,
-					txBytes: uint64(i) * 125_000}
-			}},
+		{name: "random loss, window-limited: adds up to the demand", max: 8, start: 1, secs: 10,
+			m: model{demand: 20e6, perLane: 4e6, link: 100e6, lossPer: 0.01}, want: 7},
+		{name: "random loss: never past max", max: 4, start: 1, secs: 10,
+			m: model{demand: 20e6, perLane: 4e6, link: 100e6, lossPer: 0.01}, want: 4},
+		{name: "bursts that overflow the queue: adds lanes", max: 4, start: 1, secs: 20,
+			m: model{demand: 6e6, perLane: 2e6, link: 100e6, lossPer: 0.03, burst: true}, want: 4},
+		{name: "the link, not the window, limits: lanes removed again", max: 8, start: 1, secs: 10,
+			m: model{demand: 20e6, perLane: 4e6, link: 4.2e6, lossPer: 0.01}, want: 1},
+		{name: "inflated RTT is congestion: no lane", max: 8, start: 1, secs: 10,
+			m: model{demand: 20e6, perLane: 4e6, link: 100e6, lossPer: 0.01, srtt: 3 * rtt}, want: 1},
+		{name: "no loss: no lane", max: 8, start: 1, secs: 10,
+			m: model{demand: 20e6, perLane: 4e6, link: 100e6}, want: 1},
+		{name: "outage: no lane", max: 8, start: 1, secs: 10,
+			m: model{demand: 20e6, perLane: 4e6, link: 100e6, lossPer: 0.01, inactive: true}, want: 1},
+		{name: "under-used: one lane less per idle stretch", max: 8, start: 4, secs: 65,
+			m: model{demand: 0.1e6, perLane: 4e6, link: 100e6}, want: 2},
+		{name: "busy enough: keeps its lanes", max: 8, start: 4, secs: 65,
+			m: model{demand: 10e6, perLane: 4e6, link: 100e6}, want: 4},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t0 := time.Unix(1_700_000_000, 0)
 			ctl := newLaneControl(c.max, t0)
 			ctl.n = c.start
+			srtt := rtt
+			if c.m.srtt != 0 {
+				srtt = c.m.srtt
+			}
+			dt := laneSampleEvery.Seconds()
+			var tx, offered, lost, drops float64
 			changes := 0
 			var last time.Time
 			for i := 1; i <= c.secs*int(time.Second/laneSampleEvery); i++ {
 				now := t0.Add(time.Duration(i) * laneSampleEvery)
-				d := ctl.sample(c.sample(i, now))
+				demand := c.m.demand
+				if c.m.burst { // all of a second's demand in its first sample
+					demand = 0
+					if i%10 == 0 {
+						demand = c.m.demand / dt
+					}
+				}
+				capacity := min(float64(ctl.n)*c.m.perLane, c.m.link)
+				sent := min(demand, capacity)
+				offered += demand * dt / 8
+				tx += sent * dt / 8
+				lost += sent * dt / 8 / 1200 * c.m.lossPer
+				s := laneSample{now: now, active: !c.m.inactive, srtt: srtt, minRTT: rtt,
+					cwnd: int(capacity / 8 * rtt.Seconds()), lost: uint64(lost), txBytes: uint64(tx), offeredBytes: uint64(offered)}
+				s.inflight = int(sent / 8 * rtt.Seconds())
+				if demand > capacity {
+					s.queueBytes = 300_000
+					drops += (demand - capacity) * dt / 8 / 1200 / 2
+				}
+				s.queueDrops = uint64(drops)
+				d := ctl.sample(s)
+				if d.delta != 0 && testing.Verbose() {
+					t.Logf("%s: %+d → %d (%s) used %.2f demand %.2f cap %.2f", now.Sub(t0), d.delta, ctl.n, d.reason, d.usedBps/1e6, d.demandBps/1e6, d.capBps/1e6)
+				}
 				if d.delta != 0 {
 					if changes > 0 && now.Sub(last) < laneEpoch {
 						t.Fatalf("changes %s apart, want ≥ %s (hysteresis)", now.Sub(last), laneEpoch)

@@ -539,3 +539,30 @@ func TestSinglePathPicker(t *testing.T) {
 		t.Errorf("starlink picked while down")
 	}
 }
+
+// TestBenchLanes runs the 1 %-loss pair of the lanes scenario briefly in
+// process: lanes: auto adds lanes and delivers more than one connection,
+// and every report field is there.
+func TestBenchLanes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping the lanes bench in -short mode")
+	}
+	o := benchOptions{scenario: benchLanes, duration: 4 * time.Second, seed: 3, noPlots: true,
+		configs: []string{"loss1-lanes1", "loss1-auto"}}
+	rep, _ := runBenchTest(t, o)
+	by := benchConfigs(t, rep, "delivered", "goodput_mbps", "owd_ms", "cwnd_bytes", "mean_lanes", "final_lanes",
+		"quic_loss", "queue_full_drops", "expired_drops", "deadline_drops", "unaccounted")
+	one, auto := by["loss1-lanes1"], by["loss1-auto"]
+	if one["final_lanes"].(float64) != 1 {
+		t.Errorf("lanes1 ended with %v lanes", one["final_lanes"])
+	}
+	if auto["final_lanes"].(float64) < 2 {
+		t.Errorf("auto ended with %v lanes on a 1 %%-loss path offered 20 Mbit/s", auto["final_lanes"])
+	}
+	if a, o := auto["delivered"].(float64), one["delivered"].(float64); a <= o {
+		t.Errorf("auto delivered %.3f, no more than one lane's %.3f", a, o)
+	}
+	if ts, _ := rep["targets"].([]any); len(ts) != 4 {
+		t.Errorf("%d targets, want 4", len(ts))
+	}
+}
