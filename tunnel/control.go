@@ -37,7 +37,7 @@ type hello struct {
 	EdgeID  string `json:"edge_id"`
 	BondID  uint64 `json:"bond_id"` // random per edge start; a new id restarts the sequence space
 	Path    string `json:"path"`
-	// Lane is which of the uplink's QUIC connections this is, 0..maxLanes-1
+	// Lane is which of the uplink's QUIC connections this is, 0..MaxLanes-1
 	// (see lanes.go); the connections of one uplink form one path.
 	Lane   int               `json:"lane,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`

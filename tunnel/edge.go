@@ -22,9 +22,10 @@ import (
 	"github.com/bondd/bondd/tun"
 )
 
-// Edge is the vehicle end of a bond: it dials one QUIC connection per uplink
-// to the concentrator, each through its own quic.Transport on a UDP socket
-// bound to that uplink, and re-dials a lost one with exponential backoff.
+// Edge is the vehicle end of a bond: it dials 1 to MaxLanes QUIC
+// connections per uplink to the concentrator (lanes.go), each through its
+// own quic.Transport on a UDP socket bound to that uplink, and re-dials a
+// lost one with exponential backoff.
 // The bond lives while any path is up.
 type Edge struct {
 	opts   EdgeOptions
@@ -229,9 +230,13 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 		backoff, failures = e.opts.Paths.RedialMin, 0
 		p.serve(&p.lanes[lane], conn, rec, ctx.Done())
 		cause := context.Cause(conn.Context())
-		p.setErr(cause)
 		closeConn()
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil: // shutdown, or the lane was removed
+		case p.liveLanes() > 0:
+			log.Info("lane down; the path's other lanes carry on", "err", cause)
+		default:
+			p.setErr(cause)
 			log.Warn("path down", "err", cause)
 		}
 	}

@@ -58,6 +58,7 @@ type lane struct {
 	srtt, minRTT   atomic.Int64  // ns; RFC 9002 §5
 	cwnd, inflight atomic.Int64  // bytes
 	unsent         atomic.Int64  // datagrams inside quic-go's send queue
+	draining       atomic.Bool   // the lane is being removed: it takes no more frames
 	txPackets      atomic.Uint64 // datagrams handed to quic-go, over all the lane's connections
 	bell           chan struct{} // rung when a packet leaves or the window changes; capacity 1
 }
@@ -107,6 +108,7 @@ func (l *lane) reset() {
 	l.cwnd.Store(0)
 	l.inflight.Store(0)
 	l.unsent.Store(0)
+	l.draining.Store(false)
 }
 
 // aggregate sums the live lanes' congestion state into the path's policy
@@ -138,6 +140,52 @@ func (p *path) aggregate() {
 	}
 	p.state.OnMetrics(time.Duration(srtt), time.Duration(minRTT), int(cwnd), int(inflight))
 }
+
+// laneUp publishes conn as lane l's connection and marks the path connected.
+func (p *path) laneUp(l *lane, conn *quic.Conn, now time.Time) {
+	p.lanesMu.Lock()
+	defer p.lanesMu.Unlock()
+	l.conn.Store(conn)
+	p.state.SetConnected(true, now)
+}
+
+// laneDown clears conn as lane l's connection (if it still is) and, when no
+// lane of the path is left, marks the path down and reports true: the
+// caller then rescues the path's queued frames. The lock makes the check
+// and the status change atomic with laneUp, so a lane coming up while
+// another goes down never leaves a live path marked down.
+func (p *path) laneDown(l *lane, conn *quic.Conn) (last bool) {
+	p.lanesMu.Lock()
+	defer p.lanesMu.Unlock()
+	l.conn.CompareAndSwap(conn, nil)
+	if p.liveLanes() > 0 {
+		return false
+	}
+	p.state.SetConnected(false, time.Time{})
+	return true
+}
+
+// drain stops lane l from taking frames and waits, up to laneDrainMax,
+// until the datagrams it handed quic-go have left in packets, so that
+// removing a lane loses nothing it accepted.
+func (l *lane) drain(done <-chan struct{}) {
+	l.draining.Store(true)
+	deadline := time.NewTimer(laneDrainMax)
+	defer deadline.Stop()
+	for l.unsent.Load() > 0 {
+		select {
+		case <-l.bell:
+		case <-deadline.C:
+			return
+		case <-done:
+			return
+		}
+	}
+}
+
+// laneDrainMax bounds how long a lane being removed waits for quic-go to
+// send what it holds.
+const laneDrainMax = 250 * time.Millisecond
 
 // liveLanes returns the number of lanes with a connection.
 func (p *path) liveLanes() int {

@@ -21,6 +21,9 @@ type path struct {
 	queue *sendQueue
 	loss  fec.LossIntervals // RFC 5348 §5.4 loss rate, fed by every lane's tracer
 	lanes [MaxLanes]lane
+	// lanesMu orders lanes coming up and going down with the path's
+	// connected state (laneUp, laneDown).
+	lanesMu sync.Mutex
 
 	// laneMode is "auto" or "fixed" on the edge, "" on the concentrator
 	// (the edge decides); for the status.
@@ -49,9 +52,10 @@ func (p *path) setErr(err error) {
 }
 
 // serve runs conn as the connection of lane l of this path until the
-// connection ends or stop is closed (then it closes conn). It starts the
-// lane's send and receive routines (send.go, receive.go) and returns after
-// both have stopped. rec is the connection's tracer.
+// connection ends or stop is closed (then it lets the lane's datagrams
+// leave and closes conn). It starts the lane's send and receive routines
+// (send.go, receive.go) and returns after both have stopped. rec is the
+// connection's tracer.
 func (p *path) serve(l *lane, conn *quic.Conn, rec *recorder, stop <-chan struct{}) {
 	if old := l.conn.Load(); old != nil {
 		old.CloseWithError(codeReplaced, "lane replaced by a new connection")
@@ -64,9 +68,8 @@ func (p *path) serve(l *lane, conn *quic.Conn, rec *recorder, stop <-chan struct
 	}
 	l.reset()
 	l.rec.Store(rec)
-	l.conn.Store(conn)
 	rec.lane.Store(l)
-	p.state.SetConnected(true, time.Now())
+	p.laneUp(l, conn, time.Now())
 	p.setErr(nil)
 
 	var wg sync.WaitGroup
@@ -75,15 +78,12 @@ func (p *path) serve(l *lane, conn *quic.Conn, rec *recorder, stop <-chan struct
 	select {
 	case <-conn.Context().Done():
 	case <-stop: // shutdown or lane removal, even if it raced with this connection's dial
+		l.drain(conn.Context().Done())
 		conn.CloseWithError(codeShutdown, "shutting down")
 		<-conn.Context().Done()
 	}
 
-	l.conn.CompareAndSwap(conn, nil)
-	last := p.liveLanes() == 0
-	if last {
-		p.state.SetConnected(false, time.Time{})
-	}
+	last := p.laneDown(l, conn)
 	p.aggregate()
 	wg.Wait()
 	p.rxQueueFull.Add(rec.datagramsDropped.Swap(0))

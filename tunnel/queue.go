@@ -43,9 +43,10 @@ const (
 // frame of the lowest non-empty band at or below the new frame's, or the
 // new frame itself when everything queued outranks it, and counts it. Pop
 // drops frames past their deadline (their own, from a rule's deadline_ms,
-// or maxAge after they were queued) and counts them. Safe for concurrent
-// use by one pusher per bond and any number of poppers (the lanes of the
-// path).
+// or maxAge after they were queued) and counts them. FEC parity is queued
+// at priority 0, so under saturation redundancy is shed before data of a
+// higher priority. Safe for concurrent use: the TUN reader, the FEC flush
+// routine and a failing path's rescue push; the path's lanes pop.
 type sendQueue struct {
 	maxAge int64                    // ns
 	cap    int                      // frames, all bands together
@@ -68,6 +69,12 @@ type ring struct {
 
 func (r *ring) pushBack(f frame) {
 	r.buf[(r.head+r.n)%len(r.buf)] = f
+	r.n++
+}
+
+func (r *ring) pushFront(f frame) {
+	r.head = (r.head - 1 + len(r.buf)) % len(r.buf)
+	r.buf[r.head] = f
 	r.n++
 }
 
@@ -121,6 +128,36 @@ func (q *sendQueue) push(f frame) {
 	q.mu.Unlock()
 	q.onLen(n, b)
 	q.ring()
+}
+
+// requeue puts f, popped from this queue and not sent, back at the head of
+// its band, without counting it as offered again; when the queue has
+// filled meanwhile, f is dropped and counted as queue_full.
+func (q *sendQueue) requeue(f frame) {
+	q.mu.Lock()
+	if q.n == q.cap {
+		q.dropped[dropFull]++
+		q.mu.Unlock()
+		putBuf(f.buf)
+		return
+	}
+	q.bands[bandOf(f.prio)].pushFront(f) // its band held it: the ring exists
+	q.n++
+	q.bytes += f.end - f.off
+	n, b := q.n, q.bytes
+	q.mu.Unlock()
+	q.onLen(n, b)
+	q.ring()
+}
+
+// ringIfQueued rings the doorbell when frames are waiting.
+func (q *sendQueue) ringIfQueued() {
+	q.mu.Lock()
+	n := q.n
+	q.mu.Unlock()
+	if n > 0 {
+		q.ring()
+	}
 }
 
 // ring rings the doorbell without blocking.

@@ -123,3 +123,31 @@ func TestSendQueueAllocs(t *testing.T) {
 		t.Fatalf("push+pop allocates %v", a)
 	}
 }
+
+// TestSendQueueRequeue checks that a frame put back after a failed send
+// leaves first again, is not counted as new demand, and is dropped when the
+// queue filled meanwhile.
+func TestSendQueueRequeue(t *testing.T) {
+	q := newSendQueue(2, time.Second, func(int, int) {})
+	mk := func(id byte) frame {
+		b := getBuf()
+		b[0] = id
+		return frame{buf: b, end: 1}
+	}
+	q.push(mk(1))
+	q.push(mk(2))
+	f, _, _ := q.pop(0)
+	offered := q.offeredBytes()
+	q.requeue(f)
+	if q.offeredBytes() != offered {
+		t.Errorf("requeue counted %d bytes as offered again", q.offeredBytes()-offered)
+	}
+	if f, _, _ := q.pop(0); f.buf[0] != 1 {
+		t.Errorf("after requeue, popped frame %d first, want 1", f.buf[0])
+	}
+	q.push(mk(3)) // full again: 2, 3
+	q.requeue(mk(4))
+	if d := q.drops(); d[dropFull] != 1 {
+		t.Errorf("requeue into a full queue: %d full drops, want 1", d[dropFull])
+	}
+}

@@ -186,14 +186,19 @@ func (b *Bond) replyTooBig(pkt []byte) {
 func (l *lane) routineSend(conn *quic.Conn) {
 	p := l.path
 	done := conn.Context().Done()
+	// Whoever stops taking frames passes the doorbell on, so that a push
+	// that woke this lane is not lost to the others.
+	defer p.queue.ringIfQueued()
 	var tooLarge *quic.DatagramTooLargeError
-	for {
-		for !l.mayHand() {
+	for !l.draining.Load() {
+		if !l.mayHand() {
+			p.queue.ringIfQueued()
 			select {
 			case <-l.bell:
 			case <-done:
 				return
 			}
+			continue
 		}
 		f, ok, more := p.queue.pop(time.Now().UnixNano())
 		if !ok {
@@ -219,13 +224,12 @@ func (l *lane) routineSend(conn *quic.Conn) {
 		default:
 			l.unsent.Add(-1)
 			p.sendErr.Add(1)
-			l.conn.CompareAndSwap(conn, nil)
-			if p.liveLanes() > 0 {
-				p.queue.push(f)
-				return
+			conn.CloseWithError(codeProtocol, "sending a datagram failed") // a no-op if it is closing already
+			if p.laneDown(l, conn) {
+				p.rescue(&f)
+			} else {
+				p.queue.requeue(f) // another lane sends it
 			}
-			p.state.SetConnected(false, time.Time{})
-			p.rescue(&f)
 			return
 		}
 		putBuf(f.buf)
