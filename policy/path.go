@@ -14,8 +14,9 @@ const (
 	StatusUnavailable Status = iota
 	// StatusDegraded: connected, but the peer has been silent for longer than
 	// the path's liveness bound, or the path has used BudgetDegradeFraction
-	// of its byte budget (see [Path.Status]). Chosen only when no active
-	// path has room, or by a rule that prefers it (see [Select]).
+	// of its byte budget (see [Path.Status]). Default choices use it only
+	// when no path is ACTIVE; a rule that prefers it may still pick a path
+	// DEGRADED by its budget alone (see [Select]).
 	StatusDegraded
 	// StatusActive: connected and hearing from the peer.
 	StatusActive

@@ -49,9 +49,11 @@ import (
 const edgeRulePrefix = "edge."
 
 // builtinPolicyLabelKeys are label keys that are never descriptive: an
-// edge's PATH_LABEL_UPDATE cannot change them (MoMQ §4: operational keys
-// come only from operator configuration). EdgeAuth.PolicyLabelKeys adds
-// to them.
+// edge's PATH_LABEL_UPDATE cannot change them after the hello. Their value
+// is the one the edge's hello gave when the path was created, which is the
+// edge's configuration; the update message cannot move traffic between
+// cost classes behind the concentrator's back. EdgeAuth.PolicyLabelKeys
+// adds to them.
 var builtinPolicyLabelKeys = []string{"cost_class"}
 
 // ctrlWriteTimeout bounds one write on a control stream; a peer that does
@@ -185,10 +187,18 @@ func (c *bondControl) publishLocked(session []rules.Rule) error {
 }
 
 // begin registers a control stream of session bondID on path p; a new bond
-// id ends the previous session first.
+// id ends the previous session first. A stream of a session the bond has
+// already left (a late one of a restarted edge's old process) changes
+// nothing, so that it cannot reset the new session.
 func (c *bondControl) begin(bondID uint64, p *path) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.bond.rx.Lock()
+	current := c.bond.rx.bondID
+	c.bond.rx.Unlock()
+	if bondID != current {
+		return
+	}
 	if c.bondID != bondID { // the old session's streams are being closed
 		c.resetLocked()
 		c.bondID, c.live = bondID, 0

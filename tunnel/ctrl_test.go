@@ -443,6 +443,7 @@ func TestBondControlSession(t *testing.T) {
 	now := time.Now()
 	pa.state.SetConnected(true, now)
 	pb.state.SetConnected(true, now)
+	b.adoptBondID(1)
 	c.begin(1, pa)
 	c.begin(1, pb)
 
@@ -496,6 +497,7 @@ func TestBondControlSession(t *testing.T) {
 
 	// The edge restarts: a new bond id ends the session.
 	c.onReport(1, pb, &stateReport{Seq: 3, Paths: []pathReport{{Path: "a", Status: "UNAVAILABLE"}}})
+	b.adoptBondID(2)
 	c.begin(2, pb)
 	if c.Current().Len() != 1 || c.sessionRules() != 0 || pa.state.PeerUnavailable() || c.peerReport() != nil {
 		t.Fatal("the old session's state survived a new bond id")
@@ -505,6 +507,8 @@ func TestBondControlSession(t *testing.T) {
 	}
 	c.end(1) // a connection of the old session ends late: no effect
 	c.onRule(2, install(2, "y"))
+	c.begin(1, pa) // and one starts late: no effect either
+	c.end(1)
 	if c.sessionRules() != 1 {
 		t.Fatal("a late end of the old session ended the new one")
 	}
