@@ -41,12 +41,14 @@ func fakeReport() statusReport {
 							SmoothedRTT: 45 * time.Millisecond, MinRTT: 30 * time.Millisecond, CongestionWindow: 64000, BytesInFlight: 1200,
 							PacketsSent: 1000, PacketsLost: 10, QueueLen: 3,
 							TxPackets: 60, TxBytes: 60_000, RxPackets: 600, RxBytes: 720_000,
-							Drops: tunnel.PathDrops{QueueFull: 1, Expired: 2},
+							Drops:       tunnel.PathDrops{QueueFull: 1, Expired: 2},
+							CapacityBps: 11_377_777, LaneMode: "auto",
+							Lanes: []tunnel.LaneStats{{Index: 0, CongestionWindow: 40000}, {Index: 1, CongestionWindow: 24000}},
 						},
 						{
 							Name: "starlink", Labels: map[string]string{"link_type": "satellite"}, Status: "UNAVAILABLE",
 							TxPackets: 40, TxBytes: 40_000, RxPackets: 300, RxBytes: 3 << 20,
-							LastError: "timeout: no recent network activity",
+							LastError: "timeout: no recent network activity", LaneMode: "auto",
 						},
 					},
 				},
@@ -80,7 +82,7 @@ func TestMetricsExposition(t *testing.T) {
 # TYPE bondd_path_sent_bytes_total counter
 bondd_path_sent_bytes_total{edge="van-17",path="cell-a"} 60000
 bondd_path_sent_bytes_total{edge="van-17",path="starlink"} 40000
-# HELP bondd_path_smoothed_rtt_seconds Smoothed RTT of the path's QUIC connection (RFC 9002).
+# HELP bondd_path_smoothed_rtt_seconds Smoothed RTT of the path's QUIC connections (RFC 9002); with several lanes, the RTT at which their summed window gives their summed rate.
 # TYPE bondd_path_smoothed_rtt_seconds gauge
 bondd_path_smoothed_rtt_seconds{edge="van-17",path="cell-a"} 0.045
 bondd_path_smoothed_rtt_seconds{edge="van-17",path="starlink"} 0
@@ -132,11 +134,13 @@ bondd_rules_loaded_timestamp_seconds 1.8e+09
 	wantDrops := `
 # HELP bondd_path_dropped_packets_total Datagrams the path dropped, by reason (see docs/operations.md).
 # TYPE bondd_path_dropped_packets_total counter
+bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="deadline"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="expired"} 2
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="queue_full"} 1
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="receive_queue_full"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="send_error"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="too_large"} 0
+bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="deadline"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="expired"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="queue_full"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="receive_queue_full"} 0

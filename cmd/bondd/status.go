@@ -354,17 +354,34 @@ func printStatus(w io.Writer, r *statusReport, now time.Time) {
 			total += p.TxPackets + p.RxPackets
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  path\tstatus\tshare\tsrtt\tmin rtt\tcwnd\tlost/sent\ttx pkts\ttx bytes\trx pkts\trx bytes\tqueue\tdrops full/expired/large/send/rxq\tlabels\tlast error")
+		fmt.Fprintln(tw, "  path\tstatus\tlanes\tshare\tsrtt\tmin rtt\tcwnd\tcapacity\tlost/sent\ttx pkts\ttx bytes\trx pkts\trx bytes\tqueue\tdrops full/expired/deadline/large/send/rxq\tlabels\tlast error")
 		for _, p := range b.Paths {
 			pd := p.Drops
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%d/%d\t%d\t%s\t%d\t%s\t%d\t%d/%d/%d/%d/%d\t%s\t%s\n", p.Name, p.Status,
-				formatShare(p.TxPackets+p.RxPackets, total),
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%d\t%s\t%d\t%s\t%d\t%d/%d/%d/%d/%d/%d\t%s\t%s\n", p.Name, p.Status,
+				formatLanes(p), formatShare(p.TxPackets+p.RxPackets, total),
 				p.SmoothedRTT.Round(10*time.Microsecond), p.MinRTT.Round(10*time.Microsecond), p.CongestionWindow,
-				p.PacketsLost, p.PacketsSent, p.TxPackets, formatBytes(p.TxBytes), p.RxPackets, formatBytes(p.RxBytes), p.QueueLen,
-				pd.QueueFull, pd.Expired, pd.TooLarge, pd.SendError, pd.ReceiveQueueFull, formatLabels(p.Labels), p.LastError)
+				formatRate(p.CapacityBps), p.PacketsLost, p.PacketsSent, p.TxPackets, formatBytes(p.TxBytes), p.RxPackets, formatBytes(p.RxBytes), p.QueueLen,
+				pd.QueueFull, pd.Expired, pd.Deadline, pd.TooLarge, pd.SendError, pd.ReceiveQueueFull, formatLabels(p.Labels), p.LastError)
 		}
 		tw.Flush()
 	}
+}
+
+// formatLanes is the number of live lanes, with the lane mode when the
+// edge reports one ("3 auto").
+func formatLanes(p tunnel.PathStats) string {
+	if p.LaneMode == "" {
+		return fmt.Sprint(len(p.Lanes))
+	}
+	return fmt.Sprintf("%d %s", len(p.Lanes), p.LaneMode)
+}
+
+// formatRate is a bit rate in Mbit/s, or "-" before the first RTT sample.
+func formatRate(bps uint64) string {
+	if bps == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f Mbit/s", float64(bps)/1e6)
 }
 
 // formatShare is part/total as a percentage, or "-" when total is zero.
