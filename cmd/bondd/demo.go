@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
@@ -380,4 +381,14 @@ func addLoss(sc *emu.Scenario, p float64) {
 			l.Loss = 1 - (1-l.Loss)*(1-p)
 		}
 	}
+}
+
+// demoLogger returns the edge's logger for demo and bench testbeds: the
+// edge's info-level log (paths up and down, lane changes) on stderr when
+// BONDD_DEMO_LOG is set, else nil (discarded).
+func demoLogger() *slog.Logger {
+	if os.Getenv("BONDD_DEMO_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }

@@ -138,7 +138,7 @@ func newNetnsBed(o bedOptions) (bed *demoBed, err error) {
 	edge, err := tunnel.NewEdge(tunnel.EdgeOptions{
 		ID: "demo-edge", Device: edgeDev, MTU: demoMTU, Concentrator: concWAN.String(), TLS: tlsConf,
 		Token: demoToken, Uplinks: uplinks, Paths: demoPathOptions, FEC: fopts, Picker: picker,
-		Rules: o.rules, Classify: o.classify,
+		Rules: o.rules, Classify: o.classify, Logger: demoLogger(),
 		Listen: func(ctx context.Context, u tunnel.UplinkOptions) (pc net.PacketConn, err error) {
 			err = nsEdge.Do(func() error { pc, err = tunnel.ListenUplink(ctx, u); return err })
 			return pc, err
