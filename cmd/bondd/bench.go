@@ -78,6 +78,10 @@ type benchOptions struct {
 	settle, drain time.Duration
 	// noPlots skips the plots (results.json and results.md only).
 	noPlots bool
+	// lanes is every uplink's lanes setting in s1 and s2
+	// (tunnel.LanesAuto by default); the lanes scenario sets its own.
+	lanes     int
+	lanesFlag string
 }
 
 // newBenchCmd returns the bench command.
@@ -112,12 +116,16 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 		ValidArgs: []string{benchS1, benchS2, benchLanes},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.scenario = strings.ToLower(args[0])
+			var err error
+			if o.lanes, err = parseLanes(o.lanesFlag); err != nil {
+				return err
+			}
 			if cmd.Flags().Changed("traces") && o.traces != "" && !emu.HasCellularTraces(o.traces) {
 				return fmt.Errorf("--traces %s: expected a folder laid out like shared/data/traces, with cellular/ and leo/", o.traces)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			err := runBench(ctx, o, cmd.OutOrStdout())
+			err = runBench(ctx, o, cmd.OutOrStdout())
 			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 				return errors.New("bench interrupted; the testbed was removed")
 			}
@@ -131,6 +139,7 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 	f.StringVar(&o.traces, "traces", emu.DefaultTracesDir(), "folder laid out like shared/data/traces (cellular/, leo/); empty: built-in models")
 	f.BoolVar(&o.inprocess, "inprocess", false, "run in one process without TUN devices even as root")
 	f.StringSliceVar(&o.configs, "configs", nil, "run only these configurations (comma-separated names)")
+	f.StringVar(&o.lanesFlag, "lanes", "auto", fmt.Sprintf("s1, s2: QUIC connections per uplink, auto or 1..%d", tunnel.MaxLanes))
 	f.BoolVar(&o.align, "align", true, "s2: start each configuration at the same phase of the UTC minute's 15-s reconfiguration cycle (waits up to 15 s each)")
 	return cmd
 }
@@ -206,6 +215,9 @@ func (o *benchOptions) commandLine() string {
 	}
 	if o.scenario == benchS2 && !o.align {
 		b.WriteString(" --align=false")
+	}
+	if o.lanes != tunnel.LanesAuto && o.scenario != benchLanes {
+		fmt.Fprintf(&b, " --lanes %d", o.lanes)
 	}
 	return b.String()
 }

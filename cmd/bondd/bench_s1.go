@@ -219,7 +219,7 @@ func runS1Config(ctx context.Context, o benchOptions, sc emu.Scenario, c s1Confi
 	if err != nil {
 		return s1Result{}, "", err
 	}
-	bo := bedOptions{sc: sc, seed: o.seed, fec: c.fec, picker: picker}
+	bo := bedOptions{sc: sc, seed: o.seed, fec: c.fec, picker: picker, lanes: o.lanes}
 	if c.rules != "" {
 		if bo.rules, err = compileRules(c.name+".yaml", c.rules); err != nil {
 			return s1Result{}, "", err

@@ -358,7 +358,7 @@ func runS2Config(ctx context.Context, o benchOptions, sc emu.Scenario, c s2Confi
 			return s2Result{}, "", err
 		}
 	}
-	bo := bedOptions{sc: sc, seed: o.seed, picker: picker,
+	bo := bedOptions{sc: sc, seed: o.seed, picker: picker, lanes: o.lanes,
 		fec:      tunnel.FECOptions{Mode: tunnel.FECAdaptive},
 		classify: classify.Options{PayloadTypes: map[uint8]classify.Codec{videoPT: classify.CodecH264}},
 		// The satellite uplink has Starlink's reconfiguration schedule
