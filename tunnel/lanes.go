@@ -125,9 +125,9 @@ func (p *path) aggregate() {
 			continue
 		}
 		c, s, m := l.cwnd.Load(), l.srtt.Load(), l.minRTT.Load()
-		cwnd += c
 		inflight += l.inflight.Load()
-		if s > 0 {
+		if s > 0 { // a lane without an RTT sample has no rate yet
+			cwnd += c
 			rate += float64(c) / float64(s)
 		}
 		if m > 0 && (minRTT == 0 || m < minRTT) {
