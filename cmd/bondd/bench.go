@@ -120,6 +120,9 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 			if o.lanes, err = parseLanes(o.lanesFlag); err != nil {
 				return err
 			}
+			if o.scenario == benchLanes && cmd.Flags().Changed("lanes") {
+				return errors.New("--lanes applies to s1 and s2; the lanes scenario runs each loss model with lanes 1 and auto")
+			}
 			if cmd.Flags().Changed("traces") && o.traces != "" && !emu.HasCellularTraces(o.traces) {
 				return fmt.Errorf("--traces %s: expected a folder laid out like shared/data/traces, with cellular/ and leo/", o.traces)
 			}

@@ -90,7 +90,7 @@ type lanesResult struct {
 	Condition   string   `json:"condition"`
 	Lanes       string   `json:"lanes"`        // "1" or "auto"
 	Delivered   float64  `json:"delivered"`    // packets received / sent
-	GoodputMbps float64  `json:"goodput_mbps"` // received inner bytes over the traffic time
+	GoodputMbps float64  `json:"goodput_mbps"` // received UDP payload bytes over the traffic time, as bondd demo
 	OWDms       owdStats `json:"owd_ms"`
 	CwndBytes   float64  `json:"cwnd_bytes"`  // mean congestion window, summed over lanes, sampled every 100 ms
 	MeanLanes   float64  `json:"mean_lanes"`  // mean live lanes, sampled every 100 ms
@@ -225,7 +225,7 @@ func runLanesConfig(ctx context.Context, o benchOptions, sc emu.Scenario, lanes 
 	if res.Sent > 0 {
 		res.Delivered = float64(res.Received) / float64(res.Sent)
 	}
-	res.GoodputMbps = float64(res.Received) * float64(demoPacketBytes) * 8 / o.duration.Seconds() / 1e6
+	res.GoodputMbps = float64(res.Received) * float64(demoPacketBytes-28) * 8 / o.duration.Seconds() / 1e6
 	res.owdSamples = flow.sortedOWD()
 	res.OWDms = summariseOWD(res.owdSamples)
 	mu.Lock()
