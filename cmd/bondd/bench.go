@@ -385,6 +385,16 @@ func sleepUntil(ctx context.Context, t time.Time, timer *time.Timer) error {
 	}
 }
 
+// writeResults prints md on out and writes it to dir/results.md, and rep
+// as indented JSON to dir/results.json.
+func writeResults(dir string, rep any, md string, out io.Writer) error {
+	fmt.Fprint(out, "\n"+md)
+	if err := writeJSON(dir, rep); err != nil {
+		return err
+	}
+	return writeMarkdown(dir, md)
+}
+
 // writeJSON writes v as indented JSON to dir/results.json.
 func writeJSON(dir string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")

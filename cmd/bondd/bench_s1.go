@@ -196,15 +196,8 @@ func runS1(ctx context.Context, o benchOptions, out io.Writer) error {
 	}
 	rep.Targets = s1Targets(rep.Configs)
 	md := s1Markdown(&rep)
-	fmt.Fprint(out, "\n"+md)
-	if err := writeJSON(o.out, rep); err != nil {
+	if err := writeResults(o.out, rep, md, out); err != nil || o.noPlots {
 		return err
-	}
-	if err := writeMarkdown(o.out, md); err != nil {
-		return err
-	}
-	if o.noPlots {
-		return nil
 	}
 	var series []cdfSeries
 	for _, c := range rep.Configs {

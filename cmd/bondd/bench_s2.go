@@ -304,15 +304,8 @@ func runS2(ctx context.Context, o benchOptions, out io.Writer) error {
 	}
 	rep.Targets = s2Targets(rep.Configs)
 	md := s2Markdown(&rep)
-	fmt.Fprint(out, "\n"+md)
-	if err := writeJSON(o.out, rep); err != nil {
+	if err := writeResults(o.out, rep, md, out); err != nil || o.noPlots {
 		return err
-	}
-	if err := writeMarkdown(o.out, md); err != nil {
-		return err
-	}
-	if o.noPlots {
-		return nil
 	}
 	return s2Plots(o.out, rep.Configs)
 }
