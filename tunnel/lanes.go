@@ -206,7 +206,7 @@ func (p *path) liveLanes() int {
 // samples (frames waiting in its queue, or bytes in flight within two
 // packets of the window) or dropped queued frames (a burst, such as a video
 // keyframe, that waited too long), QUIC declared packets lost, and the smoothed RTT
-// stayed within max(minRTT/2, 10 ms) of the minimum RTT: loss without
+// stayed within laneInflation(minRTT) of the minimum RTT: loss without
 // queueing delay, which a loss-based controller misreads as congestion. It
 // adds as many lanes as the demand asks for with laneHeadroom to spare —
 // n·1.25·demand/capacity, where demand is the rate pushed onto the path and
@@ -263,6 +263,15 @@ const (
 	laneGain     = 1.10 // the rate after an addition over the rate before it
 )
 
+// laneInflation is how far the smoothed RTT may sit above the minimum RTT
+// before laneControl reads it as a standing queue at a bottleneck: half the
+// minimum RTT (jitter on short paths), at least 10 ms and at most 25 ms, so
+// that on a long path (a 180-ms satellite hop) a queue of a few tens of
+// milliseconds still counts as congestion.
+func laneInflation(minRTT time.Duration) time.Duration {
+	return min(max(minRTT/2, 10*time.Millisecond), 25*time.Millisecond)
+}
+
 // Lane control timing.
 const (
 	laneSampleEvery = 100 * time.Millisecond
@@ -299,7 +308,7 @@ func (c *laneControl) sample(s laneSample) laneDecision {
 		c.lastLimited = s.now
 		c.idleTxAt = s.txBytes
 	}
-	if s.minRTT > 0 && s.srtt-s.minRTT > max(s.minRTT/2, 10*time.Millisecond) {
+	if s.minRTT > 0 && s.srtt-s.minRTT > laneInflation(s.minRTT) {
 		c.inflated = true
 	}
 	if !s.active {

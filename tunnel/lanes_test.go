@@ -14,7 +14,7 @@ func TestLaneControl(t *testing.T) {
 	type model struct {
 		demand, perLane, link float64 // bit/s
 		lossPer               float64
-		srtt                  time.Duration // 0: rtt
+		srtt, minRTT          time.Duration // 0: rtt
 		inactive              bool
 		burst                 bool // the demand comes as one burst a second that partly expires
 	}
@@ -36,6 +36,10 @@ func TestLaneControl(t *testing.T) {
 			m: model{demand: 20e6, perLane: 4e6, link: 4.2e6, lossPer: 0.01}, want: 1},
 		{name: "inflated RTT is congestion: no lane", max: 8, start: 1, secs: 10,
 			m: model{demand: 20e6, perLane: 4e6, link: 100e6, lossPer: 0.01, srtt: 3 * rtt}, want: 1},
+		{name: "a standing queue on a long path is congestion: no lane", max: 8, start: 1, secs: 10,
+			m: model{demand: 20e6, perLane: 4e6, link: 100e6, lossPer: 0.01, srtt: 4*rtt + 30*time.Millisecond, minRTT: 4 * rtt}, want: 1},
+		{name: "long path without a queue: adds lanes", max: 8, start: 1, secs: 20,
+			m: model{demand: 20e6, perLane: 4e6, link: 100e6, lossPer: 0.01, srtt: 4*rtt + 5*time.Millisecond, minRTT: 4 * rtt}, want: 7},
 		{name: "no loss: no lane", max: 8, start: 1, secs: 10,
 			m: model{demand: 20e6, perLane: 4e6, link: 100e6}, want: 1},
 		{name: "outage: no lane", max: 8, start: 1, secs: 10,
@@ -50,9 +54,12 @@ func TestLaneControl(t *testing.T) {
 			t0 := time.Unix(1_700_000_000, 0)
 			ctl := newLaneControl(c.max, t0)
 			ctl.n = c.start
-			srtt := rtt
+			srtt, minRTT := rtt, rtt
 			if c.m.srtt != 0 {
 				srtt = c.m.srtt
+			}
+			if c.m.minRTT != 0 {
+				minRTT = c.m.minRTT
 			}
 			dt := laneSampleEvery.Seconds()
 			var tx, offered, lost, drops float64
@@ -72,9 +79,9 @@ func TestLaneControl(t *testing.T) {
 				offered += demand * dt / 8
 				tx += sent * dt / 8
 				lost += sent * dt / 8 / 1200 * c.m.lossPer
-				s := laneSample{now: now, active: !c.m.inactive, srtt: srtt, minRTT: rtt,
-					cwnd: int(capacity / 8 * rtt.Seconds()), lost: uint64(lost), txBytes: uint64(tx), offeredBytes: uint64(offered)}
-				s.inflight = int(sent / 8 * rtt.Seconds())
+				s := laneSample{now: now, active: !c.m.inactive, srtt: srtt, minRTT: minRTT,
+					cwnd: int(capacity / 8 * srtt.Seconds()), lost: uint64(lost), txBytes: uint64(tx), offeredBytes: uint64(offered)}
+				s.inflight = int(sent / 8 * srtt.Seconds())
 				if demand > capacity {
 					s.queueBytes = 300_000
 					drops += (demand - capacity) * dt / 8 / 1200 / 2
