@@ -287,6 +287,8 @@ func TestBondOversize(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no ICMP reply for an oversize packet")
 	}
+	// The reply is written before it is counted: wait for the count.
+	waitFor(t, func() bool { return tb.edge.Bond().Stats().ICMPSent == 1 })
 	if s := tb.edge.Bond().Stats(); s.Drops.Oversize != 1 || s.ICMPSent != 1 {
 		t.Fatalf("stats %+v", s)
 	}
