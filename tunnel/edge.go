@@ -186,10 +186,14 @@ func (e *Edge) routineUplink(p *path, u UplinkOptions) {
 
 // laneSample reads what laneControl needs from p at now.
 func (p *path) laneSample(now time.Time) laneSample {
+	var drops uint64
+	for _, n := range p.queue.drops() {
+		drops += n
+	}
 	return laneSample{now: now, active: p.state.Status(now) == policy.StatusActive,
 		queueBytes: p.state.QueueBytes(), cwnd: p.state.CongestionWindow(), inflight: p.state.BytesInFlight(),
 		srtt: p.state.SmoothedRTT(), minRTT: p.state.MinRTT(), lost: p.state.PacketsLost(), txBytes: p.txBytes.Load(),
-		offeredBytes: p.queue.offeredBytes(), queueDrops: p.queue.droppedTotal()}
+		offeredBytes: p.queue.offeredBytes(), queueDrops: drops}
 }
 
 // routineDial keeps one lane of an uplink connected until ctx ends: dial,

@@ -237,13 +237,6 @@ func (q *sendQueue) offeredBytes() uint64 {
 	return q.offered
 }
 
-// droppedTotal returns the frames dropped so far, all reasons together.
-func (q *sendQueue) droppedTotal() uint64 {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.dropped[dropFull] + q.dropped[dropExpired] + q.dropped[dropDeadline]
-}
-
 // drops returns the frames dropped so far, indexed by drop reason.
 func (q *sendQueue) drops() [dropReasons]uint64 {
 	q.mu.Lock()
