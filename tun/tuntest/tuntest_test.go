@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/bondd/bondd/tun"
@@ -106,43 +107,125 @@ func TestWrite(t *testing.T) {
 	}
 }
 
+// TestCloseUnblocks checks that Read on an empty open device blocks, and
+// that Close then makes it return os.ErrClosed. It runs in a synctest
+// bubble: synctest.Wait returns once the reader is durably blocked (or has
+// returned), so "has not returned yet" is checked without a sleep.
 func TestCloseUnblocks(t *testing.T) {
 	checkGoroutineLeaks(t)
-	d := tuntest.New(1280, 1)
-	if ev := <-d.Events(); ev != tun.EventUp {
-		t.Fatalf("first event %v, want EventUp", ev)
-	}
-	errc := make(chan error, 2)
-	go func() {
-		b, s := bufs(1, 100)
-		_, err := d.Read(b, s, offset)
-		errc <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
-	d.Close()
-	if _, err := d.Write([][]byte{make([]byte, offset+1)}, offset); !errors.Is(err, os.ErrClosed) {
-		t.Errorf("Write after Close: %v, want os.ErrClosed", err)
-	}
-	for range 1 {
+	synctest.Test(t, func(t *testing.T) {
+		d := tuntest.New(1280, 1)
+		if ev := <-d.Events(); ev != tun.EventUp {
+			t.Fatalf("first event %v, want EventUp", ev)
+		}
+		errc := make(chan error, 1)
+		go func() {
+			b, s := bufs(1, 100)
+			_, err := d.Read(b, s, offset)
+			errc <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-errc:
+			t.Fatalf("Read on an empty open device returned %v before Close; want it to block", err)
+		default:
+		}
+		d.Close()
+		synctest.Wait()
 		select {
 		case err := <-errc:
 			if !errors.Is(err, os.ErrClosed) {
-				t.Errorf("blocked call returned %v, want os.ErrClosed", err)
+				t.Errorf("blocked Read returned %v after Close, want os.ErrClosed", err)
 			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("Close did not unblock Read/Write")
+		default:
+			t.Fatal("Close did not unblock Read")
 		}
-	}
-	if _, ok := <-d.Events(); ok {
-		t.Error("Events not closed after Close")
-	}
-	if err := d.Inject([]byte{1}); !errors.Is(err, os.ErrClosed) {
-		t.Errorf("Inject after Close: %v", err)
-	}
-	tun.DrainEvents(d, nil) // returns at once on a closed device
-	if err := d.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
-	}
+		if _, err := d.Write([][]byte{make([]byte, offset+1)}, offset); !errors.Is(err, os.ErrClosed) {
+			t.Errorf("Write after Close: %v, want os.ErrClosed", err)
+		}
+		b, s := bufs(1, 100)
+		if _, err := d.Read(b, s, offset); !errors.Is(err, os.ErrClosed) {
+			t.Errorf("Read after Close: %v, want os.ErrClosed", err)
+		}
+		if _, ok := <-d.Events(); ok {
+			t.Error("Events not closed after Close")
+		}
+		if err := d.Inject([]byte{1}); !errors.Is(err, os.ErrClosed) {
+			t.Errorf("Inject after Close: %v", err)
+		}
+		tun.DrainEvents(d, nil) // returns at once on a closed device
+		if err := d.Close(); err != nil {
+			t.Errorf("second Close: %v", err)
+		}
+	})
+}
+
+// TestReadBlocksUntilInject checks that Read on an empty device waits for
+// the first injected packet and returns it.
+func TestReadBlocksUntilInject(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := tuntest.New(1280, 4)
+		defer d.Close()
+		b, sizes := bufs(4, 100)
+		type result struct {
+			n   int
+			err error
+		}
+		res := make(chan result, 1)
+		go func() {
+			n, err := d.Read(b, sizes, offset)
+			res <- result{n, err}
+		}()
+		synctest.Wait()
+		select {
+		case r := <-res:
+			t.Fatalf("Read on an empty device returned %d, %v before any Inject; want it to block", r.n, r.err)
+		default:
+		}
+		if err := d.Inject([]byte{7, 8, 9}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		select {
+		case r := <-res:
+			if r.err != nil || r.n != 1 || !bytes.Equal(b[0][offset:offset+sizes[0]], []byte{7, 8, 9}) {
+				t.Errorf("Read = %d, %v, packet %x; want 1 packet 070809", r.n, r.err, b[0][offset:offset+sizes[0]])
+			}
+		default:
+			t.Fatal("Inject did not unblock Read")
+		}
+	})
+}
+
+// TestCloseUnblocksInject checks that Inject on a full queue blocks, and
+// that Close then makes it return os.ErrClosed.
+func TestCloseUnblocksInject(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := tuntest.New(1280, 1)
+		for range tuntest.QueueLen {
+			if err := d.Inject([]byte{1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		errc := make(chan error, 1)
+		go func() { errc <- d.Inject([]byte{2}) }()
+		synctest.Wait()
+		select {
+		case err := <-errc:
+			t.Fatalf("Inject on a full queue returned %v before Close; want it to block", err)
+		default:
+		}
+		d.Close()
+		synctest.Wait()
+		select {
+		case err := <-errc:
+			if !errors.Is(err, os.ErrClosed) {
+				t.Errorf("blocked Inject returned %v after Close, want os.ErrClosed", err)
+			}
+		default:
+			t.Fatal("Close did not unblock Inject")
+		}
+	})
 }
 
 func TestWriteDropsWhenFull(t *testing.T) {
@@ -174,19 +257,30 @@ func TestReadHonoursBatchSize(t *testing.T) {
 	}
 }
 
+// TestInjectContext checks that InjectContext on a full queue waits until
+// its context is done, then returns ctx.Err(). The synctest bubble's clock
+// advances only while every goroutine is blocked, so the elapsed time is
+// exactly the wait.
 func TestInjectContext(t *testing.T) {
-	d := tuntest.New(1280, 1)
-	defer d.Close()
-	for range tuntest.QueueLen {
-		if err := d.Inject([]byte{1}); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		d := tuntest.New(1280, 1)
+		defer d.Close()
+		for range tuntest.QueueLen {
+			if err := d.Inject([]byte{1}); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	defer cancel()
-	if err := d.InjectContext(ctx, []byte{1}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("InjectContext on a full queue: %v, want DeadlineExceeded", err)
-	}
+		const timeout = 10 * time.Millisecond
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		start := time.Now()
+		if err := d.InjectContext(ctx, []byte{1}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("InjectContext on a full queue: %v, want DeadlineExceeded", err)
+		}
+		if waited := time.Since(start); waited != timeout {
+			t.Errorf("InjectContext returned after %v, want %v (it must block until the deadline)", waited, timeout)
+		}
+	})
 }
 
 func TestConcurrent(t *testing.T) {
