@@ -1,0 +1,431 @@
+package policy
+
+import (
+	"math"
+	"time"
+)
+
+// Per-path rate control: bondd, not quic-go's loss-based window, decides
+// how fast each path sends. The receiver reports what it saw of the path
+// ([RateReport], built by [RateMeter]); the sender's [RateEstimator] turns
+// each report into a target rate that the path's [Pacer] enforces.
+//
+// The model is BBR's (draft-ietf-ccwg-bbr-02 §4.1): a path is a pipe with a
+// base delay and a bottleneck rate. The base is the windowed minimum of the
+// one-way delay (BBR's min_rtt filter, 10 s; the clock offset between the
+// hosts cancels out of every difference against it), and the bottleneck
+// rate is what the receiver got in an interval during which the queue never
+// emptied (the interval's least one-way delay stayed above the base), the
+// one moment a delivery-rate sample is the capacity rather than the sending
+// rate. The rate then follows that capacity with a proportional term that
+// holds the queueing delay near QueueTarget, as NADA's delay-based
+// reference rate does (RFC 8698 §4.3, x_curr against XREF).
+//
+// Congestion is detected in the manner of Google Congestion Control
+// (draft-ietf-rmcat-gcc-02): the trend of the one-way delay over the last
+// reports (the trendline estimator of WebRTC's GCC, a least-squares slope
+// over packet groups; here one group per report), compared with an
+// adaptive threshold γ (§5.4, eq. 5–6: K_u = 0.01, K_d = 0.00018, clamped
+// to 6–600 ms); overuse sets the rate to 0.85 × the received rate (§5.5).
+// Random loss is not congestion: loss counts only when it rises together
+// with the delay. While the link has room and the sender has more to send,
+// the rate grows with a velocity that doubles each report (Copa, Arun &
+// Balakrishnan, NSDI 2018, §2.2) and is capped at 1.5 × the received rate
+// (GCC §5.5); a sender that is application-limited does not raise it.
+//
+// On a LEO path, reports that overlap a scheduled reconfiguration (see
+// [LEOReconf]) are not learned from and the rate is held; after the window
+// the base delay is re-measured (LeoCC, Li et al., SIGCOMM 2025, §4: freeze
+// the model across the reconfiguration and re-baseline after it).
+
+// Defaults of [RateConfig].
+const (
+	// DefaultQueueTarget is the queueing delay the estimator holds on a
+	// saturated path: small enough for interactive traffic, large enough
+	// that the link never idles between feedback reports.
+	DefaultQueueTarget = 15 * time.Millisecond
+	// DefaultInitialRate is the starting target, bytes/s (1 Mbit/s).
+	DefaultInitialRate = 125_000
+	// DefaultMinRate is the floor of the target, bytes/s (64 kbit/s).
+	DefaultMinRate = 8_000
+	// DefaultMaxRate is the ceiling of the target, bytes/s (10 Gbit/s).
+	DefaultMaxRate = 1.25e9
+)
+
+// Constants of the controller, with their sources.
+const (
+	gccBackoff        = 0.85                   // GCC §5.5: A = 0.85 × R on overuse
+	gccKu             = 0.01                   // GCC §5.4 eq. 6, per ms
+	gccKd             = 0.00018                // GCC §5.4 eq. 6, per ms
+	gammaInit         = 12.5                   // ms, GCC §5.4
+	gammaMin          = 6.0                    // ms
+	gammaMax          = 600.0                  // ms
+	gammaMaxStep      = 15.0                   // ms: WebRTC's kMaxAdaptOffsetMs, skip γ updates on spikes
+	trendGainMs       = 240.0                  // ms: modified trend = slope × 60 deltas × gain 4 (WebRTC trendline)
+	trendPoints       = 8                      // reports in the trendline window (~400 ms at 50 ms)
+	maxRecvGain       = 1.5                    // GCC §5.5: A < 1.5 × R
+	baseBucket        = 2500 * 1000            // µs: one slot of the base-delay min filter
+	baseBuckets       = 4                      // 4 slots: a 7.5–10 s window (BBR min_rtt, 10 s)
+	satEpsilonUs      = 2000                   // µs of queue that count as "never emptied"
+	minTau            = 250 * 1000.0           // µs: horizon of the queue controller, at least 2 sRTT
+	velocityStart     = 0.02                   // first probe step per report (Copa velocity 1)
+	velocityMax       = 0.32                   // largest probe step per report
+	lossWindow        = 1_000_000.0            // µs: averaging time of the loss rate
+	appLimitedUse     = 0.9                    // sent ≥ 0.9 × target × interval counts as pacing-limited
+	staleReport       = 2_000_000              // µs: longer intervals are clamped
+	queueHighMult     = 4                      // queue > 4 × target (at least 60 ms) is overuse whatever the trend
+	queueHighMin      = 60 * 1000              // µs
+	drainMin          = 0.5                    // the controller never asks for less than half the capacity
+	fillMax           = 1.25                   // nor more than 1.25 × (BBR's ProbeBW up gain)
+	deliverySmooth    = 0.25                   // EWMA weight of a report's delivery rate in the reported figure
+	probeBaseInterval = 5 * time.Second        // BBR ProbeRTTInterval
+	probeBaseMax      = 200 * time.Millisecond // BBR ProbeRTTDuration
+)
+
+// RateConfig configures a [RateEstimator]. The zero value is valid.
+type RateConfig struct {
+	// InitialRate is the first target, bytes/s. Zero: DefaultInitialRate.
+	InitialRate float64
+	// MinRate and MaxRate bound the target, bytes/s. Zero: DefaultMinRate,
+	// DefaultMaxRate.
+	MinRate, MaxRate float64
+	// QueueTarget is the queueing delay held on a saturated path. Zero:
+	// DefaultQueueTarget.
+	QueueTarget time.Duration
+	// LEO, when not nil, is the path's reconfiguration schedule: reports
+	// that overlap one of its windows are not learned from. Read-only.
+	LEO *LEOReconf
+}
+
+// SendStats is what the sender tells the estimator with each report about
+// its own side of the path since the previous Update.
+type SendStats struct {
+	// SentBytes is the bytes the pacer released on the path since the
+	// previous Update.
+	SentBytes int64
+	// BacklogBytes is the bytes waiting in the path's queue behind the
+	// pacer now: more than zero means the sender has more to send.
+	BacklogBytes int64
+	// SRTT is the path's smoothed RTT (RFC 9002 §5.3), 0 if unknown.
+	SRTT time.Duration
+}
+
+// RateEstimate is the estimator's output for one path.
+type RateEstimate struct {
+	// Target is the rate the path's pacer should send at, bytes/s.
+	Target float64
+	// Delivery is the smoothed rate the receiver got, bytes/s.
+	Delivery float64
+	// Capacity is the last bottleneck-rate sample (a report during which
+	// the queue never emptied), bytes/s; 0 before the first.
+	Capacity float64
+	// Loss is the receiver-seen datagram loss rate over about 1 s, 0–1.
+	Loss float64
+	// QueueDelay is the mean one-way delay of the last report above the
+	// base delay.
+	QueueDelay time.Duration
+	// Trend is GCC's modified trend m(i) and Threshold its adaptive
+	// threshold γ(i), both in ms (draft-ietf-rmcat-gcc-02 §5.4).
+	Trend, Threshold float64
+	// Frozen reports that the last report fell in a LEO reconfiguration
+	// window and was not learned from.
+	Frozen bool
+	// Overuses counts the reports that triggered a back-off; FrozenReports
+	// the reports skipped in LEO windows.
+	Overuses, FrozenReports uint64
+}
+
+// RateEstimator is one path's rate controller (see the model above). Not
+// safe for concurrent use: one goroutine, the one that receives the path's
+// feedback, calls Update; publish Estimate().Target to the sender. Use
+// [NewRateEstimator]. Update does not allocate.
+type RateEstimator struct {
+	cfg      RateConfig
+	target   float64
+	delivery float64
+	capacity float64
+	maxRecv  float64 // decaying max of the received rate over ~1 s
+	loss     float64
+	queue    float64 // µs
+	qmin     float64 // µs, the last report's least queueing delay
+	velocity float64
+
+	base       [baseBuckets]int64 // min OWD per slot, µs
+	baseSlot   uint64             // receiver µs / baseBucket of the newest slot
+	haveBase   bool
+	rebaseline bool // the next report re-measures the base (after a LEO window)
+	trendX     [trendPoints]float64
+	trendY     [trendPoints]float64
+	trendN     int
+	trendHead  int
+	trend      float64 // ms
+	gamma      float64 // ms
+
+	lastUpdate time.Time
+	lastEmpty  time.Time // the last report whose queue emptied
+	probing    bool      // draining to re-measure the base (ProbeRTT)
+	probeStart time.Time
+	frozen     bool
+	overuses   uint64
+	frozenN    uint64
+}
+
+// NewRateEstimator returns an estimator at cfg's initial rate. Missing or
+// out-of-range fields take their defaults.
+func NewRateEstimator(cfg RateConfig) *RateEstimator {
+	if cfg.MinRate <= 0 {
+		cfg.MinRate = DefaultMinRate
+	}
+	if cfg.MaxRate <= 0 {
+		cfg.MaxRate = DefaultMaxRate
+	}
+	cfg.MaxRate = max(cfg.MaxRate, cfg.MinRate)
+	if cfg.InitialRate <= 0 {
+		cfg.InitialRate = DefaultInitialRate
+	}
+	if cfg.QueueTarget <= 0 {
+		cfg.QueueTarget = DefaultQueueTarget
+	}
+	e := &RateEstimator{cfg: cfg, gamma: gammaInit}
+	e.target = min(max(cfg.InitialRate, cfg.MinRate), cfg.MaxRate)
+	return e
+}
+
+// Target returns the current target rate, bytes/s.
+func (e *RateEstimator) Target() float64 { return e.target }
+
+// Estimate returns the estimator's current output.
+func (e *RateEstimator) Estimate() RateEstimate {
+	return RateEstimate{
+		Target: e.target, Delivery: e.delivery, Capacity: e.capacity, Loss: e.loss,
+		QueueDelay: time.Duration(e.queue) * time.Microsecond,
+		Trend:      e.trend, Threshold: e.gamma, Frozen: e.frozen,
+		Overuses: e.overuses, FrozenReports: e.frozenN,
+	}
+}
+
+// inLEOWindow reports whether the interval the report covers, placed on
+// the sender's clock as [now − length − sRTT, now], touches a
+// reconfiguration window. It samples the span at the window's half-width.
+func (e *RateEstimator) inLEOWindow(now time.Time, length, srtt time.Duration) bool {
+	l := e.cfg.LEO
+	if l == nil {
+		return false
+	}
+	step := l.Window
+	if step <= 0 {
+		step = DefaultLEOWindow
+	}
+	from := now.Add(-length - srtt)
+	for t := from; t.Before(now); t = t.Add(step) {
+		if l.Active(t) {
+			return true
+		}
+	}
+	return l.Active(now)
+}
+
+// Update feeds one receiver report, received at now, with the sender's
+// side of the same time; the target changes at most once per call. A
+// report whose interval ends before it starts is ignored.
+func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
+	if r.End < r.Start {
+		return
+	}
+	length := float64(min(r.End-r.Start, staleReport)) // µs
+	elapsed := length
+	if !e.lastUpdate.IsZero() {
+		if d := float64(now.Sub(e.lastUpdate).Microseconds()); d > 0 {
+			elapsed = min(d, staleReport)
+		}
+	}
+	e.lastUpdate = now
+	if e.inLEOWindow(now, time.Duration(length)*time.Microsecond, s.SRTT) {
+		// LeoCC: hold the model and the rate across the reconfiguration;
+		// re-measure the base after it.
+		e.frozen, e.rebaseline = true, true
+		e.frozenN++
+		return
+	}
+	e.frozen = false
+	if length <= 0 {
+		return
+	}
+	good := float64(r.Bytes) * 1e6 / length // bytes/s received
+	e.delivery += deliverySmooth * (good - e.delivery)
+	// recv also counts the lost datagrams (at the interval's mean size):
+	// they were sent at this rate and, lost after the bottleneck or
+	// before it, are part of what the path carries at that rate.
+	recv := good
+	if r.Datagrams > 0 {
+		recv += float64(r.Lost) * float64(r.Bytes) / float64(r.Datagrams) * 1e6 / length
+	}
+	e.maxRecv = max(recv, e.maxRecv*math.Pow(0.5, elapsed/lossWindow))
+
+	lossNow := 0.0
+	if tot := float64(r.Datagrams) + float64(r.Lost); tot > 0 {
+		lossNow = float64(r.Lost) / tot
+	}
+	lossBefore := e.loss
+	e.loss += min(1, length/lossWindow) * (lossNow - e.loss)
+
+	if r.Datagrams == 0 {
+		// Nothing arrived: no delay information. Hold.
+		return
+	}
+	e.updateBase(r)
+	base := e.baseMin()
+	e.queue = max(0, float64(r.OWDMean-base))
+	e.qmin = max(0, float64(r.OWDMin-base))
+	e.updateTrend(float64(r.End)/1000, e.queue/1000, elapsed/1000)
+
+	qt := float64(e.cfg.QueueTarget.Microseconds())
+	saturated := e.qmin > satEpsilonUs && r.Datagrams >= 2
+	if saturated {
+		e.capacity = recv
+	}
+	overuse := e.trend > e.gamma
+	queueHigh := e.queue > max(queueHighMult*qt, queueHighMin)
+	// Random loss is the link's own; loss is congestion only when it rises
+	// together with the delay (a filling drop-tail queue).
+	lossCongestion := lossNow > 2*lossBefore+0.01 && (e.trend > e.gamma/2 || e.queue > 2*qt)
+	limited := s.BacklogBytes > 0 || float64(s.SentBytes) >= appLimitedUse*e.target*elapsed/1e6
+	tau := max(minTau, 2*float64(s.SRTT.Microseconds()))
+
+	// BBR's ProbeRTT (draft-ietf-ccwg-bbr-02 §4.3.4): a queue held at
+	// QueueTarget never empties, so the base filter would forget the true
+	// base and the queue would ratchet up. Every probeBaseInterval of
+	// saturation, send at half the capacity until the queue empties (or
+	// probeBaseMax passes) so the base is measured again.
+	if !saturated {
+		e.lastEmpty = now
+		e.probing = false
+	} else if !e.probing && now.Sub(e.lastEmpty) > probeBaseInterval {
+		e.probing, e.probeStart = true, now
+	}
+	if e.probing && now.Sub(e.probeStart) > probeBaseMax+s.SRTT {
+		e.probing, e.lastEmpty = false, now
+	}
+
+	a := e.target
+	switch {
+	case e.probing:
+		a = min(a, drainMin*recv)
+		e.velocity = 0
+	case overuse || queueHigh || lossCongestion:
+		// GCC §5.5: decrease to 0.85 × the received rate; drain a long
+		// queue faster (never below half of it).
+		a = min(a, gccBackoff*recv)
+		if saturated {
+			a = min(a, recv*min(gccBackoff, max(drainMin, 1-(e.queue-qt)/tau)))
+		}
+		e.overuses++
+		e.velocity = 0
+	case saturated:
+		// The queue never emptied: recv is the bottleneck rate. Steer the
+		// queue towards QueueTarget over tau (NADA-like proportional term).
+		f := min(fillMax, max(drainMin, 1+(qt-e.queue)/tau))
+		if f > 1 && !limited {
+			f = 1
+		}
+		a = recv * f
+		e.velocity = 0
+	case limited:
+		// The link has room and the sender has more: probe, faster each
+		// report (Copa's velocity), from at least what was received.
+		if e.velocity == 0 {
+			e.velocity = velocityStart
+		} else {
+			e.velocity = min(velocityMax, 2*e.velocity)
+		}
+		a = max(a, recv) * (1 + e.velocity)
+	default:
+		// Application-limited: hold.
+		e.velocity = 0
+	}
+	// GCC §5.5: never raise the rate above 1.5 × what the receiver got
+	// lately (an application-limited path keeps its rate, it does not
+	// grow it).
+	if a > e.target {
+		a = min(a, max(e.target, maxRecvGain*e.maxRecv))
+	}
+	e.target = min(max(a, e.cfg.MinRate), e.cfg.MaxRate)
+}
+
+// updateBase feeds the report's least one-way delay into the base filter,
+// a sliding minimum over baseBuckets slots of the receiver clock.
+func (e *RateEstimator) updateBase(r *RateReport) {
+	slot := r.End / baseBucket
+	if e.rebaseline && e.haveBase {
+		// After a LEO reconfiguration the base may have moved: keep the
+		// queue seen before it and re-measure the base from this report.
+		nb := r.OWDMin - int64(e.qmin)
+		e.base = [baseBuckets]int64{nb, nb, nb, nb}
+		e.baseSlot = slot
+		e.rebaseline = false
+		e.trendN, e.trendHead = 0, 0
+		return
+	}
+	e.rebaseline = false
+	switch {
+	case !e.haveBase:
+		e.base = [baseBuckets]int64{r.OWDMin, r.OWDMin, r.OWDMin, r.OWDMin}
+		e.baseSlot, e.haveBase = slot, true
+		return
+	case slot > e.baseSlot:
+		n := min(slot-e.baseSlot, baseBuckets)
+		for range n {
+			copy(e.base[1:], e.base[:baseBuckets-1])
+			e.base[0] = math.MaxInt64
+		}
+		e.baseSlot = slot
+	}
+	e.base[0] = min(e.base[0], r.OWDMin)
+}
+
+func (e *RateEstimator) baseMin() int64 {
+	m := e.base[0]
+	for _, b := range e.base[1:] {
+		m = min(m, b)
+	}
+	return m
+}
+
+// updateTrend adds one (arrival ms, queueing delay ms) point to the
+// trendline and updates the modified trend and the adaptive threshold
+// (draft-ietf-rmcat-gcc-02 §5.4; WebRTC's TrendlineEstimator).
+func (e *RateEstimator) updateTrend(x, y, dtMs float64) {
+	e.trendX[e.trendHead], e.trendY[e.trendHead] = x, y
+	e.trendHead = (e.trendHead + 1) % trendPoints
+	e.trendN = min(e.trendN+1, trendPoints)
+	if e.trendN < 3 {
+		e.trend = 0
+		return
+	}
+	var sx, sy float64
+	for i := range e.trendN {
+		sx += e.trendX[i]
+		sy += e.trendY[i]
+	}
+	mx, my := sx/float64(e.trendN), sy/float64(e.trendN)
+	var num, den float64
+	for i := range e.trendN {
+		dx := e.trendX[i] - mx
+		num += dx * (e.trendY[i] - my)
+		den += dx * dx
+	}
+	if den <= 0 {
+		return
+	}
+	e.trend = num / den * trendGainMs
+	abs := math.Abs(e.trend)
+	if abs-e.gamma > gammaMaxStep {
+		return
+	}
+	k := gccKd
+	if abs > e.gamma {
+		k = gccKu
+	}
+	e.gamma += k * (abs - e.gamma) * min(dtMs, 100)
+	e.gamma = min(max(e.gamma, gammaMin), gammaMax)
+}

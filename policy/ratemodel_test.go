@@ -1,0 +1,245 @@
+package policy
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// A closed-loop model of one path: a sender paced by a RateEstimator, a
+// bottleneck with a drop-tail queue and a time-varying capacity (served in
+// 1-ms opportunities, unused ones lost, as in Mahimahi's trace links),
+// random loss after the bottleneck, and a receiver that reports every
+// 50 ms over a reverse path. Deterministic (seeded), pure, no sockets.
+
+const (
+	modelTick   = time.Millisecond
+	modelPkt    = 1200
+	modelReport = 50 * time.Millisecond
+	// modelOffset is the receiver clock's lead over the sender's, µs: the
+	// estimator must not care.
+	modelOffset = 123_456_789
+)
+
+type modelPacket struct {
+	size   int
+	seq    uint32
+	sentUs uint64 // sender clock
+	enq    time.Duration
+	arrive time.Duration
+}
+
+type modelCfg struct {
+	dur      time.Duration
+	capacity func(t time.Duration) float64 // bytes/s
+	prop     func(t time.Duration) time.Duration
+	loss     float64
+	queueCap int     // bytes of the drop-tail queue
+	offered  float64 // bytes/s from the application; 0: always more to send
+	leo      *LEOReconf
+	warmup   time.Duration
+	seed     uint64
+	// observe, if set, sees the estimator after each report.
+	observe func(t time.Duration, est RateEstimate)
+}
+
+type modelResult struct {
+	capacity, served, delivered float64 // bytes after warm-up
+	queueSum                    float64 // Σ true queueing delay of served packets, s
+	queueN                      int
+	offered                     float64 // bytes/s
+	maxTarget                   float64
+	est                         RateEstimate
+}
+
+func (r modelResult) util() float64 { return r.served / r.capacity }
+func (r modelResult) meanQueue() time.Duration {
+	return time.Duration(r.queueSum / float64(max(r.queueN, 1)) * 1e9)
+}
+
+// modelStart is 1 s past a UTC minute, so Starlink's reconfigurations fall
+// at t = 11, 26, 41, 56 s of a run.
+var modelStart = time.Date(2026, 1, 5, 10, 0, 1, 0, time.UTC)
+
+func runModel(cfg modelCfg) modelResult {
+	rng := rand.New(rand.NewPCG(cfg.seed, 7))
+	est := NewRateEstimator(RateConfig{LEO: cfg.leo})
+	var pacer Pacer
+	pacer.SetRate(modelStart, est.Target(), 0)
+	var (
+		res       modelResult
+		queue     []modelPacket // bottleneck queue
+		queueB    int
+		credit    float64
+		wire      []modelPacket // after the bottleneck, towards the receiver
+		meter     RateMeter
+		reports   []RateReport
+		reportAt  []time.Duration
+		seq       uint32
+		backlog   float64 // application bytes waiting
+		sentSince int64
+		nextRep   = modelReport
+		lastArr   time.Duration
+	)
+	for t := time.Duration(0); t < cfg.dur; t += modelTick {
+		now := modelStart.Add(t)
+		measured := t >= cfg.warmup
+		// Application.
+		if cfg.offered > 0 {
+			backlog += cfg.offered * modelTick.Seconds()
+		} else {
+			backlog = math.Inf(1)
+		}
+		// Sender: paced.
+		for backlog >= modelPkt && pacer.Delay(now, modelPkt) == 0 {
+			pacer.Consume(now, modelPkt)
+			backlog -= modelPkt
+			sentSince += modelPkt
+			seq++
+			if queueB+modelPkt <= cfg.queueCap {
+				queue = append(queue, modelPacket{size: modelPkt, seq: seq, sentUs: uint64(now.UnixMicro()), enq: t})
+				queueB += modelPkt
+			}
+		}
+		// Bottleneck.
+		c := cfg.capacity(t)
+		credit += c * modelTick.Seconds()
+		if measured {
+			res.capacity += c * modelTick.Seconds()
+		}
+		for len(queue) > 0 && credit >= float64(queue[0].size) {
+			p := queue[0]
+			queue = queue[1:]
+			queueB -= p.size
+			credit -= float64(p.size)
+			if measured {
+				res.served += float64(p.size)
+				res.queueSum += (t - p.enq).Seconds()
+				res.queueN++
+			}
+			if rng.Float64() < cfg.loss {
+				continue
+			}
+			p.arrive = max(t+cfg.prop(t), lastArr)
+			lastArr = p.arrive
+			wire = append(wire, p)
+		}
+		if len(queue) == 0 {
+			credit = 0 // Mahimahi: an unused delivery opportunity is lost
+		}
+		// Receiver.
+		for len(wire) > 0 && wire[0].arrive <= t {
+			p := wire[0]
+			wire = wire[1:]
+			meter.OnDatagram(uint64(now.UnixMicro())+modelOffset, p.sentUs, p.seq, p.size)
+			if measured {
+				res.delivered += float64(p.size)
+			}
+		}
+		if t >= nextRep {
+			nextRep += modelReport
+			reports = append(reports, meter.Report(uint64(now.UnixMicro())+modelOffset))
+			reportAt = append(reportAt, t+cfg.prop(t))
+		}
+		// Feedback reaches the sender.
+		for len(reports) > 0 && reportAt[0] <= t {
+			r := reports[0]
+			reports, reportAt = reports[1:], reportAt[1:]
+			bl := int64(0)
+			if backlog >= modelPkt {
+				bl = int64(backlog)
+			}
+			est.Update(now, &r, SendStats{SentBytes: sentSince, BacklogBytes: bl, SRTT: 2 * cfg.prop(t)})
+			sentSince = 0
+			pacer.SetRate(now, est.Target(), 0)
+			if measured {
+				res.maxTarget = max(res.maxTarget, est.Target())
+			}
+			if cfg.observe != nil {
+				cfg.observe(t, est.Estimate())
+			}
+		}
+	}
+	res.est = est.Estimate()
+	res.offered = cfg.offered
+	return res
+}
+
+func mbps(x float64) float64 { return x * 8 / 1e6 }
+
+func constRate(mbit float64) func(time.Duration) float64 {
+	return func(time.Duration) float64 { return mbit * 1e6 / 8 }
+}
+
+func constDelay(d time.Duration) func(time.Duration) time.Duration {
+	return func(time.Duration) time.Duration { return d }
+}
+
+// mahimahiLike returns a capacity trace that changes every 100 ms by a
+// log-normal step (σ = 0.15), within lo–hi Mbit/s, with a 300-ms outage
+// every 7 s: the shape of cellular traces.
+func mahimahiLike(seed uint64, lo, hi float64, dur time.Duration) func(time.Duration) float64 {
+	rng := rand.New(rand.NewPCG(seed, 11))
+	steps := make([]float64, dur/(100*time.Millisecond)+1)
+	r := (lo + hi) / 2
+	for i := range steps {
+		r = min(hi, max(lo, r*math.Exp(rng.NormFloat64()*0.15)))
+		steps[i] = r * 1e6 / 8
+	}
+	return func(t time.Duration) float64 {
+		if t%(7*time.Second) < 300*time.Millisecond && t > time.Second {
+			return 0
+		}
+		return steps[t/(100*time.Millisecond)]
+	}
+}
+
+// TestRateModelCapacity: a greedy sender fills the bottleneck (≥ 90 % of
+// its capacity after a 5-s warm-up) with a short queue, under random loss
+// up to 50 %, on constant, stepped and trace-driven capacity.
+func TestRateModelCapacity(t *testing.T) {
+	const dur = 60 * time.Second
+	step := func(t time.Duration) float64 {
+		switch {
+		case t < 20*time.Second:
+			return 40e6 / 8
+		case t < 40*time.Second:
+			return 10e6 / 8
+		default:
+			return 25e6 / 8
+		}
+	}
+	cases := []struct {
+		name     string
+		capacity func(time.Duration) float64
+		prop     time.Duration
+		loss     float64
+		minUtil  float64
+		maxQueue time.Duration
+	}{
+		{"const20-loss0", constRate(20), 20 * time.Millisecond, 0, 0.90, 30 * time.Millisecond},
+		{"const20-loss1", constRate(20), 20 * time.Millisecond, 0.01, 0.90, 30 * time.Millisecond},
+		{"const20-loss5", constRate(20), 20 * time.Millisecond, 0.05, 0.90, 30 * time.Millisecond},
+		{"const20-loss50", constRate(20), 20 * time.Millisecond, 0.50, 0.90, 30 * time.Millisecond},
+		{"steps-loss0", step, 20 * time.Millisecond, 0, 0.90, 30 * time.Millisecond},
+		{"steps-loss5", step, 20 * time.Millisecond, 0.05, 0.90, 30 * time.Millisecond},
+		{"trace-loss0", mahimahiLike(1, 2, 50, dur), 20 * time.Millisecond, 0, 0.90, 40 * time.Millisecond},
+		{"trace-loss1", mahimahiLike(2, 2, 50, dur), 40 * time.Millisecond, 0.01, 0.90, 40 * time.Millisecond},
+		{"const94-rtt180", constRate(94), 90 * time.Millisecond, 0.01, 0.90, 40 * time.Millisecond},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := runModel(modelCfg{dur: dur, capacity: c.capacity, prop: constDelay(c.prop), loss: c.loss,
+				queueCap: 1 << 20, warmup: 5 * time.Second, seed: 1})
+			t.Logf("capacity %.1f Mbit/s, served %.1f (%.3f), delivered %.1f, mean queue %v, loss est %.3f, overuses %d",
+				mbps(r.capacity/55), mbps(r.served/55), r.util(), mbps(r.delivered/55), r.meanQueue(), r.est.Loss, r.est.Overuses)
+			if r.util() < c.minUtil {
+				t.Errorf("served %.3f of capacity, want ≥ %.2f", r.util(), c.minUtil)
+			}
+			if q := r.meanQueue(); q > c.maxQueue {
+				t.Errorf("mean queueing delay %v, want ≤ %v", q, c.maxQueue)
+			}
+		})
+	}
+}
