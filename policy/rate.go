@@ -79,6 +79,8 @@ const (
 	fillMax           = 1.25                   // nor more than 1.25 × (BBR's ProbeBW up gain)
 	deliverySmooth    = 0.25                   // EWMA weight of a report's delivery rate in the reported figure
 	probeBaseInterval = 5 * time.Second        // BBR ProbeRTTInterval
+	reportMin         = 50 * time.Millisecond  // the feedback interval the constants assume
+	capacityMemory    = time.Second            // how long a capacity sample is trusted
 	probeBaseMax      = 200 * time.Millisecond // BBR ProbeRTTDuration
 )
 
@@ -140,15 +142,17 @@ type RateEstimate struct {
 // feedback, calls Update; publish Estimate().Target to the sender. Use
 // [NewRateEstimator]. Update does not allocate.
 type RateEstimator struct {
-	cfg      RateConfig
-	target   float64
-	delivery float64
-	capacity float64
-	maxRecv  float64 // decaying max of the received rate over ~1 s
-	loss     float64
-	queue    float64 // µs
-	qmin     float64 // µs, the last report's least queueing delay
-	velocity float64
+	cfg        RateConfig
+	target     float64
+	delivery   float64
+	capacity   float64
+	capacityAt time.Time
+	maxRecv    float64 // decaying max of the received rate over ~1 s
+	loss       float64
+	queue      float64 // µs
+	qmin       float64 // µs, the last report's least queueing delay
+	velocity   float64
+	velocityAt time.Time
 
 	base       [baseBuckets]int64 // min OWD per slot, µs
 	baseSlot   uint64             // receiver µs / baseBucket of the newest slot
@@ -282,7 +286,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	qt := float64(e.cfg.QueueTarget.Microseconds())
 	saturated := e.qmin > satEpsilonUs && r.Datagrams >= 2
 	if saturated {
-		e.capacity = recv
+		e.capacity, e.capacityAt = recv, now
 	}
 	overuse := e.trend > e.gamma
 	queueHigh := e.queue > max(queueHighMult*qt, queueHighMin)
@@ -312,13 +316,15 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	case e.probing:
 		a = min(a, drainMin*recv)
 		e.velocity = 0
+	case (overuse || queueHigh || lossCongestion) && saturated:
+		// The queue grows: recv is the bottleneck rate. Send below it, by
+		// enough to drain the queue above QueueTarget within tau.
+		a = min(a, recv*min(1, max(drainMin, 1-(e.queue-qt)/tau)))
+		e.overuses++
+		e.velocity = 0
 	case overuse || queueHigh || lossCongestion:
-		// GCC §5.5: decrease to 0.85 × the received rate; drain a long
-		// queue faster (never below half of it).
+		// GCC §5.5: decrease to 0.85 × the received rate.
 		a = min(a, gccBackoff*recv)
-		if saturated {
-			a = min(a, recv*min(gccBackoff, max(drainMin, 1-(e.queue-qt)/tau)))
-		}
 		e.overuses++
 		e.velocity = 0
 	case saturated:
@@ -333,12 +339,20 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	case limited:
 		// The link has room and the sender has more: probe, faster each
 		// report (Copa's velocity), from at least what was received.
-		if e.velocity == 0 {
-			e.velocity = velocityStart
-		} else {
-			e.velocity = min(velocityMax, 2*e.velocity)
+		// The velocity doubles once per sRTT, when the last step has had
+		// time to show in the reports.
+		switch {
+		case e.velocity == 0:
+			e.velocity, e.velocityAt = velocityStart, now
+		case now.Sub(e.velocityAt) >= max(s.SRTT, reportMin):
+			e.velocity, e.velocityAt = min(velocityMax, 2*e.velocity), now
 		}
 		a = max(a, recv) * (1 + e.velocity)
+		// BBR paces at its max-filtered bottleneck rate (§4.5.2.1): come
+		// back to the last capacity sample at once if it is recent.
+		if now.Sub(e.capacityAt) <= max(capacityMemory, 4*s.SRTT) {
+			a = max(a, e.capacity)
+		}
 	default:
 		// Application-limited: hold.
 		e.velocity = 0
