@@ -70,6 +70,7 @@ const (
 	minTau            = 250 * 1000.0           // µs: horizon of the queue controller, at least 2 sRTT
 	velocityStart     = 0.02                   // first probe step per report (Copa velocity 1)
 	velocityMax       = 0.32                   // largest probe step per report
+	velocitySaturated = 0.04                   // largest probe step with a queue at QueueTarget
 	lossWindow        = 1_000_000.0            // µs: averaging time of the loss rate
 	appLimitedUse     = 0.9                    // sent ≥ 0.9 × target × interval counts as pacing-limited
 	staleReport       = 2_000_000              // µs: longer intervals are clamped
@@ -169,6 +170,8 @@ type RateEstimator struct {
 	lastEmpty  time.Time // the last report whose queue emptied
 	probing    bool      // draining to re-measure the base (ProbeRTT)
 	probeStart time.Time
+	probeMin   int64 // µs, least one-way delay seen while probing
+	rebasing   bool  // the probe follows a LEO window: it always replaces the base
 	frozen     bool
 	overuses   uint64
 	frozenN    uint64
@@ -277,6 +280,17 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		// Nothing arrived: no delay information. Hold.
 		return
 	}
+	if e.rebaseline {
+		// After a LEO reconfiguration the base may have moved and the
+		// outage has left a queue: drain at half the rate for a round
+		// trip and take the least delay seen then as the new base
+		// (LeoCC's re-baselining, done the ProbeRTT way).
+		e.rebaseline = false
+		e.trendN, e.trendHead = 0, 0
+		if e.haveBase {
+			e.probing, e.rebasing, e.probeStart, e.probeMin = true, true, now, r.OWDMin
+		}
+	}
 	e.updateBase(r)
 	base := e.baseMin()
 	e.queue = max(0, float64(r.OWDMean-base))
@@ -303,12 +317,20 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	// probeBaseMax passes) so the base is measured again.
 	if !saturated {
 		e.lastEmpty = now
-		e.probing = false
+		e.probing = e.rebasing
 	} else if !e.probing && now.Sub(e.lastEmpty) > probeBaseInterval {
-		e.probing, e.probeStart = true, now
+		e.probing, e.probeStart, e.probeMin = true, now, r.OWDMin
 	}
-	if e.probing && now.Sub(e.probeStart) > probeBaseMax+s.SRTT {
-		e.probing, e.lastEmpty = false, now
+	if e.probing {
+		e.probeMin = min(e.probeMin, r.OWDMin)
+		if now.Sub(e.probeStart) > probeBaseMax+s.SRTT {
+			// Half the rate for a round trip and the queue did not
+			// empty: the base has moved up (a route change). Take the
+			// least delay of the probe as the new base (BBR updates
+			// min_rtt from the ProbeRTT samples, §4.3.4.3).
+			e.probing, e.rebasing, e.lastEmpty = false, false, now
+			e.base = [baseBuckets]int64{e.probeMin, e.probeMin, e.probeMin, e.probeMin}
+		}
 	}
 
 	a := e.target
@@ -327,14 +349,12 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		a = min(a, gccBackoff*recv)
 		e.overuses++
 		e.velocity = 0
-	case saturated:
+	case saturated && (e.queue > qt || !limited):
 		// The queue never emptied: recv is the bottleneck rate. Steer the
-		// queue towards QueueTarget over tau (NADA-like proportional term).
-		f := min(fillMax, max(drainMin, 1+(qt-e.queue)/tau))
-		if f > 1 && !limited {
-			f = 1
-		}
-		a = recv * f
+		// queue towards QueueTarget over tau (NADA-like proportional
+		// term); below it, probe (next case), as the "queue" may be a
+		// base delay that moved up.
+		a = recv * min(1, max(drainMin, 1+(qt-e.queue)/tau))
 		e.velocity = 0
 	case limited:
 		// The link has room and the sender has more: probe, faster each
@@ -347,10 +367,14 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		case now.Sub(e.velocityAt) >= max(s.SRTT, reportMin):
 			e.velocity, e.velocityAt = min(velocityMax, 2*e.velocity), now
 		}
-		a = max(a, recv) * (1 + e.velocity)
+		v := e.velocity
+		if saturated {
+			v = min(v, velocitySaturated)
+		}
+		a = max(a, recv) * (1 + v)
 		// BBR paces at its max-filtered bottleneck rate (§4.5.2.1): come
 		// back to the last capacity sample at once if it is recent.
-		if now.Sub(e.capacityAt) <= max(capacityMemory, 4*s.SRTT) {
+		if !saturated && now.Sub(e.capacityAt) <= max(capacityMemory, 4*s.SRTT) {
 			a = max(a, e.capacity)
 		}
 	default:
@@ -370,17 +394,6 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 // a sliding minimum over baseBuckets slots of the receiver clock.
 func (e *RateEstimator) updateBase(r *RateReport) {
 	slot := r.End / baseBucket
-	if e.rebaseline && e.haveBase {
-		// After a LEO reconfiguration the base may have moved: keep the
-		// queue seen before it and re-measure the base from this report.
-		nb := r.OWDMin - int64(e.qmin)
-		e.base = [baseBuckets]int64{nb, nb, nb, nb}
-		e.baseSlot = slot
-		e.rebaseline = false
-		e.trendN, e.trendHead = 0, 0
-		return
-	}
-	e.rebaseline = false
 	switch {
 	case !e.haveBase:
 		e.base = [baseBuckets]int64{r.OWDMin, r.OWDMin, r.OWDMin, r.OWDMin}
