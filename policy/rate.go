@@ -69,6 +69,8 @@ const (
 	satEpsilonUs      = 2000                   // µs of queue that count as "never emptied"
 	minTau            = 250 * 1000.0           // µs: horizon of the queue controller, at least 2 sRTT
 	velocityStart     = 0.02                   // first probe step per report (Copa velocity 1)
+	appLimitedGain    = 2.0                    // an application-limited target decays to 2 × the received rate
+	maxRecvHalfLife   = 2e6                    // µs: a keyframe a second stays remembered
 	velocityMax       = 0.32                   // largest probe step per report
 	velocitySaturated = 0.04                   // largest probe step with a queue at QueueTarget
 	lossWindow        = 1_000_000.0            // µs: averaging time of the loss rate
@@ -83,6 +85,7 @@ const (
 	reportMin         = 50 * time.Millisecond  // the feedback interval the constants assume
 	capacityMemory    = time.Second            // how long a capacity sample is trusted
 	probeBaseMax      = 200 * time.Millisecond // BBR ProbeRTTDuration
+	probeBaseGain     = 0.75                   // rate while re-measuring the base
 )
 
 // RateConfig configures a [RateEstimator]. The zero value is valid.
@@ -148,7 +151,7 @@ type RateEstimator struct {
 	delivery   float64
 	capacity   float64
 	capacityAt time.Time
-	maxRecv    float64 // decaying max of the received rate over ~1 s
+	maxRecv    float64 // max of the received rate, halved every maxRecvHalfLife
 	loss       float64
 	queue      float64 // µs
 	qmin       float64 // µs, the last report's least queueing delay
@@ -170,8 +173,9 @@ type RateEstimator struct {
 	lastEmpty  time.Time // the last report whose queue emptied
 	probing    bool      // draining to re-measure the base (ProbeRTT)
 	probeStart time.Time
-	probeMin   int64 // µs, least one-way delay seen while probing
-	rebasing   bool  // the probe follows a LEO window: it always replaces the base
+	probeMin   int64   // µs, least one-way delay seen while probing
+	probeRate  float64 // bytes/s: the rate when the probe started
+	rebasing   bool    // the probe follows a LEO window: it always replaces the base
 	frozen     bool
 	overuses   uint64
 	frozenN    uint64
@@ -267,7 +271,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	if r.Datagrams > 0 {
 		recv += float64(r.Lost) * float64(r.Bytes) / float64(r.Datagrams) * 1e6 / length
 	}
-	e.maxRecv = max(recv, e.maxRecv*math.Pow(0.5, elapsed/lossWindow))
+	e.maxRecv = max(recv, e.maxRecv*math.Pow(0.5, elapsed/maxRecvHalfLife))
 
 	lossNow := 0.0
 	if tot := float64(r.Datagrams) + float64(r.Lost); tot > 0 {
@@ -288,7 +292,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		e.rebaseline = false
 		e.trendN, e.trendHead = 0, 0
 		if e.haveBase {
-			e.probing, e.rebasing, e.probeStart, e.probeMin = true, true, now, r.OWDMin
+			e.probing, e.rebasing, e.probeStart, e.probeMin, e.probeRate = true, true, now, r.OWDMin, e.target
 		}
 	}
 	e.updateBase(r)
@@ -319,7 +323,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		e.lastEmpty = now
 		e.probing = e.rebasing
 	} else if !e.probing && now.Sub(e.lastEmpty) > probeBaseInterval {
-		e.probing, e.probeStart, e.probeMin = true, now, r.OWDMin
+		e.probing, e.probeStart, e.probeMin, e.probeRate = true, now, r.OWDMin, max(e.capacity, recv)
 	}
 	if e.probing {
 		e.probeMin = min(e.probeMin, r.OWDMin)
@@ -336,7 +340,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	a := e.target
 	switch {
 	case e.probing:
-		a = min(a, drainMin*recv)
+		a = min(a, probeBaseGain*e.probeRate)
 		e.velocity = 0
 	case (overuse || queueHigh || lossCongestion) && saturated:
 		// The queue grows: recv is the bottleneck rate. Send below it, by
@@ -374,11 +378,15 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		a = max(a, recv) * (1 + v)
 		// BBR paces at its max-filtered bottleneck rate (§4.5.2.1): come
 		// back to the last capacity sample at once if it is recent.
-		if !saturated && now.Sub(e.capacityAt) <= max(capacityMemory, 4*s.SRTT) {
-			a = max(a, e.capacity)
+		if !saturated && a < e.capacity && now.Sub(e.capacityAt) <= max(capacityMemory, 4*s.SRTT) {
+			// Above it, probe afresh.
+			a, e.velocity, e.velocityAt = e.capacity, velocityStart, now
 		}
 	default:
-		// Application-limited: hold.
+		// Application-limited: do not grow, and come down to twice what
+		// the receiver got lately (no less than the initial rate), so a
+		// rate learnt while draining a backlog does not outlive it.
+		a = min(a, max(appLimitedGain*e.maxRecv, e.cfg.InitialRate))
 		e.velocity = 0
 	}
 	// GCC §5.5: never raise the rate above 1.5 × what the receiver got

@@ -210,6 +210,9 @@ func TestRateModelCapacity(t *testing.T) {
 			return 25e6 / 8
 		}
 	}
+	// Queue bounds: QueueTarget (15 ms) + 10 ms on a steady link; the
+	// traces add a 300-ms outage every 7 s, whose queue no rate can avoid.
+	const steady, traced = 25 * time.Millisecond, 60 * time.Millisecond
 	cases := []struct {
 		name     string
 		capacity func(time.Duration) float64
@@ -218,15 +221,19 @@ func TestRateModelCapacity(t *testing.T) {
 		minUtil  float64
 		maxQueue time.Duration
 	}{
-		{"const20-loss0", constRate(20), 20 * time.Millisecond, 0, 0.90, 30 * time.Millisecond},
-		{"const20-loss1", constRate(20), 20 * time.Millisecond, 0.01, 0.90, 30 * time.Millisecond},
-		{"const20-loss5", constRate(20), 20 * time.Millisecond, 0.05, 0.90, 30 * time.Millisecond},
-		{"const20-loss50", constRate(20), 20 * time.Millisecond, 0.50, 0.90, 30 * time.Millisecond},
-		{"steps-loss0", step, 20 * time.Millisecond, 0, 0.90, 30 * time.Millisecond},
-		{"steps-loss5", step, 20 * time.Millisecond, 0.05, 0.90, 30 * time.Millisecond},
-		{"trace-loss0", mahimahiLike(1, 2, 50, dur), 20 * time.Millisecond, 0, 0.90, 40 * time.Millisecond},
-		{"trace-loss1", mahimahiLike(2, 2, 50, dur), 40 * time.Millisecond, 0.01, 0.90, 40 * time.Millisecond},
-		{"const94-rtt180", constRate(94), 90 * time.Millisecond, 0.01, 0.90, 40 * time.Millisecond},
+		{"const20-loss0", constRate(20), 20 * time.Millisecond, 0, 0.90, steady},
+		{"const20-loss1", constRate(20), 20 * time.Millisecond, 0.01, 0.90, steady},
+		{"const20-loss5", constRate(20), 20 * time.Millisecond, 0.05, 0.90, steady},
+		{"const20-loss50", constRate(20), 20 * time.Millisecond, 0.50, 0.90, steady},
+		{"steps-loss0", step, 20 * time.Millisecond, 0, 0.90, steady},
+		{"steps-loss5", step, 20 * time.Millisecond, 0.05, 0.90, steady},
+		{"trace-loss0", mahimahiLike(1, 2, 50, dur), 20 * time.Millisecond, 0, 0.90, traced},
+		{"trace-loss1", mahimahiLike(2, 2, 50, dur), 40 * time.Millisecond, 0.01, 0.90, traced},
+		{"trace-loss5", mahimahiLike(3, 2, 50, dur), 20 * time.Millisecond, 0.05, 0.90, traced},
+		// A long path on a fast-varying trace: the reports are a round
+		// trip late, so the bound is lower.
+		{"trace-rtt180", mahimahiLike(1, 2, 50, dur), 90 * time.Millisecond, 0.01, 0.85, 80 * time.Millisecond},
+		{"const94-rtt180", constRate(94), 90 * time.Millisecond, 0.01, 0.90, steady},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -241,5 +248,139 @@ func TestRateModelCapacity(t *testing.T) {
 				t.Errorf("mean queueing delay %v, want ≤ %v", q, c.maxQueue)
 			}
 		})
+	}
+}
+
+type modelSample struct {
+	t time.Duration
+	e RateEstimate
+}
+
+func recordModel(cfg modelCfg) (modelResult, []modelSample) {
+	var tr []modelSample
+	cfg.observe = func(t time.Duration, e RateEstimate) { tr = append(tr, modelSample{t, e}) }
+	return runModel(cfg), tr
+}
+
+// TestRateModelCapacityDrop: a drop from 40 to 10 Mbit/s is followed
+// within 300 ms (target ≤ 1.2 × the new capacity), and the measured
+// queue is back under 2 × QueueTarget within 1.5 s.
+func TestRateModelCapacityDrop(t *testing.T) {
+	const at = 20 * time.Second
+	for _, prop := range []time.Duration{10 * time.Millisecond, 25 * time.Millisecond} {
+		_, tr := recordModel(modelCfg{dur: 30 * time.Second, prop: constDelay(prop), queueCap: 1 << 20, seed: 1,
+			capacity: func(t time.Duration) float64 {
+				if t < at {
+					return 40e6 / 8
+				}
+				return 10e6 / 8
+			}})
+		followed, drained := time.Duration(-1), time.Duration(-1)
+		for _, x := range tr {
+			if x.t < at {
+				continue
+			}
+			if followed < 0 && x.e.Target <= 1.2*10e6/8 {
+				followed = x.t - at
+			}
+			if followed >= 0 && drained < 0 && x.e.QueueDelay <= 2*DefaultQueueTarget {
+				drained = x.t - at
+			}
+		}
+		t.Logf("one-way %v: target followed the drop after %v, queue drained after %v", prop, followed, drained)
+		if followed < 0 || followed > 300*time.Millisecond {
+			t.Errorf("one-way %v: target followed the drop after %v, want ≤ 300ms", prop, followed)
+		}
+		if drained < 0 || drained > 1500*time.Millisecond {
+			t.Errorf("one-way %v: queue drained after %v, want ≤ 1.5s", prop, drained)
+		}
+	}
+}
+
+// starlinkEvent reports whether t (from modelStart) is inside a 60-ms
+// outage at a reconfiguration (t = 11, 26, 41, 56 s: seconds 12, 27, 42,
+// 57 of the minute) and the index of the last reconfiguration.
+func starlinkEvent(t time.Duration) (outage bool, k int) {
+	x := t - 11*time.Second + 10*time.Millisecond
+	if x < 0 {
+		return false, -1
+	}
+	k = int(x / (15 * time.Second))
+	return x-time.Duration(k)*15*time.Second < 60*time.Millisecond, k
+}
+
+// TestRateModelLEOFreeze: a Starlink-like path (60 Mbit/s, a 60-ms
+// outage at each reconfiguration and the base delay alternating between
+// 25 and 40 ms from one satellite to the next). With the LEO marker the
+// estimator skips the windows' reports, holds its rate across them (never
+// below 0.65 × the rate before in the second after; the drain that
+// re-measures the base runs at 0.75) and keeps the link
+// ≥ 95 % used; without it the first reconfiguration that raises the base
+// costs more than half the rate.
+func TestRateModelLEOFreeze(t *testing.T) {
+	capacity := func(t time.Duration) float64 {
+		if out, _ := starlinkEvent(t); out {
+			return 0
+		}
+		return 60e6 / 8
+	}
+	prop := func(t time.Duration) time.Duration {
+		if _, k := starlinkEvent(t); k%2 == 0 {
+			return 40 * time.Millisecond
+		}
+		return 25 * time.Millisecond
+	}
+	worst := func(tr []modelSample) float64 {
+		w := math.Inf(1)
+		for _, ev := range []time.Duration{11 * time.Second, 26 * time.Second, 41 * time.Second, 56 * time.Second} {
+			before := 0.0
+			for _, x := range tr {
+				if x.t < ev-300*time.Millisecond {
+					before = x.e.Target
+				}
+				if x.t >= ev && x.t < ev+time.Second && before > 0 {
+					w = min(w, x.e.Target/before)
+				}
+			}
+		}
+		return w
+	}
+	on, trOn := recordModel(modelCfg{dur: 60 * time.Second, capacity: capacity, prop: prop, queueCap: 1 << 20,
+		warmup: 5 * time.Second, seed: 1, leo: &LEOReconf{}})
+	off, trOff := recordModel(modelCfg{dur: 60 * time.Second, capacity: capacity, prop: prop, queueCap: 1 << 20,
+		warmup: 5 * time.Second, seed: 1})
+	wOn, wOff := worst(trOn), worst(trOff)
+	t.Logf("LEO marker: util %.3f, mean queue %v, frozen reports %d, worst target/before %.2f", on.util(), on.meanQueue(), on.est.FrozenReports, wOn)
+	t.Logf("no marker:  util %.3f, mean queue %v, worst target/before %.2f", off.util(), off.meanQueue(), wOff)
+	if on.est.FrozenReports == 0 {
+		t.Error("no report was frozen")
+	}
+	if wOn < 0.65 {
+		t.Errorf("with the marker the target fell to %.2f of its value before a reconfiguration, want ≥ 0.65", wOn)
+	}
+	if on.util() < 0.95 {
+		t.Errorf("with the marker the link was %.3f used, want ≥ 0.95", on.util())
+	}
+	if wOff >= 0.5 {
+		t.Errorf("without the marker the target kept %.2f of its value: the scenario does not exercise the freeze", wOff)
+	}
+}
+
+// TestRateModelAppLimited: a sender that offers less than the link (after
+// a start that drains a backlog) keeps its target within 2.2 × its offered
+// rate (2 × the received rate, plus the jitter of a 50-ms sample),
+// whatever the link's capacity, and delivers all it offers.
+func TestRateModelAppLimited(t *testing.T) {
+	for _, offered := range []float64{0.5, 2, 8} {
+		r := runModel(modelCfg{dur: 30 * time.Second, capacity: constRate(50), prop: constDelay(20 * time.Millisecond),
+			queueCap: 1 << 20, offered: offered * 1e6 / 8, warmup: 5 * time.Second, seed: 1})
+		ratio := r.maxTarget / r.offered
+		t.Logf("offered %.1f Mbit/s: max target %.2f Mbit/s (%.2f ×), delivered %.2f Mbit/s", offered, mbps(r.maxTarget), ratio, mbps(r.delivered/25))
+		if ratio > 2.2 {
+			t.Errorf("offered %.1f Mbit/s: target reached %.2f × the offered rate, want ≤ 2.2", offered, ratio)
+		}
+		if got := r.delivered / 25; got < 0.97*r.offered {
+			t.Errorf("offered %.1f Mbit/s: delivered only %.2f Mbit/s", offered, mbps(got))
+		}
 	}
 }
