@@ -39,7 +39,9 @@ type Pacer struct {
 // above the new depth are dropped. A new pacer starts with a full bucket
 // at its first use.
 func (p *Pacer) SetRate(now time.Time, rate float64, burst int) {
-	p.refill(now)
+	if p.last != 0 {
+		p.refill(now)
+	}
 	if burst <= 0 {
 		burst = DefaultPacerBurst
 	}
