@@ -10,16 +10,16 @@ import (
 // ([RateReport], built by [RateMeter]); the sender's [RateEstimator] turns
 // each report into a target rate that the path's [Pacer] enforces.
 //
-// The model is BBR's (draft-ietf-ccwg-bbr-02 §4.1): a path is a pipe with a
-// base delay and a bottleneck rate. The base is the windowed minimum of the
+// The model is BBR's (draft-ietf-ccwg-bbr): a path is a pipe with a base
+// delay and a bottleneck rate. The base is the windowed minimum of the
 // one-way delay (BBR's min_rtt filter, 10 s; the clock offset between the
 // hosts cancels out of every difference against it), and the bottleneck
-// rate is what the receiver got in an interval during which the queue never
-// emptied (the interval's least one-way delay stayed above the base), the
-// one moment a delivery-rate sample is the capacity rather than the sending
-// rate. The rate then follows that capacity with a proportional term that
+// rate is what the receiver got (lost datagrams included) in an interval
+// during which the queue never emptied (the interval's least one-way delay
+// stayed above the base), the one moment a delivery-rate sample is the
+// capacity rather than the sending rate. The rate then follows that capacity with a proportional term that
 // holds the queueing delay near QueueTarget, as NADA's delay-based
-// reference rate does (RFC 8698 §4.3, x_curr against XREF).
+// reference rate does (RFC 8698, x_curr held against XREF).
 //
 // Congestion is detected in the manner of Google Congestion Control
 // (draft-ietf-rmcat-gcc-02): the trend of the one-way delay over the last
@@ -29,14 +29,22 @@ import (
 // to 6–600 ms); overuse sets the rate to 0.85 × the received rate (§5.5).
 // Random loss is not congestion: loss counts only when it rises together
 // with the delay. While the link has room and the sender has more to send,
-// the rate grows with a velocity that doubles each report (Copa, Arun &
-// Balakrishnan, NSDI 2018, §2.2) and is capped at 1.5 × the received rate
-// (GCC §5.5); a sender that is application-limited does not raise it.
+// the rate goes back to a capacity sample of the last second (BBR paces
+// at its max-filtered bandwidth) and then grows with a velocity that
+// doubles each sRTT (Copa, Arun & Balakrishnan, NSDI 2018, §2.2), capped
+// at 1.5 × the received rate (GCC §5.5). An application-limited sender
+// does not raise it, and it decays to 2 × what the receiver got.
+//
+// A queue held at QueueTarget never empties, so the base filter would
+// forget the true base: every 5 s of saturation the rate drops to 0.75 ×
+// for at most 200 ms + sRTT to see the base again, and a base that moved
+// up is taken from that probe (BBR's ProbeRTT).
 //
 // On a LEO path, reports that overlap a scheduled reconfiguration (see
 // [LEOReconf]) are not learned from and the rate is held; after the window
-// the base delay is re-measured (LeoCC, Li et al., SIGCOMM 2025, §4: freeze
-// the model across the reconfiguration and re-baseline after it).
+// the base delay is re-measured by the same probe (LeoCC, Lai et al.,
+// SIGCOMM 2025: freeze the model across the reconfiguration and
+// re-baseline after it).
 
 // Defaults of [RateConfig].
 const (
@@ -78,14 +86,13 @@ const (
 	staleReport       = 2_000_000              // µs: longer intervals are clamped
 	queueHighMult     = 4                      // queue > 4 × target (at least 60 ms) is overuse whatever the trend
 	queueHighMin      = 60 * 1000              // µs
-	drainMin          = 0.5                    // the controller never asks for less than half the capacity
-	fillMax           = 1.25                   // nor more than 1.25 × (BBR's ProbeBW up gain)
+	drainMin          = 0.5                    // the queue controller never asks for less than half the capacity
 	deliverySmooth    = 0.25                   // EWMA weight of a report's delivery rate in the reported figure
 	probeBaseInterval = 5 * time.Second        // BBR ProbeRTTInterval
 	reportMin         = 50 * time.Millisecond  // the feedback interval the constants assume
 	capacityMemory    = time.Second            // how long a capacity sample is trusted
 	probeBaseMax      = 200 * time.Millisecond // BBR ProbeRTTDuration
-	probeBaseGain     = 0.75                   // rate while re-measuring the base
+	probeBaseGain     = 0.75                   // rate while re-measuring the base (BBRv3 ProbeRTT keeps 0.5 BDP in flight)
 )
 
 // RateConfig configures a [RateEstimator]. The zero value is valid.
@@ -286,8 +293,8 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	}
 	if e.rebaseline {
 		// After a LEO reconfiguration the base may have moved and the
-		// outage has left a queue: drain at half the rate for a round
-		// trip and take the least delay seen then as the new base
+		// outage has left a queue: drain at probeBaseGain × the rate for
+		// a round trip and take the least delay seen then as the new base
 		// (LeoCC's re-baselining, done the ProbeRTT way).
 		e.rebaseline = false
 		e.trendN, e.trendHead = 0, 0
@@ -314,11 +321,12 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	limited := s.BacklogBytes > 0 || float64(s.SentBytes) >= appLimitedUse*e.target*elapsed/1e6
 	tau := max(minTau, 2*float64(s.SRTT.Microseconds()))
 
-	// BBR's ProbeRTT (draft-ietf-ccwg-bbr-02 §4.3.4): a queue held at
+	// BBR's ProbeRTT (draft-ietf-ccwg-bbr): a queue held at
 	// QueueTarget never empties, so the base filter would forget the true
 	// base and the queue would ratchet up. Every probeBaseInterval of
-	// saturation, send at half the capacity until the queue empties (or
-	// probeBaseMax passes) so the base is measured again.
+	// saturation, send at probeBaseGain × the capacity until the queue
+	// empties (or probeBaseMax + sRTT passes) so the base is measured
+	// again.
 	if !saturated {
 		e.lastEmpty = now
 		e.probing = e.rebasing
@@ -328,10 +336,10 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	if e.probing {
 		e.probeMin = min(e.probeMin, r.OWDMin)
 		if now.Sub(e.probeStart) > probeBaseMax+s.SRTT {
-			// Half the rate for a round trip and the queue did not
+			// A lower rate for a round trip and the queue did not
 			// empty: the base has moved up (a route change). Take the
 			// least delay of the probe as the new base (BBR updates
-			// min_rtt from the ProbeRTT samples, §4.3.4.3).
+			// min_rtt from the ProbeRTT samples).
 			e.probing, e.rebasing, e.lastEmpty = false, false, now
 			e.base = [baseBuckets]int64{e.probeMin, e.probeMin, e.probeMin, e.probeMin}
 		}
@@ -376,7 +384,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 			v = min(v, velocitySaturated)
 		}
 		a = max(a, recv) * (1 + v)
-		// BBR paces at its max-filtered bottleneck rate (§4.5.2.1): come
+		// BBR paces at its max-filtered bottleneck rate: come
 		// back to the last capacity sample at once if it is recent.
 		if !saturated && a < e.capacity && now.Sub(e.capacityAt) <= max(capacityMemory, 4*s.SRTT) {
 			// Above it, probe afresh.
