@@ -27,8 +27,11 @@ import (
 // over packet groups; here one group per report), compared with an
 // adaptive threshold γ (§5.4, eq. 5–6: K_u = 0.01, K_d = 0.00018, clamped
 // to 6–600 ms); overuse sets the rate to 0.85 × the received rate (§5.5).
-// Random loss is not congestion: loss counts only when it rises together
-// with the delay. While the link has room and the sender has more to send,
+// Random loss is not congestion: the path's own loss rate (its floor) is
+// learnt from reports during which no queue stood, the received rate is
+// scaled up by it, and only loss above it while a queue stands (a
+// drop-tail queue overflowing, however shallow) or loss rising together
+// with the delay trend backs the rate off. While the link has room and the sender has more to send,
 // the rate goes back to a capacity sample of the last second (BBR paces
 // at its max-filtered bandwidth) and then grows with a velocity that
 // doubles each sRTT (Copa, Arun & Balakrishnan, NSDI 2018, §2.2), capped
@@ -82,6 +85,13 @@ const (
 	velocityMax       = 0.32                   // largest probe step per report
 	velocitySaturated = 0.04                   // largest probe step with a queue at QueueTarget
 	lossWindow        = 1_000_000.0            // µs: averaging time of the loss rate
+	floorDatagrams    = 5000.0                 // datagrams the random-loss floor averages over
+	floorMinDatagrams = 200.0                  // datagrams before the floor is trusted
+	floorQueueUs      = 1000                   // µs: mean queue below which a report teaches the floor
+	overflowMemory    = 2 * time.Second        // how long an overflow keeps probing gentle
+	lossFloorMax      = 0.75                   // recv is at most 4 × what arrived
+	lossExcessMin     = 0.02                   // loss above the floor that is a queue overflowing
+	lossExcessRel     = 0.25                   // ... or a quarter of the floor, if more (noise at high loss)
 	appLimitedUse     = 0.9                    // sent ≥ 0.9 × target × interval counts as pacing-limited
 	staleReport       = 2_000_000              // µs: longer intervals are clamped
 	queueHighMult     = 4                      // queue > 4 × target (at least 60 ms) is overuse whatever the trend
@@ -159,9 +169,12 @@ type RateEstimator struct {
 	capacity   float64
 	capacityAt time.Time
 	maxRecv    float64 // max of the received rate, halved every maxRecvHalfLife
-	loss       float64
-	queue      float64 // µs
-	qmin       float64 // µs, the last report's least queueing delay
+	loss       float64 // EWMA over lossWindow
+	floorLost  float64 // datagrams lost and in all, decayed, in reports without a queue
+	floorTotal float64
+	overflowAt time.Time // the last report that showed a shallow queue overflowing
+	queue      float64   // µs
+	qmin       float64   // µs, the last report's least queueing delay
 	velocity   float64
 	velocityAt time.Time
 
@@ -271,15 +284,6 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	}
 	good := float64(r.Bytes) * 1e6 / length // bytes/s received
 	e.delivery += deliverySmooth * (good - e.delivery)
-	// recv also counts the lost datagrams (at the interval's mean size):
-	// they were sent at this rate and, lost after the bottleneck or
-	// before it, are part of what the path carries at that rate.
-	recv := good
-	if r.Datagrams > 0 {
-		recv += float64(r.Lost) * float64(r.Bytes) / float64(r.Datagrams) * 1e6 / length
-	}
-	e.maxRecv = max(recv, e.maxRecv*math.Pow(0.5, elapsed/maxRecvHalfLife))
-
 	lossNow := 0.0
 	if tot := float64(r.Datagrams) + float64(r.Lost); tot > 0 {
 		lossNow = float64(r.Lost) / tot
@@ -299,7 +303,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		e.rebaseline = false
 		e.trendN, e.trendHead = 0, 0
 		if e.haveBase {
-			e.probing, e.rebasing, e.probeStart, e.probeMin, e.probeRate = true, true, now, r.OWDMin, e.target
+			e.probing, e.rebasing, e.probeStart, e.probeMin, e.probeRate = true, true, now, r.OWDMin, min(e.target, max(e.capacity, e.cfg.MinRate))
 		}
 	}
 	e.updateBase(r)
@@ -310,6 +314,38 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 
 	qt := float64(e.cfg.QueueTarget.Microseconds())
 	saturated := e.qmin > satEpsilonUs && r.Datagrams >= 2
+
+	// The path's own (random) loss rate is learnt from the reports during
+	// which no queue stood (a drop-tail queue that never filled did not
+	// drop), over about the last floorDatagrams datagrams; until one
+	// comes, all loss is taken as the path's own. Loss above it while a
+	// queue stands is the queue overflowing, however shallow. (A policer,
+	// which drops without queueing, is not told apart.)
+	queued := e.queue > floorQueueUs
+	if !saturated && !queued {
+		e.floorLost += float64(r.Lost)
+		e.floorTotal += float64(r.Lost) + float64(r.Datagrams)
+		if e.floorTotal > floorDatagrams {
+			e.floorLost *= floorDatagrams / e.floorTotal
+			e.floorTotal = floorDatagrams
+		}
+	}
+	floor := e.loss
+	if e.floorTotal >= floorMinDatagrams {
+		floor = e.floorLost / e.floorTotal
+	}
+	floor = min(floor, lossFloorMax)
+	// recv is the rate the path carried: what arrived, scaled up by the
+	// path's own loss, which took its share after or before the
+	// bottleneck. Loss above that floor is not added back: it is what the
+	// path could not carry.
+	recv := good / (1 - floor)
+	e.maxRecv = max(recv, e.maxRecv*math.Pow(0.5, elapsed/maxRecvHalfLife))
+	// Overflow: this report's loss is above the floor by more than
+	// chance (three binomial standard deviations for its datagram count).
+	n := float64(r.Datagrams) + float64(r.Lost)
+	overflow := queued && e.floorTotal >= floorMinDatagrams &&
+		lossNow > floor+max(lossExcessMin, lossExcessRel*floor, 3*math.Sqrt(floor*(1-floor)/n))
 	if saturated {
 		e.capacity, e.capacityAt = recv, now
 	}
@@ -317,7 +353,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	queueHigh := e.queue > max(queueHighMult*qt, queueHighMin)
 	// Random loss is the link's own; loss is congestion only when it rises
 	// together with the delay (a filling drop-tail queue).
-	lossCongestion := lossNow > 2*lossBefore+0.01 && (e.trend > e.gamma/2 || e.queue > 2*qt)
+	lossCongestion := overflow || lossNow > 2*lossBefore+0.01 && (e.trend > e.gamma/2 || e.queue > 2*qt)
 	limited := s.BacklogBytes > 0 || float64(s.SentBytes) >= appLimitedUse*e.target*elapsed/1e6
 	tau := max(minTau, 2*float64(s.SRTT.Microseconds()))
 
@@ -331,7 +367,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		e.lastEmpty = now
 		e.probing = e.rebasing
 	} else if !e.probing && now.Sub(e.lastEmpty) > probeBaseInterval {
-		e.probing, e.probeStart, e.probeMin, e.probeRate = true, now, r.OWDMin, max(e.capacity, recv)
+		e.probing, e.probeStart, e.probeMin, e.probeRate = true, now, r.OWDMin, min(e.target, max(e.capacity, recv))
 	}
 	if e.probing {
 		e.probeMin = min(e.probeMin, r.OWDMin)
@@ -353,7 +389,14 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	case (overuse || queueHigh || lossCongestion) && saturated:
 		// The queue grows: recv is the bottleneck rate. Send below it, by
 		// enough to drain the queue above QueueTarget within tau.
-		a = min(a, recv*min(1, max(drainMin, 1-(e.queue-qt)/tau)))
+		f := min(1, max(drainMin, 1-(e.queue-qt)/tau))
+		if overflow {
+			// A queue shallower than QueueTarget overflows: GCC's
+			// back-off, since the queue term cannot see it.
+			f = min(f, gccBackoff)
+			e.overflowAt = now
+		}
+		a = min(a, recv*f)
 		e.overuses++
 		e.velocity = 0
 	case overuse || queueHigh || lossCongestion:
@@ -383,12 +426,22 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		if saturated {
 			v = min(v, velocitySaturated)
 		}
+		// Near a shallow queue that overflowed lately, probe gently (GCC's
+		// additive increase near the last overuse, §5.5).
+		shallow := now.Sub(e.overflowAt) < overflowMemory
+		if shallow {
+			v = min(v, velocityStart)
+		}
 		a = max(a, recv) * (1 + v)
 		// BBR paces at its max-filtered bottleneck rate: come
 		// back to the last capacity sample at once if it is recent.
-		if !saturated && a < e.capacity && now.Sub(e.capacityAt) <= max(capacityMemory, 4*s.SRTT) {
+		back := e.capacity
+		if shallow {
+			back *= gccBackoff
+		}
+		if !saturated && a < back && now.Sub(e.capacityAt) <= max(capacityMemory, 4*s.SRTT) {
 			// Above it, probe afresh.
-			a, e.velocity, e.velocityAt = e.capacity, velocityStart, now
+			a, e.velocity, e.velocityAt = back, velocityStart, now
 		}
 	default:
 		// Application-limited: do not grow, and come down to twice what

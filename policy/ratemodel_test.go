@@ -46,6 +46,7 @@ type modelCfg struct {
 
 type modelResult struct {
 	capacity, served, delivered float64 // bytes after warm-up
+	dropped                     float64 // bytes the drop-tail queue dropped after warm-up
 	queueSum                    float64 // Σ true queueing delay of served packets, s
 	queueN                      int
 	offered                     float64 // bytes/s
@@ -53,7 +54,8 @@ type modelResult struct {
 	est                         RateEstimate
 }
 
-func (r modelResult) util() float64 { return r.served / r.capacity }
+func (r modelResult) util() float64     { return r.served / r.capacity }
+func (r modelResult) dropRate() float64 { return r.dropped / (r.dropped + r.served) }
 func (r modelResult) meanQueue() time.Duration {
 	return time.Duration(r.queueSum / float64(max(r.queueN, 1)) * 1e9)
 }
@@ -100,6 +102,8 @@ func runModel(cfg modelCfg) modelResult {
 			if queueB+modelPkt <= cfg.queueCap {
 				queue = append(queue, modelPacket{size: modelPkt, seq: seq, sentUs: uint64(now.UnixMicro()), enq: t})
 				queueB += modelPkt
+			} else if measured {
+				res.dropped += modelPkt
 			}
 		}
 		// Bottleneck.
@@ -220,27 +224,41 @@ func TestRateModelCapacity(t *testing.T) {
 		loss     float64
 		minUtil  float64
 		maxQueue time.Duration
+		queueCap int // bytes; 0: 1 MB
 	}{
-		{"const20-loss0", constRate(20), 20 * time.Millisecond, 0, 0.90, steady},
-		{"const20-loss1", constRate(20), 20 * time.Millisecond, 0.01, 0.90, steady},
-		{"const20-loss5", constRate(20), 20 * time.Millisecond, 0.05, 0.90, steady},
-		{"const20-loss50", constRate(20), 20 * time.Millisecond, 0.50, 0.90, steady},
-		{"steps-loss0", step, 20 * time.Millisecond, 0, 0.90, steady},
-		{"steps-loss5", step, 20 * time.Millisecond, 0.05, 0.90, steady},
-		{"trace-loss0", mahimahiLike(1, 2, 50, dur), 20 * time.Millisecond, 0, 0.90, traced},
-		{"trace-loss1", mahimahiLike(2, 2, 50, dur), 40 * time.Millisecond, 0.01, 0.90, traced},
-		{"trace-loss5", mahimahiLike(3, 2, 50, dur), 20 * time.Millisecond, 0.05, 0.90, traced},
+		{"const20-loss0", constRate(20), 20 * time.Millisecond, 0, 0.90, steady, 0},
+		{"const20-loss1", constRate(20), 20 * time.Millisecond, 0.01, 0.90, steady, 0},
+		{"const20-loss5", constRate(20), 20 * time.Millisecond, 0.05, 0.90, steady, 0},
+		{"const20-loss50", constRate(20), 20 * time.Millisecond, 0.50, 0.90, steady, 0},
+		{"steps-loss0", step, 20 * time.Millisecond, 0, 0.90, steady, 0},
+		{"steps-loss5", step, 20 * time.Millisecond, 0.05, 0.90, steady, 0},
+		{"trace-loss0", mahimahiLike(1, 2, 50, dur), 20 * time.Millisecond, 0, 0.90, traced, 0},
+		{"trace-loss1", mahimahiLike(2, 2, 50, dur), 40 * time.Millisecond, 0.01, 0.90, traced, 0},
+		{"trace-loss5", mahimahiLike(3, 2, 50, dur), 20 * time.Millisecond, 0.05, 0.90, traced, 0},
 		// A long path on a fast-varying trace: the reports are a round
 		// trip late, so the bound is lower.
-		{"trace-rtt180", mahimahiLike(1, 2, 50, dur), 90 * time.Millisecond, 0.01, 0.85, 80 * time.Millisecond},
-		{"const94-rtt180", constRate(94), 90 * time.Millisecond, 0.01, 0.90, steady},
+		{"trace-rtt180", mahimahiLike(1, 2, 50, dur), 90 * time.Millisecond, 0.01, 0.85, 80 * time.Millisecond, 0},
+		{"const94-rtt180", constRate(94), 90 * time.Millisecond, 0.01, 0.90, steady, 0},
+		// Buffers shallower than QueueTarget (6 and 12 ms at 20 Mbit/s):
+		// the queue overflows before its delay shows; loss above the
+		// path's own is the signal.
+		{"shallow15k-loss0", constRate(20), 20 * time.Millisecond, 0, 0.90, steady, 15_000},
+		{"shallow15k-loss1", constRate(20), 20 * time.Millisecond, 0.01, 0.90, steady, 15_000},
+		{"shallow30k-loss5", constRate(20), 20 * time.Millisecond, 0.05, 0.90, steady, 30_000},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			qc := c.queueCap
+			if qc == 0 {
+				qc = 1 << 20
+			}
 			r := runModel(modelCfg{dur: dur, capacity: c.capacity, prop: constDelay(c.prop), loss: c.loss,
-				queueCap: 1 << 20, warmup: 5 * time.Second, seed: 1})
-			t.Logf("capacity %.1f Mbit/s, served %.1f (%.3f), delivered %.1f, mean queue %v, loss est %.3f, overuses %d",
-				mbps(r.capacity/55), mbps(r.served/55), r.util(), mbps(r.delivered/55), r.meanQueue(), r.est.Loss, r.est.Overuses)
+				queueCap: qc, warmup: 5 * time.Second, seed: 1})
+			t.Logf("capacity %.1f Mbit/s, served %.1f (%.3f), delivered %.1f, mean queue %v, queue drops %.3f, loss est %.3f, overuses %d",
+				mbps(r.capacity/55), mbps(r.served/55), r.util(), mbps(r.delivered/55), r.meanQueue(), r.dropRate(), r.est.Loss, r.est.Overuses)
+			if d := r.dropRate(); d > 0.04 {
+				t.Errorf("the bottleneck queue dropped %.3f of what reached it, want ≤ 0.04", d)
+			}
 			if r.util() < c.minUtil {
 				t.Errorf("served %.3f of capacity, want ≥ %.2f", r.util(), c.minUtil)
 			}
