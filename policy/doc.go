@@ -18,6 +18,9 @@
 // [LEOState] from the paths' LEO reconfiguration markers ([LEOReconf]) and
 // [PendingIFrame] from the pending I-frame tracker (MoMQ §4.1, eq. 1).
 //
+// Each path's rate is bondd's: a [RateEstimator] turns the receiver's
+// [RateReport]s into a target that a [Pacer] enforces (rate.go, pacer.go).
+//
 // policy never sees QUIC or TUN: it speaks in durations, byte counts and
 // path indexes.
 package policy

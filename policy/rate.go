@@ -1,0 +1,527 @@
+package policy
+
+import (
+	"math"
+	"time"
+)
+
+// Per-path rate control: bondd, not quic-go's loss-based window, decides
+// how fast each path sends. The receiver reports what it saw of the path
+// ([RateReport], built by [RateMeter]); the sender's [RateEstimator] turns
+// each report into a target rate that the path's [Pacer] enforces.
+//
+// The model is BBR's (draft-ietf-ccwg-bbr): a path is a pipe with a base
+// delay and a bottleneck rate. The base is the windowed minimum of the
+// one-way delay (BBR's min_rtt filter, 10 s; the clock offset between the
+// hosts cancels out of every difference against it), and the bottleneck
+// rate is what the receiver got (lost datagrams included) in an interval
+// during which the queue never emptied (the interval's least one-way delay
+// stayed above the base), the one moment a delivery-rate sample is the
+// capacity rather than the sending rate. The rate then follows that capacity with a proportional term that
+// holds the queueing delay near QueueTarget, as NADA's delay-based
+// reference rate does (RFC 8698, x_curr held against XREF).
+//
+// Congestion is detected in the manner of Google Congestion Control
+// (draft-ietf-rmcat-gcc-02): the trend of the one-way delay over the last
+// reports (the trendline estimator of WebRTC's GCC, a least-squares slope
+// over packet groups; here one group per report), compared with an
+// adaptive threshold γ (§5.4, eq. 5–6: K_u = 0.01, K_d = 0.00018, clamped
+// to 6–600 ms); overuse sets the rate to 0.85 × the received rate (§5.5).
+// Random loss is not congestion: the path's own loss rate (its floor) is
+// learnt from reports during which no queue stood, the received rate is
+// scaled up by it, and only loss above it while a queue stands (a
+// drop-tail queue overflowing, however shallow) or loss rising together
+// with the delay trend backs the rate off. While the link has room and the sender has more to send,
+// the rate goes back to a capacity sample of the last second (BBR paces
+// at its max-filtered bandwidth) and then grows with a velocity that
+// doubles each sRTT (Copa, Arun & Balakrishnan, NSDI 2018, §2.2), capped
+// at 1.5 × the received rate (GCC §5.5). An application-limited sender
+// does not raise it, and it decays to 2 × what the receiver got.
+//
+// A queue held at QueueTarget never empties, so the base filter would
+// forget the true base: every 5 s of saturation the rate drops to 0.75 ×
+// for at most 200 ms + sRTT to see the base again, and a base that moved
+// up is taken from that probe (BBR's ProbeRTT).
+//
+// On a LEO path, reports that overlap a scheduled reconfiguration (see
+// [LEOReconf]) are not learned from and the rate is held; after the window
+// the base delay is re-measured by the same probe (LeoCC, Lai et al.,
+// SIGCOMM 2025: freeze the model across the reconfiguration and
+// re-baseline after it).
+
+// Defaults of [RateConfig].
+const (
+	// DefaultQueueTarget is the queueing delay the estimator holds on a
+	// saturated path: small enough for interactive traffic, large enough
+	// that the link never idles between feedback reports.
+	DefaultQueueTarget = 15 * time.Millisecond
+	// DefaultInitialRate is the starting target, bytes/s (1 Mbit/s).
+	DefaultInitialRate = 125_000
+	// DefaultMinRate is the floor of the target, bytes/s (64 kbit/s).
+	DefaultMinRate = 8_000
+	// DefaultMaxRate is the ceiling of the target, bytes/s (10 Gbit/s).
+	DefaultMaxRate = 1.25e9
+)
+
+// Constants of the controller, with their sources.
+const (
+	gccBackoff        = 0.85                   // GCC §5.5: A = 0.85 × R on overuse
+	gccKu             = 0.01                   // GCC §5.4 eq. 6, per ms
+	gccKd             = 0.00018                // GCC §5.4 eq. 6, per ms
+	gammaInit         = 12.5                   // ms, GCC §5.4
+	gammaMin          = 6.0                    // ms
+	gammaMax          = 600.0                  // ms
+	gammaMaxStep      = 15.0                   // ms: WebRTC's kMaxAdaptOffsetMs, skip γ updates on spikes
+	trendGainMs       = 240.0                  // ms: modified trend = slope × 60 deltas × gain 4 (WebRTC trendline)
+	trendPoints       = 8                      // reports in the trendline window (~400 ms at 50 ms)
+	maxRecvGain       = 1.5                    // GCC §5.5: A < 1.5 × R
+	baseBucket        = 2500 * 1000            // µs: one slot of the base-delay min filter
+	baseBuckets       = 4                      // 4 slots: a 7.5–10 s window (BBR min_rtt, 10 s)
+	satEpsilonUs      = 2000                   // µs of queue that count as "never emptied"
+	minTau            = 250 * 1000.0           // µs: horizon of the queue controller, at least 2 sRTT
+	velocityStart     = 0.02                   // first probe step per report (Copa velocity 1)
+	appLimitedGain    = 2.0                    // an application-limited target decays to 2 × the received rate
+	maxRecvHalfLife   = 2e6                    // µs: a keyframe a second stays remembered
+	velocityMax       = 0.32                   // largest probe step per report
+	velocitySaturated = 0.04                   // largest probe step with a queue at QueueTarget
+	lossWindow        = 1_000_000.0            // µs: averaging time of the loss rate
+	floorDatagrams    = 5000.0                 // datagrams the random-loss floor averages over
+	floorMinDatagrams = 200.0                  // datagrams before the floor is trusted
+	floorQueueUs      = 1000                   // µs: mean queue below which a report teaches the floor
+	overflowMemory    = 2 * time.Second        // how long an overflow keeps probing gentle
+	lossFloorMax      = 0.75                   // recv is at most 4 × what arrived
+	lossExcessMin     = 0.02                   // loss above the floor that is a queue overflowing
+	lossExcessRel     = 0.25                   // ... or a quarter of the floor, if more (noise at high loss)
+	appLimitedUse     = 0.9                    // sent ≥ 0.9 × target × interval counts as pacing-limited
+	staleReport       = 2_000_000              // µs: longer intervals are clamped
+	queueHighMult     = 4                      // queue > 4 × target (at least 60 ms) is overuse whatever the trend
+	queueHighMin      = 60 * 1000              // µs
+	drainMin          = 0.5                    // the queue controller never asks for less than half the capacity
+	deliverySmooth    = 0.25                   // EWMA weight of a report's delivery rate in the reported figure
+	probeBaseInterval = 5 * time.Second        // BBR ProbeRTTInterval
+	reportMin         = 50 * time.Millisecond  // the feedback interval the constants assume
+	capacityMemory    = time.Second            // how long a capacity sample is trusted
+	probeBaseMax      = 200 * time.Millisecond // BBR ProbeRTTDuration
+	probeBaseGain     = 0.75                   // rate while re-measuring the base (BBRv3 ProbeRTT keeps 0.5 BDP in flight)
+)
+
+// RateConfig configures a [RateEstimator]. The zero value is valid.
+type RateConfig struct {
+	// InitialRate is the first target, bytes/s. Zero: DefaultInitialRate.
+	InitialRate float64
+	// MinRate and MaxRate bound the target, bytes/s. Zero: DefaultMinRate,
+	// DefaultMaxRate.
+	MinRate, MaxRate float64
+	// QueueTarget is the queueing delay held on a saturated path. Zero:
+	// DefaultQueueTarget.
+	QueueTarget time.Duration
+	// LEO, when not nil, is the path's reconfiguration schedule: reports
+	// that overlap one of its windows are not learned from. Read-only.
+	LEO *LEOReconf
+}
+
+// SendStats is what the sender tells the estimator with each report about
+// its own side of the path since the previous Update.
+type SendStats struct {
+	// SentBytes is the bytes the pacer released on the path since the
+	// previous Update.
+	SentBytes int64
+	// BacklogBytes is the bytes waiting in the path's queue behind the
+	// pacer now: more than zero means the sender has more to send.
+	BacklogBytes int64
+	// SRTT is the path's smoothed RTT (RFC 9002 §5.3), 0 if unknown.
+	SRTT time.Duration
+}
+
+// RateEstimate is the estimator's output for one path.
+type RateEstimate struct {
+	// Target is the rate the path's pacer should send at, bytes/s.
+	Target float64
+	// Delivery is the smoothed rate the receiver got, bytes/s.
+	Delivery float64
+	// Capacity is the last bottleneck-rate sample (a report during which
+	// the queue never emptied), bytes/s; 0 before the first.
+	Capacity float64
+	// Loss is the receiver-seen datagram loss rate over about 1 s, 0–1.
+	Loss float64
+	// QueueDelay is the mean one-way delay of the last report above the
+	// base delay.
+	QueueDelay time.Duration
+	// Trend is GCC's modified trend m(i) and Threshold its adaptive
+	// threshold γ(i), both in ms (draft-ietf-rmcat-gcc-02 §5.4).
+	Trend, Threshold float64
+	// Frozen reports that the last report fell in a LEO reconfiguration
+	// window and was not learned from.
+	Frozen bool
+	// Overuses counts the reports that triggered a back-off; FrozenReports
+	// the reports skipped in LEO windows.
+	Overuses, FrozenReports uint64
+}
+
+// RateEstimator is one path's rate controller (see the model above). Not
+// safe for concurrent use: one goroutine, the one that receives the path's
+// feedback, calls Update; publish Estimate().Target to the sender. Use
+// [NewRateEstimator]. Update does not allocate.
+type RateEstimator struct {
+	cfg        RateConfig
+	target     float64
+	delivery   float64
+	capacity   float64
+	capacityAt time.Time
+	maxRecv    float64 // max of the received rate, halved every maxRecvHalfLife
+	loss       float64 // EWMA over lossWindow
+	floorLost  float64 // datagrams lost and in all, decayed, in reports without a queue
+	floorTotal float64
+	overflowAt time.Time // the last report that showed a shallow queue overflowing
+	queue      float64   // µs
+	qmin       float64   // µs, the last report's least queueing delay
+	velocity   float64
+	velocityAt time.Time
+
+	base       [baseBuckets]int64 // min OWD per slot, µs
+	baseSlot   uint64             // receiver µs / baseBucket of the newest slot
+	haveBase   bool
+	rebaseline bool // the next report re-measures the base (after a LEO window)
+	trendX     [trendPoints]float64
+	trendY     [trendPoints]float64
+	trendN     int
+	trendHead  int
+	trend      float64 // ms
+	gamma      float64 // ms
+
+	lastUpdate time.Time
+	lastEmpty  time.Time // the last report whose queue emptied
+	probing    bool      // draining to re-measure the base (ProbeRTT)
+	probeStart time.Time
+	probeMin   int64   // µs, least one-way delay seen while probing
+	probeRate  float64 // bytes/s: the rate when the probe started
+	rebasing   bool    // the probe follows a LEO window: it always replaces the base
+	frozen     bool
+	overuses   uint64
+	frozenN    uint64
+}
+
+// NewRateEstimator returns an estimator at cfg's initial rate. Missing or
+// out-of-range fields take their defaults.
+func NewRateEstimator(cfg RateConfig) *RateEstimator {
+	if cfg.MinRate <= 0 {
+		cfg.MinRate = DefaultMinRate
+	}
+	if cfg.MaxRate <= 0 {
+		cfg.MaxRate = DefaultMaxRate
+	}
+	cfg.MaxRate = max(cfg.MaxRate, cfg.MinRate)
+	if cfg.InitialRate <= 0 {
+		cfg.InitialRate = DefaultInitialRate
+	}
+	if cfg.QueueTarget <= 0 {
+		cfg.QueueTarget = DefaultQueueTarget
+	}
+	e := &RateEstimator{cfg: cfg, gamma: gammaInit}
+	e.target = min(max(cfg.InitialRate, cfg.MinRate), cfg.MaxRate)
+	return e
+}
+
+// Target returns the current target rate, bytes/s.
+func (e *RateEstimator) Target() float64 { return e.target }
+
+// Estimate returns the estimator's current output.
+func (e *RateEstimator) Estimate() RateEstimate {
+	return RateEstimate{
+		Target: e.target, Delivery: e.delivery, Capacity: e.capacity, Loss: e.loss,
+		QueueDelay: time.Duration(e.queue) * time.Microsecond,
+		Trend:      e.trend, Threshold: e.gamma, Frozen: e.frozen,
+		Overuses: e.overuses, FrozenReports: e.frozenN,
+	}
+}
+
+// inLEOWindow reports whether the interval the report covers, placed on
+// the sender's clock as [now − length − sRTT, now], touches a
+// reconfiguration window. It samples the span at the window's half-width.
+func (e *RateEstimator) inLEOWindow(now time.Time, length, srtt time.Duration) bool {
+	l := e.cfg.LEO
+	if l == nil {
+		return false
+	}
+	step := l.Window
+	if step <= 0 {
+		step = DefaultLEOWindow
+	}
+	from := now.Add(-length - srtt)
+	for t := from; t.Before(now); t = t.Add(step) {
+		if l.Active(t) {
+			return true
+		}
+	}
+	return l.Active(now)
+}
+
+// Update feeds one receiver report, received at now, with the sender's
+// side of the same time; the target changes at most once per call. A
+// report whose interval ends before it starts is ignored.
+func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
+	if r.End < r.Start {
+		return
+	}
+	length := float64(min(r.End-r.Start, staleReport)) // µs
+	elapsed := length
+	if !e.lastUpdate.IsZero() {
+		if d := float64(now.Sub(e.lastUpdate).Microseconds()); d > 0 {
+			elapsed = min(d, staleReport)
+		}
+	}
+	e.lastUpdate = now
+	if e.inLEOWindow(now, time.Duration(length)*time.Microsecond, s.SRTT) {
+		// LeoCC: hold the model and the rate across the reconfiguration;
+		// re-measure the base after it.
+		e.frozen, e.rebaseline = true, true
+		e.frozenN++
+		return
+	}
+	e.frozen = false
+	if length <= 0 {
+		return
+	}
+	good := float64(r.Bytes) * 1e6 / length // bytes/s received
+	e.delivery += deliverySmooth * (good - e.delivery)
+	lossNow := 0.0
+	if tot := float64(r.Datagrams) + float64(r.Lost); tot > 0 {
+		lossNow = float64(r.Lost) / tot
+	}
+	lossBefore := e.loss
+	e.loss += min(1, length/lossWindow) * (lossNow - e.loss)
+
+	if r.Datagrams == 0 {
+		// Nothing arrived: no delay information. Hold.
+		return
+	}
+	if e.rebaseline {
+		// After a LEO reconfiguration the base may have moved and the
+		// outage has left a queue: drain at probeBaseGain × the rate for
+		// a round trip and take the least delay seen then as the new base
+		// (LeoCC's re-baselining, done the ProbeRTT way).
+		e.rebaseline = false
+		e.trendN, e.trendHead = 0, 0
+		if e.haveBase {
+			e.probing, e.rebasing, e.probeStart, e.probeMin, e.probeRate = true, true, now, r.OWDMin, min(e.target, max(e.capacity, e.cfg.MinRate))
+		}
+	}
+	e.updateBase(r)
+	base := e.baseMin()
+	e.queue = max(0, float64(r.OWDMean-base))
+	e.qmin = max(0, float64(r.OWDMin-base))
+	e.updateTrend(float64(r.End)/1000, e.queue/1000, elapsed/1000)
+
+	qt := float64(e.cfg.QueueTarget.Microseconds())
+	saturated := e.qmin > satEpsilonUs && r.Datagrams >= 2
+
+	// The path's own (random) loss rate is learnt from the reports during
+	// which no queue stood (a drop-tail queue that never filled did not
+	// drop), over about the last floorDatagrams datagrams; until one
+	// comes, all loss is taken as the path's own. Loss above it while a
+	// queue stands is the queue overflowing, however shallow. (A policer,
+	// which drops without queueing, is not told apart.)
+	queued := e.queue > floorQueueUs
+	if !saturated && !queued {
+		e.floorLost += float64(r.Lost)
+		e.floorTotal += float64(r.Lost) + float64(r.Datagrams)
+		if e.floorTotal > floorDatagrams {
+			e.floorLost *= floorDatagrams / e.floorTotal
+			e.floorTotal = floorDatagrams
+		}
+	}
+	floor := e.loss
+	if e.floorTotal >= floorMinDatagrams {
+		floor = e.floorLost / e.floorTotal
+	}
+	floor = min(floor, lossFloorMax)
+	// recv is the rate the path carried: what arrived, scaled up by the
+	// path's own loss, which took its share after or before the
+	// bottleneck. Loss above that floor is not added back: it is what the
+	// path could not carry.
+	recv := good / (1 - floor)
+	e.maxRecv = max(recv, e.maxRecv*math.Pow(0.5, elapsed/maxRecvHalfLife))
+	// Overflow: this report's loss is above the floor by more than
+	// chance (three binomial standard deviations for its datagram count).
+	n := float64(r.Datagrams) + float64(r.Lost)
+	overflow := queued && e.floorTotal >= floorMinDatagrams &&
+		lossNow > floor+max(lossExcessMin, lossExcessRel*floor, 3*math.Sqrt(floor*(1-floor)/n))
+	if saturated {
+		e.capacity, e.capacityAt = recv, now
+	}
+	overuse := e.trend > e.gamma
+	queueHigh := e.queue > max(queueHighMult*qt, queueHighMin)
+	// Random loss is the link's own; loss is congestion only when it rises
+	// together with the delay (a filling drop-tail queue).
+	lossCongestion := overflow || lossNow > 2*lossBefore+0.01 && (e.trend > e.gamma/2 || e.queue > 2*qt)
+	limited := s.BacklogBytes > 0 || float64(s.SentBytes) >= appLimitedUse*e.target*elapsed/1e6
+	tau := max(minTau, 2*float64(s.SRTT.Microseconds()))
+
+	// BBR's ProbeRTT (draft-ietf-ccwg-bbr): a queue held at
+	// QueueTarget never empties, so the base filter would forget the true
+	// base and the queue would ratchet up. Every probeBaseInterval of
+	// saturation, send at probeBaseGain × the capacity until the queue
+	// empties (or probeBaseMax + sRTT passes) so the base is measured
+	// again.
+	if !saturated {
+		e.lastEmpty = now
+		e.probing = e.rebasing
+	} else if !e.probing && now.Sub(e.lastEmpty) > probeBaseInterval {
+		e.probing, e.probeStart, e.probeMin, e.probeRate = true, now, r.OWDMin, min(e.target, max(e.capacity, recv))
+	}
+	if e.probing {
+		e.probeMin = min(e.probeMin, r.OWDMin)
+		if now.Sub(e.probeStart) > probeBaseMax+s.SRTT {
+			// A lower rate for a round trip and the queue did not
+			// empty: the base has moved up (a route change). Take the
+			// least delay of the probe as the new base (BBR updates
+			// min_rtt from the ProbeRTT samples).
+			e.probing, e.rebasing, e.lastEmpty = false, false, now
+			e.base = [baseBuckets]int64{e.probeMin, e.probeMin, e.probeMin, e.probeMin}
+		}
+	}
+
+	a := e.target
+	switch {
+	case e.probing:
+		a = min(a, probeBaseGain*e.probeRate)
+		e.velocity = 0
+	case (overuse || queueHigh || lossCongestion) && saturated:
+		// The queue grows: recv is the bottleneck rate. Send below it, by
+		// enough to drain the queue above QueueTarget within tau.
+		f := min(1, max(drainMin, 1-(e.queue-qt)/tau))
+		if overflow {
+			// A queue shallower than QueueTarget overflows: GCC's
+			// back-off, since the queue term cannot see it.
+			f = min(f, gccBackoff)
+			e.overflowAt = now
+		}
+		a = min(a, recv*f)
+		e.overuses++
+		e.velocity = 0
+	case overuse || queueHigh || lossCongestion:
+		// GCC §5.5: decrease to 0.85 × the received rate.
+		a = min(a, gccBackoff*recv)
+		e.overuses++
+		e.velocity = 0
+	case saturated && (e.queue > qt || !limited):
+		// The queue never emptied: recv is the bottleneck rate. Steer the
+		// queue towards QueueTarget over tau (NADA-like proportional
+		// term); below it, probe (next case), as the "queue" may be a
+		// base delay that moved up.
+		a = recv * min(1, max(drainMin, 1+(qt-e.queue)/tau))
+		e.velocity = 0
+	case limited:
+		// The link has room and the sender has more: probe, faster each
+		// report (Copa's velocity), from at least what was received.
+		// The velocity doubles once per sRTT, when the last step has had
+		// time to show in the reports.
+		switch {
+		case e.velocity == 0:
+			e.velocity, e.velocityAt = velocityStart, now
+		case now.Sub(e.velocityAt) >= max(s.SRTT, reportMin):
+			e.velocity, e.velocityAt = min(velocityMax, 2*e.velocity), now
+		}
+		v := e.velocity
+		if saturated {
+			v = min(v, velocitySaturated)
+		}
+		// Near a shallow queue that overflowed lately, probe gently (GCC's
+		// additive increase near the last overuse, §5.5).
+		shallow := now.Sub(e.overflowAt) < overflowMemory
+		if shallow {
+			v = min(v, velocityStart)
+		}
+		a = max(a, recv) * (1 + v)
+		// BBR paces at its max-filtered bottleneck rate: come
+		// back to the last capacity sample at once if it is recent.
+		back := e.capacity
+		if shallow {
+			back *= gccBackoff
+		}
+		if !saturated && a < back && now.Sub(e.capacityAt) <= max(capacityMemory, 4*s.SRTT) {
+			// Above it, probe afresh.
+			a, e.velocity, e.velocityAt = back, velocityStart, now
+		}
+	default:
+		// Application-limited: do not grow, and come down to twice what
+		// the receiver got lately (no less than the initial rate), so a
+		// rate learnt while draining a backlog does not outlive it.
+		a = min(a, max(appLimitedGain*e.maxRecv, e.cfg.InitialRate))
+		e.velocity = 0
+	}
+	// GCC §5.5: never raise the rate above 1.5 × what the receiver got
+	// lately (an application-limited path keeps its rate, it does not
+	// grow it).
+	if a > e.target {
+		a = min(a, max(e.target, maxRecvGain*e.maxRecv))
+	}
+	e.target = min(max(a, e.cfg.MinRate), e.cfg.MaxRate)
+}
+
+// updateBase feeds the report's least one-way delay into the base filter,
+// a sliding minimum over baseBuckets slots of the receiver clock.
+func (e *RateEstimator) updateBase(r *RateReport) {
+	slot := r.End / baseBucket
+	switch {
+	case !e.haveBase:
+		e.base = [baseBuckets]int64{r.OWDMin, r.OWDMin, r.OWDMin, r.OWDMin}
+		e.baseSlot, e.haveBase = slot, true
+		return
+	case slot > e.baseSlot:
+		n := min(slot-e.baseSlot, baseBuckets)
+		for range n {
+			copy(e.base[1:], e.base[:baseBuckets-1])
+			e.base[0] = math.MaxInt64
+		}
+		e.baseSlot = slot
+	}
+	e.base[0] = min(e.base[0], r.OWDMin)
+}
+
+func (e *RateEstimator) baseMin() int64 {
+	m := e.base[0]
+	for _, b := range e.base[1:] {
+		m = min(m, b)
+	}
+	return m
+}
+
+// updateTrend adds one (arrival ms, queueing delay ms) point to the
+// trendline and updates the modified trend and the adaptive threshold
+// (draft-ietf-rmcat-gcc-02 §5.4; WebRTC's TrendlineEstimator).
+func (e *RateEstimator) updateTrend(x, y, dtMs float64) {
+	e.trendX[e.trendHead], e.trendY[e.trendHead] = x, y
+	e.trendHead = (e.trendHead + 1) % trendPoints
+	e.trendN = min(e.trendN+1, trendPoints)
+	if e.trendN < 3 {
+		e.trend = 0
+		return
+	}
+	var sx, sy float64
+	for i := range e.trendN {
+		sx += e.trendX[i]
+		sy += e.trendY[i]
+	}
+	mx, my := sx/float64(e.trendN), sy/float64(e.trendN)
+	var num, den float64
+	for i := range e.trendN {
+		dx := e.trendX[i] - mx
+		num += dx * (e.trendY[i] - my)
+		den += dx * dx
+	}
+	if den <= 0 {
+		return
+	}
+	e.trend = num / den * trendGainMs
+	abs := math.Abs(e.trend)
+	if abs-e.gamma > gammaMaxStep {
+		return
+	}
+	k := gccKd
+	if abs > e.gamma {
+		k = gccKu
+	}
+	e.gamma += k * (abs - e.gamma) * min(dtMs, 100)
+	e.gamma = min(max(e.gamma, gammaMin), gammaMax)
+}

@@ -1,0 +1,120 @@
+package policy
+
+import (
+	"testing"
+	"time"
+)
+
+// feed runs n synthetic 50-ms reports through e: rate bytes/s received,
+// the given loss fraction, and a mean one-way delay of owd(i) µs (least
+// delay minOWD(i)); the sender always has a backlog.
+func feed(e *RateEstimator, start time.Time, n int, rate, loss float64, owd, minOWD func(i int) int64) time.Time {
+	now := start
+	for i := range n {
+		now = now.Add(50 * time.Millisecond)
+		got := rate * 0.05
+		dgs := uint32(got / 1200)
+		lost := uint32(float64(dgs) * loss / (1 - loss))
+		r := RateReport{
+			Start: uint64(i) * 50_000, End: uint64(i+1) * 50_000,
+			Bytes: dgs * 1200, Datagrams: dgs, Lost: lost,
+			OWDMin: minOWD(i), OWDMean: owd(i),
+		}
+		e.Update(now, &r, SendStats{SentBytes: int64(e.Target() * 0.05), BacklogBytes: 100_000, SRTT: 40 * time.Millisecond})
+	}
+	return now
+}
+
+func constOWD(v int64) func(int) int64 { return func(int) int64 { return v } }
+
+// TestRateEstimatorSignals: the target grows on a flat delay whatever the
+// random loss (loss alone is not congestion), and falls when the delay
+// rises, with or without loss.
+func TestRateEstimatorSignals(t *testing.T) {
+	const rate = 1e6 // bytes/s the receiver gets
+	rising := func(i int) int64 {
+		if i < 20 {
+			return 20_000
+		}
+		return 20_000 + int64(i-20)*3_000 // +3 ms per report
+	}
+	risingMin := func(i int) int64 { return max(20_000, rising(i)-2_000) }
+	cases := []struct {
+		name        string
+		loss        float64
+		owd, minOWD func(int) int64
+		grows       bool
+	}{
+		{"flat, no loss", 0, constOWD(20_000), constOWD(20_000), true},
+		{"flat, 5% loss", 0.05, constOWD(20_000), constOWD(20_000), true},
+		{"flat, 50% loss", 0.5, constOWD(20_000), constOWD(20_000), true},
+		{"rising, no loss", 0, rising, risingMin, false},
+		{"rising, 10% loss", 0.1, rising, risingMin, false},
+	}
+	for _, c := range cases {
+		e := NewRateEstimator(RateConfig{InitialRate: rate})
+		feed(e, modelStart, 40, rate, c.loss, c.owd, c.minOWD)
+		got := e.Target()
+		if c.grows && got <= rate {
+			t.Errorf("%s: target %.0f B/s, want above the received %.0f", c.name, got, rate)
+		}
+		if !c.grows && got >= rate {
+			t.Errorf("%s: target %.0f B/s, want below the received %.0f", c.name, got, rate)
+		}
+		if est := e.Estimate(); c.loss > 0 && (est.Loss < c.loss*0.7 || est.Loss > c.loss*1.1) {
+			t.Errorf("%s: loss estimate %.3f, want about %.2f", c.name, est.Loss, c.loss)
+		}
+	}
+}
+
+// TestRateEstimatorLEOFreeze: reports that overlap a reconfiguration
+// window leave the target alone, however bad they look.
+func TestRateEstimatorLEOFreeze(t *testing.T) {
+	e := NewRateEstimator(RateConfig{InitialRate: 1e6, LEO: &LEOReconf{}})
+	// Before the window (second 5 of the minute): learn a 20-ms base.
+	now := time.Date(2026, 1, 5, 10, 0, 5, 0, time.UTC)
+	feed(e, now, 10, 1e6, 0, constOWD(20_000), constOWD(20_000))
+	before := e.Target()
+	// Inside the window (second 12): no data and a 300-ms delay spike.
+	in := time.Date(2026, 1, 5, 10, 0, 12, 20_000_000, time.UTC)
+	r := RateReport{Start: 500_000, End: 550_000, Bytes: 1200, Datagrams: 1, Lost: 40, OWDMin: 320_000, OWDMean: 320_000}
+	e.Update(in, &r, SendStats{BacklogBytes: 1, SRTT: 40 * time.Millisecond})
+	est := e.Estimate()
+	if !est.Frozen || est.FrozenReports != 1 || est.Target != before {
+		t.Errorf("inside the window: %+v, want frozen at target %.0f", est, before)
+	}
+	// Outside, without a marker, the same report is learnt from.
+	e2 := NewRateEstimator(RateConfig{InitialRate: 1e6})
+	feed(e2, now, 10, 1e6, 0, constOWD(20_000), constOWD(20_000))
+	e2.Update(in, &r, SendStats{BacklogBytes: 1, SRTT: 40 * time.Millisecond})
+	if e2.Target() >= before {
+		t.Errorf("without a marker the spike left the target at %.0f, want below %.0f", e2.Target(), before)
+	}
+}
+
+func TestRateEstimatorBadReport(t *testing.T) {
+	e := NewRateEstimator(RateConfig{})
+	before := e.Estimate()
+	e.Update(modelStart, &RateReport{Start: 10, End: 5, Bytes: 1 << 30, Datagrams: 3}, SendStats{BacklogBytes: 1})
+	if e.Estimate() != before {
+		t.Errorf("a backwards report changed the estimate: %+v", e.Estimate())
+	}
+	e.Update(modelStart, &RateReport{Start: 10, End: 11, Bytes: 1<<32 - 1, Datagrams: 1}, SendStats{BacklogBytes: 1})
+	if tg := e.Target(); tg > DefaultMaxRate {
+		t.Errorf("target %v above the maximum", tg)
+	}
+}
+
+func TestRateEstimatorAllocs(t *testing.T) {
+	e := NewRateEstimator(RateConfig{LEO: &LEOReconf{}})
+	now := modelStart
+	var i uint64
+	if n := testing.AllocsPerRun(1000, func() {
+		i++
+		now = now.Add(50 * time.Millisecond)
+		r := RateReport{Start: i * 50_000, End: (i + 1) * 50_000, Bytes: 60_000, Datagrams: 50, Lost: 1, OWDMin: 20_000, OWDMean: 21_000 + int64(i%7)*500}
+		e.Update(now, &r, SendStats{SentBytes: 60_000, BacklogBytes: 1, SRTT: 40 * time.Millisecond})
+	}); n != 0 {
+		t.Errorf("%v allocations per report, want 0", n)
+	}
+}
