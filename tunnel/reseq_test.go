@@ -336,4 +336,3 @@ func BenchmarkReseq(b *testing.B) {
 		})
 	}
 }
-
