@@ -180,7 +180,9 @@ const (
 // side. It is a fixed open-addressed table keyed by flowHash: a flow's id
 // is its slot, a new flow takes a free or idle slot among flowProbe, and a
 // flow that finds none is sent untagged and counted (the receiver then
-// delivers it as it arrives). It never allocates after newFlowTable and is
+// delivers it as it arrives). A flow idle for longer than idle starts
+// again from sequence number 0, possibly in another slot; the receiver,
+// which forgets flows sooner (reseqFlowIdle), takes it as a new flow. It never allocates after newFlowTable and is
 // owned by the TUN reader goroutine (not safe for concurrent use).
 type flowTable struct {
 	slots []flowSlot
@@ -226,7 +228,7 @@ func (t *flowTable) next(h uint64, now time.Time) (flow uint16, seq uint32, ok b
 		j := (h + i) & t.mask
 		s := &t.slots[j]
 		switch {
-		case s.last != 0 && s.hash == h:
+		case s.last != 0 && s.hash == h && ns-s.last <= t.idle:
 			seq = s.seq
 			s.seq, s.last = (s.seq+1)&flowSeqMask, ns
 			return uint16(j), seq, true

@@ -40,7 +40,8 @@ const (
 	// no stale state.
 	reseqFlowIdle = 5 * time.Second
 	// reseqResync: a packet further behind its flow's next sequence number
-	// than this many windows restarts the flow (the sender restarted).
+	// than this many windows (or sequence number 0 more than one window
+	// behind) restarts the flow: the sender restarted it.
 	reseqResync = 4
 )
 
@@ -222,10 +223,10 @@ func (r *resequencer) push(now time.Time, tag FlowTag, pkt []byte) reseqVerdict 
 		if f.ring != 0 { // only if flush was not called for that long
 			r.giveUp(f, t, win)
 		}
+		// A new flow, or one idle so long that its sender may have
+		// restarted it: its first packet sets the order (were it to wait
+		// for seq 0, a flow resumed after an idle spell would stall).
 		f.next, f.skipAt = seq, 0
-		if seq < win { // a sender numbers a new flow from 0: wait for its first packets
-			f.next = 0
-		}
 	}
 	f.last = t
 	switch d := (seq - f.next) & flowSeqMask; {
@@ -252,7 +253,9 @@ func (r *resequencer) push(now time.Time, tag FlowTag, pkt []byte) reseqVerdict 
 	case d < 1<<(FlowSeqBits-1): // beyond the window
 		r.st.Overflow++
 		return r.forceTo(f, seq, d, pkt, t)
-	case (f.next-seq)&flowSeqMask <= reseqResync*win: // behind: its gap was given up
+	case (f.next-seq)&flowSeqMask <= reseqResync*win && (seq != 0 || (f.next-seq)&flowSeqMask <= win):
+		// Behind: its gap was given up. (Sequence number 0 further
+		// behind than a window is a flow the sender restarted.)
 		r.st.Late++
 		if f.skipAt != 0 {
 			r.sample(f.skipWait + t - f.skipAt)
