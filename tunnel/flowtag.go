@@ -22,8 +22,13 @@ import (
 //	        (RFC 9000 §16 allows a longer encoding than needed); its first
 //	        byte, 0b10xxxxxx, is one no IPv4 (0x4_) or IPv6 (0x6_) packet
 //	        starts with
-//	varint  the flow's wait bound in ms (the directive's resequence_ms),
-//	        at most 2 bytes; 0: the receiver's default
+//	varint  at most 2 bytes: bit 13 the flow's epoch, bits 0–12 its
+//	        wait bound in ms (the directive's resequence_ms, ≤ 5000);
+//	        0: the receiver's default
+//
+// A flow is numbered from 0. When the sender gives its slot (flow id) to a
+// new flow, or numbers an idle flow afresh, it flips the slot's epoch, and
+// the receiver, seeing the other epoch, starts the flow again from 0.
 //
 // The tag is part of the payload, not of the header, so that FEC protects
 // it with the inner packet: a packet the FEC decoder reconstructs has no
@@ -46,7 +51,7 @@ const (
 	MaxFlowTagLen = 6
 
 	flowSeqMask = 1<<FlowSeqBits - 1
-	maxWaitMs   = 1<<14 - 1 // a 2-byte varint
+	flowEpoch   = 1 << 13 // in the second varint
 )
 
 // FlowTag is the decoded flow tag of a DATA packet with FlagFlow.
@@ -54,6 +59,7 @@ type FlowTag struct {
 	Flow   uint16 // flow id, < MaxFlows
 	Seq    uint32 // per-flow sequence number, < 2^FlowSeqBits
 	WaitMs uint16 // wait bound in ms, ≤ rules.MaxResequence; 0: receiver default
+	Epoch  bool   // flips each time the sender numbers the flow id from 0 again
 }
 
 // ErrFlowTag is returned by ParseFlowTag for a payload without a valid flow
@@ -66,12 +72,20 @@ var ErrFlowTag = errors.New("tunnel: malformed flow tag")
 func AppendFlowTag(b []byte, t FlowTag) []byte {
 	v := uint64(t.Flow&(MaxFlows-1))<<FlowSeqBits | uint64(t.Seq&flowSeqMask)
 	b = quicvarint.AppendWithLen(b, v, 4)
-	return quicvarint.Append(b, uint64(min(t.WaitMs, uint16(rules.MaxResequence/time.Millisecond))))
+	return quicvarint.Append(b, waitField(t))
+}
+
+func waitField(t FlowTag) uint64 {
+	w := uint64(min(t.WaitMs, uint16(rules.MaxResequence/time.Millisecond)))
+	if t.Epoch {
+		w |= flowEpoch
+	}
+	return w
 }
 
 // FlowTagLen returns the encoded length of t in bytes.
 func FlowTagLen(t FlowTag) int {
-	return 4 + quicvarint.Len(uint64(min(t.WaitMs, uint16(rules.MaxResequence/time.Millisecond))))
+	return 4 + quicvarint.Len(waitField(t))
 }
 
 // IsFlowTagged reports whether payload starts with a flow tag rather than
@@ -84,7 +98,7 @@ func IsFlowTagged(payload []byte) bool {
 // with its length in bytes; the inner packet is payload[n:]. It does not
 // retain payload, never panics, and returns ErrFlowTag when the first
 // varint is not in the 4-byte form, the second is longer than 2 bytes or
-// above rules.MaxResequence, or either is cut short.
+// its wait above rules.MaxResequence, or either is cut short.
 func ParseFlowTag(payload []byte) (t FlowTag, n int, err error) {
 	if !IsFlowTagged(payload) || len(payload) < 5 {
 		return FlowTag{}, 0, ErrFlowTag
@@ -94,10 +108,11 @@ func ParseFlowTag(payload []byte) (t FlowTag, n int, err error) {
 		return FlowTag{}, 0, ErrFlowTag
 	}
 	w, l2, err := quicvarint.Parse(payload[4:])
-	if err != nil || l2 > 2 || w > uint64(rules.MaxResequence/time.Millisecond) {
+	if err != nil || l2 > 2 || w&^flowEpoch > uint64(rules.MaxResequence/time.Millisecond) {
 		return FlowTag{}, 0, ErrFlowTag
 	}
-	return FlowTag{Flow: uint16(v >> FlowSeqBits), Seq: uint32(v & flowSeqMask), WaitMs: uint16(w)}, 4 + l2, nil
+	return FlowTag{Flow: uint16(v >> FlowSeqBits), Seq: uint32(v & flowSeqMask),
+		WaitMs: uint16(w &^ flowEpoch), Epoch: w&flowEpoch != 0}, 4 + l2, nil
 }
 
 // DefaultResequenceWait caps the hold of a flow that needs order by default
@@ -169,9 +184,8 @@ const (
 	// DefaultFlowTableSize is the send side's flow table capacity, flows.
 	DefaultFlowTableSize = 1024
 	// DefaultFlowIdle is how long a flow slot stays reserved after the
-	// flow's last packet. It is longer than the receiver's reseqFlowIdle,
-	// so by the time a slot (flow id) is reused the receiver has forgotten
-	// the old flow.
+	// flow's last packet; a flow idle for longer is numbered afresh, in a
+	// new epoch.
 	DefaultFlowIdle = 10 * time.Second
 	flowProbe       = 8 // slots tried per lookup
 )
@@ -181,9 +195,10 @@ const (
 // is its slot, a new flow takes a free or idle slot among flowProbe, and a
 // flow that finds none is sent untagged and counted (the receiver then
 // delivers it as it arrives). A flow idle for longer than idle starts
-// again from sequence number 0, possibly in another slot; the receiver,
-// which forgets flows sooner (reseqFlowIdle), takes it as a new flow. It never allocates after newFlowTable and is
-// owned by the TUN reader goroutine (not safe for concurrent use).
+// again from sequence number 0, possibly in another slot, and each
+// (re)numbering flips the slot's epoch. It never allocates after
+// newFlowTable and is owned by the TUN reader goroutine (not safe for
+// concurrent use).
 type flowTable struct {
 	slots []flowSlot
 	mask  uint64
@@ -195,8 +210,9 @@ type flowTable struct {
 
 type flowSlot struct {
 	hash uint64
-	last int64 // ns since epoch, 0: never used
-	seq  uint32
+	last  int64 // ns since epoch, 0: never used
+	seq   uint32
+	epoch bool
 }
 
 // newFlowTable returns a table of size slots (rounded up to a power of two,
@@ -216,9 +232,10 @@ func newFlowTable(size int, idle time.Duration) *flowTable {
 	return &flowTable{slots: make([]flowSlot, n), mask: uint64(n - 1), idle: int64(idle)}
 }
 
-// next returns the flow id and the next sequence number for the flow with
-// hash h, at now. ok is false when the table has no slot for a new flow.
-func (t *flowTable) next(h uint64, now time.Time) (flow uint16, seq uint32, ok bool) {
+// next returns the tag (flow id, next sequence number, epoch; WaitMs
+// unset) for the flow with hash h, at now. ok is false when the table has
+// no slot for a new flow.
+func (t *flowTable) next(h uint64, now time.Time) (tag FlowTag, ok bool) {
 	if !t.set {
 		t.epoch, t.set = now.Add(-time.Nanosecond), true // last == 0 stays "never used"
 	}
@@ -229,17 +246,18 @@ func (t *flowTable) next(h uint64, now time.Time) (flow uint16, seq uint32, ok b
 		s := &t.slots[j]
 		switch {
 		case s.last != 0 && s.hash == h && ns-s.last <= t.idle:
-			seq = s.seq
+			tag = FlowTag{Flow: uint16(j), Seq: s.seq, Epoch: s.epoch}
 			s.seq, s.last = (s.seq+1)&flowSeqMask, ns
-			return uint16(j), seq, true
+			return tag, true
 		case free < 0 && (s.last == 0 || ns-s.last > t.idle):
 			free = int(j)
 		}
 	}
 	if free < 0 {
 		t.full++
-		return 0, 0, false
+		return FlowTag{}, false
 	}
-	t.slots[free] = flowSlot{hash: h, last: ns, seq: 1}
-	return uint16(free), 0, true
+	s := &t.slots[free]
+	*s = flowSlot{hash: h, last: ns, seq: 1, epoch: !s.epoch}
+	return FlowTag{Flow: uint16(free), Epoch: s.epoch}, true
 }

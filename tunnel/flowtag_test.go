@@ -22,6 +22,8 @@ func TestFlowTagRoundTrip(t *testing.T) {
 		{FlowTag{Flow: 1, Seq: 2, WaitMs: 63}, FlowTag{Flow: 1, Seq: 2, WaitMs: 63}, 5},
 		{FlowTag{Flow: MaxFlows - 1, Seq: flowSeqMask, WaitMs: 100}, FlowTag{Flow: MaxFlows - 1, Seq: flowSeqMask, WaitMs: 100}, 6},
 		{FlowTag{Flow: MaxFlows + 3, Seq: flowSeqMask + 5, WaitMs: 60000}, FlowTag{Flow: 3, Seq: 4, WaitMs: 5000}, 6},
+		{FlowTag{Flow: 2, Seq: 3, Epoch: true}, FlowTag{Flow: 2, Seq: 3, Epoch: true}, 6},
+		{FlowTag{Flow: 2, Seq: 3, WaitMs: 5000, Epoch: true}, FlowTag{Flow: 2, Seq: 3, WaitMs: 5000, Epoch: true}, 6},
 	}
 	for _, tt := range tests {
 		b := AppendFlowTag(nil, tt.tag)
@@ -59,6 +61,7 @@ func TestFlowTagErrors(t *testing.T) {
 		{"8-byte first varint", append([]byte{0xc0, 0, 0, 0, 0, 0, 0, 1}, 0x01)},
 		{"4-byte wait", append(good[:4:4], 0x80, 0, 0, 1)},
 		{"wait above the rules' limit", append(good[:4:4], quicAppend2(5001)...)},
+		{"wait above the limit, epoch set", append(good[:4:4], quicAppend2(5001|flowEpoch)...)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,30 +98,34 @@ func TestFlowTable(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	type step struct {
 		at   time.Duration
-		hash uint64
-		flow uint16
-		seq  uint32
-		ok   bool
+		hash  uint64
+		flow  uint16
+		seq   uint32
+		ok    bool
+		epoch bool
 	}
 	tests := []struct {
 		name  string
 		size  int
 		steps []step
 	}{
-		{"one flow counts from 0", 16, []step{{0, 5, 5, 0, true}, {1, 5, 5, 1, true}, {2, 5, 5, 2, true}}},
-		{"two flows, two ids", 16, []step{{0, 5, 5, 0, true}, {0, 21, 6, 0, true}, {0, 5, 5, 1, true}, {0, 21, 6, 1, true}}},
-		{"full table: untagged", 1, []step{{0, 1, 0, 0, true}, {1, 2, 0, 0, false}, {2, 1, 0, 1, true}}},
-		{"idle slot reused from 0", 1, []step{{0, 1, 0, 0, true}, {1, 1, 0, 1, true}, {DefaultFlowIdle + 2, 2, 0, 0, true}, {DefaultFlowIdle + 3, 2, 0, 1, true}}},
-		{"match after a free slot", 16, []step{{0, 3, 3, 0, true}, {0, 19, 4, 0, true}, {DefaultFlowIdle, 19, 4, 1, true}, {DefaultFlowIdle + 2, 19, 4, 2, true}}},
-		{"a flow idle too long restarts from 0", 16, []step{{0, 3, 3, 0, true}, {1, 3, 3, 1, true}, {DefaultFlowIdle + 2, 3, 3, 0, true}}},
+		{"one flow counts from 0", 16, []step{{0, 5, 5, 0, true, true}, {1, 5, 5, 1, true, true}, {2, 5, 5, 2, true, true}}},
+		{"two flows, two ids", 16, []step{{0, 5, 5, 0, true, true}, {0, 21, 6, 0, true, true}, {0, 5, 5, 1, true, true}, {0, 21, 6, 1, true, true}}},
+		{"full table: untagged", 1, []step{{0, 1, 0, 0, true, true}, {1, 2, 0, 0, false, false}, {2, 1, 0, 1, true, true}}},
+		{"idle slot reused from 0, other epoch", 1, []step{{0, 1, 0, 0, true, true}, {1, 1, 0, 1, true, true}, {DefaultFlowIdle + 2, 2, 0, 0, true, false}, {DefaultFlowIdle + 3, 2, 0, 1, true, false}}},
+		{"match after a free slot", 16, []step{{0, 3, 3, 0, true, true}, {0, 19, 4, 0, true, true}, {DefaultFlowIdle, 19, 4, 1, true, true}, {DefaultFlowIdle + 2, 19, 4, 2, true, true}}},
+		{"a flow idle too long restarts from 0, other epoch", 16, []step{{0, 3, 3, 0, true, true}, {1, 3, 3, 1, true, true}, {DefaultFlowIdle + 2, 3, 3, 0, true, false}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ft := newFlowTable(tt.size, 0)
 			for i, s := range tt.steps {
-				flow, seq, ok := ft.next(s.hash, t0.Add(s.at))
-				if flow != s.flow || seq != s.seq || ok != s.ok {
-					t.Fatalf("step %d: got flow %d seq %d %v, want %d %d %v", i, flow, seq, ok, s.flow, s.seq, s.ok)
+				tag, ok := ft.next(s.hash, t0.Add(s.at))
+				if tag.Flow != s.flow || tag.Seq != s.seq || ok != s.ok {
+					t.Fatalf("step %d: got %+v %v, want flow %d seq %d %v", i, tag, ok, s.flow, s.seq, s.ok)
+				}
+				if ok && tag.Epoch != s.epoch {
+					t.Fatalf("step %d: epoch %v, want %v", i, tag.Epoch, s.epoch)
 				}
 			}
 		})
@@ -129,11 +136,11 @@ func TestFlowTable(t *testing.T) {
 	}
 	ft.slots[9] = flowSlot{hash: 9, last: 1, seq: flowSeqMask}
 	ft.set, ft.epoch = true, t0
-	if _, seq, _ := ft.next(9, t0.Add(time.Millisecond)); seq != flowSeqMask {
-		t.Fatalf("seq %d", seq)
+	if tag, _ := ft.next(9, t0.Add(time.Millisecond)); tag.Seq != flowSeqMask {
+		t.Fatalf("seq %d", tag.Seq)
 	}
-	if _, seq, _ := ft.next(9, t0.Add(time.Millisecond)); seq != 0 {
-		t.Fatalf("after the wrap: seq %d, want 0", seq)
+	if tag, _ := ft.next(9, t0.Add(time.Millisecond)); tag.Seq != 0 {
+		t.Fatalf("after the wrap: seq %d, want 0", tag.Seq)
 	}
 }
 
@@ -145,8 +152,9 @@ func TestFlowTableAllocs(t *testing.T) {
 	cls.Parse(tcp4(1000, 80), &md)
 	buf := make([]byte, 0, MaxFlowTagLen)
 	if a := testing.AllocsPerRun(1000, func() {
-		flow, seq, _ := ft.next(flowHash(&md), now)
-		buf = AppendFlowTag(buf[:0], FlowTag{Flow: flow, Seq: seq, WaitMs: 100})
+		tag, _ := ft.next(flowHash(&md), now)
+		tag.WaitMs = 100
+		buf = AppendFlowTag(buf[:0], tag)
 		if _, _, err := ParseFlowTag(buf); err != nil {
 			t.Fatal(err)
 		}

@@ -16,11 +16,14 @@ import (
 //
 // The wait bound adapts to the paths' delay spread: it is the larger of
 // the caller's spread hint (setSpread, e.g. from per-path one-way delays)
-// and an estimate of how long gaps take to fill, kept like RFC 6298 §2
-// keeps the RTO (mean + 4 × mean deviation, gains 1/8 and 1/4) over the
-// waits of filled gaps and the lateness of packets that arrive after their
-// gap was given up; plus MinWait. It is capped by the flow's resequence_ms
-// (its tag's WaitMs). Before any sample or hint it is the cap.
+// and 5/4 of a slowly decaying maximum of the observed reordering delay,
+// plus MinWait, capped by the flow's resequence_ms (its tag's WaitMs). The
+// reordering delay is sampled as how long a filled gap was waited for, and
+// as how late a packet came after its gap was given up (then wait +
+// lateness); the maximum jumps up to a larger sample and decays by 1/256
+// of the difference towards a smaller one, so it grows at once and shrinks
+// slowly, as RACK's reordering window does (RFC 8985 §6.2). Until
+// reseqWarmup waits were seen, and without a hint, the bound is the cap.
 //
 // State is bounded per bond: at most Flows flows hold packets at once, each
 // at most Window packets ahead of its oldest gap, and at most Packets
@@ -35,14 +38,13 @@ const (
 	DefaultReseqPackets = 2048    // packets held per bond
 	DefaultReseqBytes   = 2 << 20 // bytes of inner packets held per bond
 	DefaultReseqMinWait = 2 * time.Millisecond
-	// reseqFlowIdle is how long the receiver remembers an idle flow; it is
-	// shorter than the sender's DefaultFlowIdle, so a reused flow id meets
-	// no stale state.
-	reseqFlowIdle = 5 * time.Second
 	// reseqResync: a packet further behind its flow's next sequence number
-	// than this many windows (or sequence number 0 more than one window
-	// behind) restarts the flow: the sender restarted it.
-	reseqResync = 4
+	// than this restarts the flow (its sender restarted it, and the
+	// receiver did not see the flow idle long enough to forget it).
+	reseqResync = 1 << (FlowSeqBits - 2)
+	// reseqWarmup is how many gap-fill waits the adaptive bound needs
+	// before it replaces the cap.
+	reseqWarmup = 32
 )
 
 // ReseqOptions bounds the resequencer of one bond. The zero value is valid:
@@ -148,19 +150,20 @@ type resequencer struct {
 	outHead int
 	outLen  int
 
-	spread   int64 // ns, setSpread
-	avg, dev int64 // ns, fill-wait estimator
-	haveEst  bool
+	spread  int64 // ns, setSpread
+	peak    int64 // ns, decaying maximum of the reordering delay
+	samples int   // reordering-delay samples, saturating at reseqWarmup
 
 	st ReseqStats
 }
 
 type rsFlow struct {
-	last     int64 // ns of the last packet; 0: never
 	skipAt   int64 // ns of the last gap given up on a timeout; 0: none pending
 	skipWait int64 // how long that gap had been waited for, ns
 	next     uint32
 	ring     int16 // index+1 into rings; 0: holds nothing
+	seen     bool
+	epoch    bool
 }
 
 type rsRing struct {
@@ -219,23 +222,26 @@ func (r *resequencer) push(now time.Time, tag FlowTag, pkt []byte) reseqVerdict 
 	f := &r.flows[tag.Flow&(MaxFlows-1)]
 	seq := tag.Seq & flowSeqMask
 	win := uint32(r.o.Window)
-	if f.last == 0 || t-f.last > int64(reseqFlowIdle) {
-		if f.ring != 0 { // only if flush was not called for that long
+	if !f.seen || tag.Epoch != f.epoch {
+		if f.ring != 0 { // what the old epoch left
 			r.giveUp(f, t, win)
 		}
-		// A new flow, or one idle so long that its sender may have
-		// restarted it: its first packet sets the order (were it to wait
-		// for seq 0, a flow resumed after an idle spell would stall).
-		f.next, f.skipAt = seq, 0
+		// The sender numbers a flow from 0 in each epoch. A flow first
+		// seen far from 0 was numbered before this receiver started:
+		// its first packet sets the order.
+		f.next, f.skipAt = 0, 0
+		if !f.seen && seq >= win {
+			f.next = seq
+		}
+		f.seen, f.epoch = true, tag.Epoch
 	}
-	f.last = t
 	switch d := (seq - f.next) & flowSeqMask; {
 	case d == 0:
 		r.st.InOrder++
 		f.next = (f.next + 1) & flowSeqMask
 		if f.ring != 0 {
 			rg := &r.rings[f.ring-1]
-			r.sample(t - rg.since)
+			r.sample(t-rg.since, false)
 			r.releaseRun(f, t, true)
 		}
 		return reseqDeliver
@@ -253,12 +259,10 @@ func (r *resequencer) push(now time.Time, tag FlowTag, pkt []byte) reseqVerdict 
 	case d < 1<<(FlowSeqBits-1): // beyond the window
 		r.st.Overflow++
 		return r.forceTo(f, seq, d, pkt, t)
-	case (f.next-seq)&flowSeqMask <= reseqResync*win && (seq != 0 || (f.next-seq)&flowSeqMask <= win):
-		// Behind: its gap was given up. (Sequence number 0 further
-		// behind than a window is a flow the sender restarted.)
+	case (f.next-seq)&flowSeqMask <= reseqResync: // behind: its gap was given up
 		r.st.Late++
 		if f.skipAt != 0 {
-			r.sample(f.skipWait + t - f.skipAt)
+			r.sample(f.skipWait+t-f.skipAt, true)
 			f.skipAt = 0
 		}
 		return reseqDeliver
@@ -482,34 +486,36 @@ func (r *resequencer) wait(waitMs uint16) int64 {
 	if waitMs > 0 {
 		c = int64(waitMs) * int64(time.Millisecond)
 	}
-	if !r.haveEst && r.spread == 0 {
+	if r.samples < reseqWarmup && r.spread == 0 {
 		return c
 	}
 	return min(r.estimate(), c)
 }
 
+// estimate is the bound before the per-flow cap, ns.
 func (r *resequencer) estimate() int64 {
 	e := r.spread
-	if r.haveEst {
-		e = max(e, r.avg+4*r.dev)
+	if r.samples >= reseqWarmup {
+		e = max(e, r.peak+r.peak/4)
 	}
 	return e + int64(r.o.MinWait)
 }
 
-// sample feeds the estimator one gap-fill wait, ns (RFC 6298 §2.2–2.3
-// with the RTT replaced by the wait).
-func (r *resequencer) sample(s int64) {
+// sample feeds the decaying maximum one reordering delay s, ns; late
+// marks a packet that came after its gap was given up, which ends the
+// warm-up at once (the cap, or the hint, was too short).
+func (r *resequencer) sample(s int64, late bool) {
 	s = max(s, 0)
-	if !r.haveEst {
-		r.avg, r.dev, r.haveEst = s, s/2, true
-		return
+	if s >= r.peak {
+		r.peak = s
+	} else {
+		r.peak -= (r.peak - s) >> 8
 	}
-	diff := r.avg - s
-	if diff < 0 {
-		diff = -diff
+	if late {
+		r.samples = reseqWarmup
+	} else if r.samples < reseqWarmup {
+		r.samples++
 	}
-	r.dev += (diff - r.dev) / 4
-	r.avg += (s - r.avg) / 8
 }
 
 func holdBucket(ns int64) int {
@@ -529,7 +535,7 @@ func (r *resequencer) stats() ReseqStats {
 		s.HeldNow = 0
 	}
 	s.HeldBytesNow = r.heldB
-	if r.haveEst || r.spread > 0 {
+	if r.samples >= reseqWarmup || r.spread > 0 {
 		s.WaitMs = float64(r.estimate()) / float64(time.Millisecond)
 	}
 	return s

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -86,10 +87,8 @@ func TestResequencer(t *testing.T) {
 			seqs(1, 0, 1, 2), ReseqStats{InOrder: 2, Held: 1, ReleasedInOrder: 1, Duplicates: 1}},
 		{"other flows never held", ReseqOptions{}, []rsEv{{0, 1, 0, false}, {1, 1, 2, false}, {2, 2, 0, false}, {3, 2, 1, false}, {4, 1, 1, false}},
 			[]string{"1/0", "2/0", "2/1", "1/1", "1/2"}, ReseqStats{InOrder: 4, Held: 1, ReleasedInOrder: 1}},
-		{"a new flow's first packet sets the order", ReseqOptions{}, []rsEv{{0, 3, 100, false}, {1, 3, 99, false}, {2, 3, 102, false}, {3, 3, 101, false}},
-			seqs(3, 100, 99, 101, 102), ReseqStats{InOrder: 2, Late: 1, Held: 1, ReleasedInOrder: 1}},
-		{"sender restarted the flow from 0", ReseqOptions{Window: 4}, []rsEv{{0, 1, 10, false}, {1, 1, 11, false}, {2, 1, 0, false}, {3, 1, 1, false}},
-			seqs(1, 10, 11, 0, 1), ReseqStats{InOrder: 3, Resyncs: 1}},
+		{"a flow first seen far from 0: its first packet sets the order", ReseqOptions{}, []rsEv{{0, 3, 1000, false}, {1, 3, 999, false}, {2, 3, 1002, false}, {3, 3, 1001, false}},
+			seqs(3, 1000, 999, 1001, 1002), ReseqStats{InOrder: 2, Late: 1, Held: 1, ReleasedInOrder: 1}},
 		{"flow table full: pass through", ReseqOptions{Flows: 1}, []rsEv{{0, 1, 0, false}, {1, 1, 2, false},
 			{2, 2, 0, false}, {3, 2, 2, false}, {4, 2, 3, false}, {5, 1, 1, false}},
 			[]string{"1/0", "2/0", "2/2", "2/3", "1/1", "1/2"}, ReseqStats{InOrder: 4, Held: 1, Overflow: 1, Skipped: 1, ReleasedInOrder: 1}},
@@ -101,10 +100,8 @@ func TestResequencer(t *testing.T) {
 			seqs(1, 0, 2, 10, 11), ReseqStats{InOrder: 2, Held: 1, Overflow: 1, Skipped: 8, ReleasedTimeout: 1}},
 		{"sequence wrap", ReseqOptions{}, []rsEv{{0, 1, top - 1, false}, {1, 1, top, false}, {2, 1, 1, false}, {3, 1, 0, false}, {4, 1, 2, false}},
 			seqs(1, top-1, top, 0, 1, 2), ReseqStats{InOrder: 4, Held: 1, ReleasedInOrder: 1}},
-		{"sender restarted the flow", ReseqOptions{Window: 4}, []rsEv{{0, 1, 1000, false}, {1, 1, 1001, false}, {2, 1, 5, false}, {3, 1, 6, false}},
-			seqs(1, 1000, 1001, 5, 6), ReseqStats{InOrder: 3, Resyncs: 1}},
-		{"idle flow forgotten", ReseqOptions{}, []rsEv{{0, 1, 1000, false}, {6000, 1, 0, false}, {6001, 1, 1, false}},
-			seqs(1, 1000, 0, 1), ReseqStats{InOrder: 3}},
+		{"sender restarted the flow", ReseqOptions{Window: 4}, []rsEv{{0, 1, 100000, false}, {1, 1, 100001, false}, {2, 1, 5, false}, {3, 1, 6, false}},
+			seqs(1, 100000, 100001, 5, 6), ReseqStats{InOrder: 3, Resyncs: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,6 +138,33 @@ func TestResequencer(t *testing.T) {
 				t.Errorf("hold histogram counts %d, released %d", holds, st.ReleasedInOrder+st.ReleasedTimeout)
 			}
 		})
+	}
+}
+
+// TestResequencerEpoch: a flow numbered afresh (the other epoch) starts
+// again from 0, and what the old epoch held goes out first.
+func TestResequencerEpoch(t *testing.T) {
+	r := newResequencer(ReseqOptions{})
+	t0 := time.Unix(1_800_000_000, 0)
+	var out []string
+	push := func(ms int, seq uint32, epoch bool) {
+		pkt := rsPayload(1, seq)
+		if r.push(t0.Add(time.Duration(ms)*time.Millisecond), FlowTag{Flow: 1, Seq: seq, Epoch: epoch}, pkt) == reseqDeliver {
+			out = append(out, string(pkt))
+		}
+		for buf, n, ok := r.pop(); ok; buf, n, ok = r.pop() {
+			out = append(out, string(buf[Headroom:Headroom+n]))
+			putBuf(buf)
+		}
+	}
+	for i, e := range []struct {
+		seq   uint32
+		epoch bool
+	}{{0, true}, {1, true}, {3, true}, {1, false}, {0, false}, {2, false}} {
+		push(i, e.seq, e.epoch)
+	}
+	if want := seqs(1, 0, 1, 3, 0, 1, 2); !slices.Equal(out, want) {
+		t.Fatalf("delivered %v, want %v", out, want)
 	}
 }
 
@@ -335,6 +359,89 @@ func BenchmarkReseq(b *testing.B) {
 			if st := r.stats(); st.Skipped != 0 {
 				b.Fatalf("skipped %d", st.Skipped)
 			}
+		})
+	}
+}
+
+// TestResequencerRandom sends flows over paths of different delay, with
+// jitter and loss, and checks what the TUN gets: every packet that arrived
+// exactly once, each flow in order except the packets counted late, and
+// nothing held at the end; with a bound above the delay spread and room
+// enough, no packet is late and only lost packets are skipped.
+func TestResequencerRandom(t *testing.T) {
+	tests := []struct {
+		name     string
+		opts     ReseqOptions
+		waitMs   int
+		loss     float64
+		wantLate bool // late packets are allowed
+	}{
+		{"room, bound above the spread", ReseqOptions{}, 200, 0.02, false},
+		{"room, no loss", ReseqOptions{}, 200, 0, false},
+		{"bound below the spread", ReseqOptions{}, 10, 0.02, true},
+		{"tight tables", ReseqOptions{Flows: 2, Window: 8, Packets: 12, Bytes: 100}, 200, 0.02, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			type arrival struct {
+				at   time.Duration
+				flow uint16
+				seq  uint32
+			}
+			var arr []arrival
+			const flows, perFlow = 5, 2000
+			lost := 0
+			for f := range flows {
+				for s := range perFlow {
+					if rng.Float64() < tt.loss {
+						lost++
+						continue
+					}
+					sent := time.Duration(s) * time.Millisecond / 2
+					delay := time.Duration(10+30*rng.IntN(3))*time.Millisecond + time.Duration(rng.IntN(3000))*time.Microsecond
+					arr = append(arr, arrival{sent + delay, uint16(f * 100), uint32(s)})
+				}
+			}
+			slices.SortStableFunc(arr, func(a, b arrival) int { return int(a.at - b.at) })
+			r := newResequencer(tt.opts)
+			t0 := time.Unix(1_800_000_000, 0)
+			var evs []rsEv
+			for _, a := range arr {
+				ms := int(a.at / time.Millisecond)
+				evs = append(evs, rsEv{ms, 0, 0, true}, rsEv{ms, a.flow, a.seq, false})
+			}
+			evs = append(evs, rsEv{int(arr[len(arr)-1].at/time.Millisecond) + 10_000, 0, 0, true})
+			_ = t0
+			out := rsRun(t, r, time.Duration(tt.waitMs)*time.Millisecond, evs)
+			st := r.stats()
+			if len(out) != len(arr) || st.Dropped != 0 || st.HeldNow != 0 {
+				t.Fatalf("delivered %d of %d, dropped %d, still held %d", len(out), len(arr), st.Dropped, st.HeldNow)
+			}
+			seen := map[string]bool{}
+			top := map[uint16]int{}
+			inversions := 0
+			for _, p := range out {
+				if seen[p] {
+					t.Fatalf("%s delivered twice", p)
+				}
+				seen[p] = true
+				var f uint16
+				var s int
+				fmt.Sscanf(p, "%d/%d", &f, &s)
+				if m, ok := top[f]; ok && s < m {
+					inversions++
+				} else {
+					top[f] = s
+				}
+			}
+			if uint64(inversions) != st.Late {
+				t.Fatalf("%d packets out of order, %d counted late", inversions, st.Late)
+			}
+			if !tt.wantLate && (st.Late != 0 || st.Skipped > uint64(lost)) {
+				t.Fatalf("late %d, skipped %d of %d lost: %+v", st.Late, st.Skipped, lost, st)
+			}
+			t.Logf("%d packets, %d lost: %+v", len(arr), lost, st)
 		})
 	}
 }
