@@ -209,7 +209,7 @@ type flowTable struct {
 }
 
 type flowSlot struct {
-	hash uint64
+	hash  uint64
 	last  int64 // ns since epoch, 0: never used
 	seq   uint32
 	epoch bool

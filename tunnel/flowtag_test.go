@@ -97,7 +97,7 @@ func FuzzParseFlowTag(f *testing.F) {
 func TestFlowTable(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	type step struct {
-		at   time.Duration
+		at    time.Duration
 		hash  uint64
 		flow  uint16
 		seq   uint32
