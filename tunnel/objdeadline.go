@@ -2,7 +2,7 @@ package tunnel
 
 import "time"
 
-// Deadlines sized to the object (issue: "deadlines sized to the object").
+// Deadlines sized to the object.
 // A video frame is sent as a burst of packets; a keyframe is hundreds of
 // them. A fixed queue deadline drops the tail of a large frame that was
 // merely long to serialize, and a lost keyframe costs its whole GOP, so a
