@@ -480,7 +480,7 @@ func (c *compiler) action(r *rule, a *Action, seen map[string]int) {
 			r.fields |= FieldDeadline
 		}
 	case actResequence:
-		if n, ok := c.uintArg(a, "resequence_ms", a.Value, 1, uint64(MaxResequence/time.Millisecond), " ms"); ok {
+		if n, ok := c.uintArg(a, "resequence_ms", a.Value, 0, uint64(MaxResequence/time.Millisecond), " ms"); ok {
 			r.resequence = time.Duration(n) * time.Millisecond
 			r.fields |= FieldResequence
 		}

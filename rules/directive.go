@@ -56,8 +56,9 @@ type Directive struct {
 	Deadline time.Duration
 	// Resequence is how long the receiver holds the packet's flow to
 	// deliver it in order (action resequence_ms; for TCP over paths of
-	// different delay), 1 ms to MaxResequence. Merge: the highest-priority
-	// rule that sets it. Default 0: delivered as it arrives.
+	// different delay), 0 to MaxResequence; a rule's 0 says never hold the
+	// flow. Merge: the highest-priority rule that sets it. Unset
+	// (FieldResequence absent): the tunnel's default for the flow.
 	Resequence time.Duration
 	// Preferences are the preferred path labels, most important first
 	// (action prefer; MoMQ PATH_PREFERENCE): the union over matching rules

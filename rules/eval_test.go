@@ -124,6 +124,10 @@ func TestMergeDimensions(t *testing.T) {
 			"  - {id: specific, priority: 9, match: {frame_type: P}, actions: {fec: off, duplicate: 1}}",
 			"  - {id: catchall, priority: 1, actions: {fec: adaptive, duplicate: 3, deadline_ms: 200, resequence_ms: 30}}",
 		), "fec=off duplicate=1 deadline_ms=200 resequence_ms=30"},
+		{"resequence_ms 0 is set: never hold", lines(
+			"  - {id: live, priority: 9, actions: {resequence_ms: 0}}",
+			"  - {id: catchall, priority: 1, actions: {resequence_ms: 30}}",
+		), "resequence_ms=0"},
 		{"fec forms", lines(
 			"  - {id: a, priority: 1, actions: {fec: {mode: fixed, k: 10, parity: 2}}}",
 		), "fec=fixed,k=10,parity=2"},

@@ -103,7 +103,7 @@ func TestErrors(t *testing.T) {
 		{"duplicate 0", rule1("    priority: 1", "    actions:", "      duplicate: 0"), 5, "from 1 to 8"},
 		{"deadline 0", rule1("    priority: 1", "    actions:", "      deadline_ms: 0"), 5, `deadline_ms: "0"; want an integer from 1 to 60000 ms`},
 		{"deadline unit", rule1("    priority: 1", "    actions:", "      deadline_ms: 150ms"), 5, `deadline_ms: "150ms"`},
-		{"resequence range", rule1("    priority: 1", "    actions:", "      resequence_ms: 5001"), 5, "want an integer from 1 to 5000 ms"},
+		{"resequence range", rule1("    priority: 1", "    actions:", "      resequence_ms: 5001"), 5, "want an integer from 0 to 5000 ms"},
 
 		// Limits (MoMQ Table 8).
 		{"101 rules", "rules:\n" + many(MaxRules+1, func(i int) string {

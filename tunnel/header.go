@@ -9,13 +9,15 @@ import (
 // Wire format of a bondd datagram (the payload of one QUIC DATAGRAM frame):
 //
 //	byte 0      version (high 4 bits, = Version) | type (low 4 bits)
-//	byte 1      flags (FlagFEC)
+//	byte 1      flags (FlagFEC, FlagFlow)
 //	varint      bond sequence number (QUIC variable-length integer, RFC 9000 §16)
 //	varint      send timestamp, µs since the Unix epoch
 //	if FlagFEC: varint FEC class, varint block id, varint index in block,
 //	            varint k (data shards), varint r (parity shards)
 //	if PARITY:  varint length of the longest data packet in the block (bytes)
-//	payload     the inner IP packet (DATA) or a parity shard (PARITY)
+//	payload     the inner IP packet (DATA) or a parity shard (PARITY); with
+//	            FlagFlow (DATA only) the inner packet follows a flow tag
+//	            (flowtag.go), which FEC protects with it
 //
 // Every field is checked on parse; a datagram that fails is counted and
 // dropped by the caller.
@@ -29,8 +31,15 @@ const (
 	TypeParity = 2 // a Reed–Solomon parity shard
 )
 
-// FlagFEC marks a header that carries FEC block fields.
-const FlagFEC = 0x01
+// Header flags.
+const (
+	// FlagFEC marks a header that carries FEC block fields.
+	FlagFEC = 0x01
+	// FlagFlow marks a DATA packet whose payload starts with a flow tag
+	// (ParseFlowTag). Receivers that predate it ignore the bit; senders
+	// set it only towards peers that know it.
+	FlagFlow = 0x02
+)
 
 // Limits checked by ParseHeader.
 const (
@@ -38,7 +47,9 @@ const (
 	MaxFECShards = 256
 	// MaxHeaderLen is the longest header AppendHeader produces, in bytes:
 	// 2 fixed + 8 seq + 8 timestamp + 8 class + 8 block + 3×2 (index, k, r)
-	// + 2 length.
+	// + 2 length. A DATA header with FEC fields and a flow tag in front of
+	// its payload is shorter: 2 + 8 + 8 + 1 class (< fec.MaxClasses) + 8
+	// + 3×2 + MaxFlowTagLen = 39.
 	MaxHeaderLen = 42
 	// Headroom is the space, in bytes, reserved in front of every packet read
 	// from the TUN, so the header is written in place with no copy. It is at
@@ -68,6 +79,7 @@ var (
 	ErrVersion     = errors.New("tunnel: unknown wire version")
 	ErrType        = errors.New("tunnel: unknown datagram type")
 	ErrFEC         = errors.New("tunnel: inconsistent FEC fields")
+	ErrFlags       = errors.New("tunnel: flag not valid for the datagram type")
 )
 
 // AppendHeader appends the encoding of h to b and returns the extended
@@ -105,8 +117,9 @@ func HeaderLen(h *Header) int {
 
 // ParseHeader decodes the header at the start of b into h and returns its
 // length in bytes; the payload is b[n:]. It does not retain b. It returns
-// ErrShortHeader, ErrVersion, ErrType or ErrFEC for a malformed header and
-// never panics.
+// ErrShortHeader, ErrVersion, ErrType, ErrFEC or ErrFlags (FlagFlow on
+// PARITY) for a malformed header and never panics. It does not parse the
+// flow tag of a FlagFlow payload: see ParseFlowTag.
 func ParseHeader(b []byte, h *Header) (n int, err error) {
 	if len(b) < 2 {
 		return 0, ErrShortHeader
@@ -117,6 +130,9 @@ func ParseHeader(b []byte, h *Header) (n int, err error) {
 	h.Type, h.Flags = b[0]&0x0f, b[1]
 	if h.Type != TypeData && h.Type != TypeParity {
 		return 0, ErrType
+	}
+	if h.Flags&FlagFlow != 0 && h.Type != TypeData {
+		return 0, ErrFlags
 	}
 	n = 2
 	var fields [8]uint64 // seq, timestamp, class, block, index, k, r, max length

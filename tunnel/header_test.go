@@ -11,6 +11,8 @@ func TestHeaderRoundTrip(t *testing.T) {
 		{Type: TypeData, Seq: 1<<62 - 1, Timestamp: 1_800_000_000_000_000},
 		{Type: TypeData, Flags: FlagFEC, Seq: 77, Timestamp: 5, Class: 3, Block: 1 << 40, Index: 19, K: 20, R: 4},
 		{Type: TypeParity, Flags: FlagFEC, Seq: 78, Timestamp: 6, Class: 0, Block: 9, Index: 21, K: 20, R: 4, MaxLen: 1200},
+		{Type: TypeData, Flags: FlagFlow, Seq: 79, Timestamp: 7},
+		{Type: TypeData, Flags: FlagFEC | FlagFlow, Seq: 80, Timestamp: 8, Class: 1, Block: 10, Index: 3, K: 20, R: 4},
 	}
 	for _, h := range tests {
 		b := AppendHeader(nil, &h)
@@ -49,6 +51,7 @@ func TestHeaderErrors(t *testing.T) {
 		{"parity index below k", fec(Header{Type: TypeParity, Index: 2, K: 5, R: 1, MaxLen: 9}), ErrFEC},
 		{"k+r too big", fec(Header{Type: TypeData, K: 200, R: 100}), ErrFEC},
 		{"parity no length", fec(Header{Type: TypeParity, Index: 5, K: 5, R: 1}), ErrFEC},
+		{"parity with a flow tag", AppendHeader(nil, &Header{Type: TypeParity, Flags: FlagFEC | FlagFlow, Index: 5, K: 5, R: 1, MaxLen: 9}), ErrFlags},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,6 +60,17 @@ func TestHeaderErrors(t *testing.T) {
 				t.Fatalf("err %v, want %v", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestHeaderMaxLenWithFlowTag checks the claim of MaxHeaderLen's doc: the
+// longest DATA header with FEC fields plus a flow tag fits in it, so the
+// tag costs no MTU.
+func TestHeaderMaxLenWithFlowTag(t *testing.T) {
+	h := Header{Type: TypeData, Flags: FlagFEC | FlagFlow, Seq: 1<<62 - 1, Timestamp: 1<<62 - 1,
+		Class: 63, Block: 1<<62 - 1, Index: 255, K: 256, R: 256}
+	if n := HeaderLen(&h) + MaxFlowTagLen; n > MaxHeaderLen {
+		t.Fatalf("DATA header + flow tag = %d bytes > MaxHeaderLen %d", n, MaxHeaderLen)
 	}
 }
 
@@ -79,11 +93,20 @@ func FuzzParseHeader(f *testing.F) {
 	f.Add(AppendHeader(nil, &Header{Type: TypeData, Seq: 1, Timestamp: 2}))
 	f.Add(AppendHeader(nil, &Header{Type: TypeParity, Flags: FlagFEC, Seq: 1, Timestamp: 2, Index: 4, K: 4, R: 2, MaxLen: 100}))
 	f.Add([]byte{0x11, 0xff, 0xc0})
+	f.Add(AppendFlowTag(AppendHeader(nil, &Header{Type: TypeData, Flags: FlagFEC | FlagFlow, Seq: 1, Timestamp: 2, Index: 1, K: 4, R: 2}),
+		FlowTag{Flow: 3, Seq: 4, WaitMs: 100}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var h Header
 		n, err := ParseHeader(b, &h)
 		if err != nil {
 			return
+		}
+		if h.Flags&FlagFlow != 0 { // the payload starts with a flow tag
+			if tag, tn, err := ParseFlowTag(b[n:]); err == nil {
+				if got, _, err := ParseFlowTag(AppendFlowTag(nil, tag)); err != nil || got != tag || n+tn > len(b) {
+					t.Fatalf("flow tag re-encode: %v %+v != %+v", err, got, tag)
+				}
+			}
 		}
 		if n > len(b) || n < HeaderLen(&h) { // varints may be non-minimal (RFC 9000 §16)
 			t.Fatalf("n=%d len=%d HeaderLen=%d", n, len(b), HeaderLen(&h))

@@ -1,0 +1,241 @@
+package tunnel
+
+import (
+	"encoding/binary"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/bondd/bondd/classify"
+	"github.com/bondd/bondd/rules"
+	"github.com/bondd/bondd/tun"
+)
+
+// stageSend tags the TCP packets with ids 0..n-1 as the send path would
+// (tagPacket, FlagFlow) and returns their datagrams.
+func stageSend(t *testing.T, n int, dir *rules.Directive, sport uint16) [][]byte {
+	t.Helper()
+	cls, err := classify.New(classify.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft := newFlowTable(0, 0)
+	var md classify.Metadata
+	now := time.Unix(1_800_000_000, 0)
+	var dgs [][]byte
+	for i := range n {
+		buf := getBuf()
+		pkt := tcp4(sport, 443)
+		binary.BigEndian.PutUint16(pkt[4:], uint16(i)) // IP id: which packet
+		l := copy(buf[Headroom:], pkt)
+		cls.Parse(buf[Headroom:Headroom+l], &md)
+		tl := ft.tagPacket(buf, &md, dir, now)
+		if tl == 0 {
+			t.Fatal("a TCP packet was not tagged")
+		}
+		h := Header{Type: TypeData, Flags: FlagFlow, Seq: uint64(i), Timestamp: 1}
+		off := Headroom - tl - HeaderLen(&h)
+		AppendHeader(buf[off:off], &h)
+		dgs = append(dgs, slices.Clone(buf[off:Headroom+l]))
+		putBuf(buf)
+	}
+	return dgs
+}
+
+// stageRecv parses dg as the receive path would and hands it to x.
+func stageRecv(t *testing.T, x *reseqRx, now time.Time, dg []byte, write deliverFunc) {
+	var h Header
+	n, err := ParseHeader(dg, &h)
+	if err != nil || h.Flags&FlagFlow == 0 {
+		t.Errorf("header: %v %+v", err, h)
+		return
+	}
+	if !x.deliver(now, dg, n, write) {
+		t.Errorf("deliver refused %x", dg)
+	}
+}
+
+// ids records the IP ids of what is written, checking the headroom.
+type ids struct {
+	mu  sync.Mutex
+	got []uint16
+}
+
+func (w *ids) write(pkt []byte, off int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if off < tun.MinWriteOffset || len(pkt)-off != 40 || pkt[off] != 0x45 {
+		panic("bad write")
+	}
+	w.got = append(w.got, binary.BigEndian.Uint16(pkt[off+4:]))
+}
+
+func (w *ids) snapshot() []uint16 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.got)
+}
+
+func TestReseqStageReorder(t *testing.T) {
+	dgs := stageSend(t, 5, nil, 40000)
+	x := newReseqRx(ReseqOptions{})
+	var w ids
+	now := time.Unix(1_800_000_000, 0)
+	for _, i := range []int{0, 3, 1, 4, 2} {
+		stageRecv(t, x, now, dgs[i], w.write)
+	}
+	if got := w.snapshot(); !slices.Equal(got, []uint16{0, 1, 2, 3, 4}) {
+		t.Fatalf("wrote %v", got)
+	}
+	if !x.deliver(now, []byte{0x45, 0, 0}, 0, w.write) {
+		if _, bad := x.stats(); bad != 1 {
+			t.Fatalf("bad tags %d", bad)
+		}
+	} else {
+		t.Fatal("an untagged payload was taken")
+	}
+}
+
+func TestReseqStageUntagged(t *testing.T) {
+	cls, _ := classify.New(classify.Options{})
+	var md classify.Metadata
+	off := &rules.Directive{Fields: rules.FieldResequence}
+	for name, c := range map[string]struct {
+		pkt []byte
+		dir *rules.Directive
+	}{
+		"tcp, resequence_ms 0": {tcp4(1, 2), off},
+		"icmp":                 {append([]byte{0x45, 0, 0, 28, 0, 0, 0, 0, 64, 1}, make([]byte, 18)...), nil},
+	} {
+		buf := getBuf()
+		l := copy(buf[Headroom:], c.pkt)
+		cls.Parse(buf[Headroom:Headroom+l], &md)
+		if tl := newFlowTable(0, 0).tagPacket(buf, &md, c.dir, time.Now()); tl != 0 {
+			t.Errorf("%s: tagged (%d bytes)", name, tl)
+		}
+		putBuf(buf)
+	}
+}
+
+// TestReseqStageConcurrent delivers one flow from several goroutines, as
+// the lanes' receive routines do: the flow still comes out in order. (n
+// stays below the window, so no worker can fall a window behind.)
+func TestReseqStageConcurrent(t *testing.T) {
+	const n, workers = DefaultReseqWindow - 1, 4
+	dgs := stageSend(t, n, &rules.Directive{Fields: rules.FieldResequence, Resequence: rules.MaxResequence}, 40000)
+	x := newReseqRx(ReseqOptions{})
+	var w ids
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Go(func() {
+			for i := g; i < n; i += workers {
+				stageRecv(t, x, time.Now(), dgs[i], w.write)
+			}
+		})
+	}
+	wg.Wait()
+	got := w.snapshot()
+	if len(got) != n {
+		t.Fatalf("wrote %d of %d", len(got), n)
+	}
+	for i, id := range got {
+		if id != uint16(i) {
+			t.Fatalf("write %d is packet %d", i, id)
+		}
+	}
+}
+
+// TestReseqStageFlush: the flush routine releases a held packet once its
+// flow's wait bound (resequence_ms 20) passes, and returns the held buffers
+// when it stops.
+func TestReseqStageFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dgs := stageSend(t, 4, &rules.Directive{Fields: rules.FieldResequence, Resequence: 20 * time.Millisecond}, 40000)
+		x := newReseqRx(ReseqOptions{})
+		var w ids
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() { x.routineFlush(done, w.write) })
+		start := time.Now()
+		stageRecv(t, x, time.Now(), dgs[0], w.write)
+		stageRecv(t, x, time.Now(), dgs[2], w.write) // 1 is lost
+		synctest.Wait()
+		if got := w.snapshot(); !slices.Equal(got, []uint16{0}) {
+			t.Fatalf("before the bound: wrote %v", got)
+		}
+		time.Sleep(20 * time.Millisecond) // fake time: the bound
+		synctest.Wait()
+		if got := w.snapshot(); !slices.Equal(got, []uint16{0, 2}) || time.Since(start) != 20*time.Millisecond {
+			t.Fatalf("after %v: wrote %v", time.Since(start), got)
+		}
+		stageRecv(t, x, time.Now(), dgs[3], w.write)
+		if got := w.snapshot(); !slices.Equal(got, []uint16{0, 2, 3}) {
+			t.Fatalf("wrote %v", got)
+		}
+		stageRecv(t, x, time.Now(), dgs[1], w.write) // too late: delivered, counted
+		st, _ := x.stats()
+		if st.Late != 1 || st.Skipped != 1 || st.ReleasedTimeout != 1 || st.HeldNow != 0 {
+			t.Fatalf("stats %+v", st)
+		}
+		// Another flow holds a packet when the routine stops: it is not
+		// written, and its buffer goes back to the pool.
+		other := stageSend(t, 2, nil, 40001)
+		stageRecv(t, x, time.Now(), other[1], w.write)
+		if st, _ := x.stats(); st.HeldNow != 1 {
+			t.Fatalf("held %d, want 1", st.HeldNow)
+		}
+		close(done)
+		wg.Wait()
+		if st, _ := x.stats(); st.HeldNow != 0 || len(w.snapshot()) != 4 {
+			t.Fatalf("after the routine stopped: held %d, wrote %v", st.HeldNow, w.snapshot())
+		}
+	})
+}
+
+func TestReseqStageAllocs(t *testing.T) {
+	dgs := stageSend(t, 4, nil, 40000)
+	x := newReseqRx(ReseqOptions{})
+	var w ids
+	w.got = make([]uint16, 0, 4096)
+	write := w.write
+	now := time.Unix(1_800_000_000, 0)
+	var h Header
+	run := func() {
+		for _, i := range []int{0, 2, 3, 1} {
+			n, _ := ParseHeader(dgs[i], &h)
+			x.deliver(now, dgs[i], n, write)
+		}
+		x.mu.Lock()
+		x.rs.flows[0].seen = false // the same four packets again, as a new flow
+		x.mu.Unlock()
+		w.got = w.got[:0]
+	}
+	run()
+	if a := testing.AllocsPerRun(200, run); a != 0 {
+		t.Fatalf("%v allocations per 4 packets", a)
+	}
+}
+
+// BenchmarkReseqStage measures the receive stage per packet: flow tag
+// parse, lock, resequencer and a no-op TUN write, for a flow where every
+// fourth packet is 2 places late.
+func BenchmarkReseqStage(b *testing.B) {
+	x := newReseqRx(ReseqOptions{})
+	pkt := make([]byte, Headroom+1200)
+	write := func([]byte, int) {}
+	now := time.Unix(1_800_000_000, 0)
+	var seq uint32
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		now = now.Add(10 * time.Microsecond)
+		off := Headroom - MaxFlowTagLen
+		AppendFlowTag(pkt[off:off], FlowTag{Flow: 1, Seq: (seq + [4]uint32{0, 2, 3, 1}[i]) & flowSeqMask, WaitMs: 100})
+		x.deliver(now, pkt, off, write)
+		if i++; i == 4 {
+			i, seq = 0, seq+4
+		}
+	}
+}
