@@ -15,6 +15,7 @@ import (
 
 	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/classify/capture"
+	"github.com/bondd/bondd/internal/config"
 )
 
 // newClassifyCmd is `bondd classify --pcap FILE`: it runs the classifier over
@@ -59,7 +60,7 @@ too, but the files it names (credentials) need not exist here. --rtp-ports,
 			}
 			if configPath != "" {
 				flags := opts
-				cfg, err := loadConfig(configPath, parseOptions{skipFileChecks: true})
+				cfg, err := config.LoadWith(configPath, config.Options{SkipFileChecks: true})
 				if err != nil {
 					return err
 				}

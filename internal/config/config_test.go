@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"bytes"
@@ -455,7 +455,7 @@ classify:
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := parseConfig("bondd.yaml", []byte(tc.in), parseOptions{dir: dir})
+			c, err := ParseWith("bondd.yaml", []byte(tc.in), Options{Dir: dir})
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("unexpected error:\n%v", err)
@@ -474,9 +474,9 @@ classify:
 			if c != nil {
 				t.Error("non-nil Config with an error")
 			}
-			var errs ConfigErrors
+			var errs Errors
 			if !errors.As(err, &errs) {
-				t.Fatalf("error is %T, want ConfigErrors", err)
+				t.Fatalf("error is %T, want Errors", err)
 			}
 			for _, e := range errs {
 				if e.File != "bondd.yaml" || e.Line < 1 {
@@ -541,7 +541,7 @@ func uplinkItems(from, to int) string {
 
 func TestConfigDefaults(t *testing.T) {
 	dir := configDir(t)
-	c, err := parseConfig("bondd.yaml", []byte(edgeOK), parseOptions{dir: dir})
+	c, err := ParseWith("bondd.yaml", []byte(edgeOK), Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -582,7 +582,7 @@ func TestConfigDefaults(t *testing.T) {
 
 	// An IP concentrator address is the default server name.
 	in := strings.Replace(edgeOK, "concentrator.example.net:4433", `"[2001:db8::10]:4433"`, 1)
-	c, err = parseConfig("bondd.yaml", []byte(in), parseOptions{dir: dir})
+	c, err = ParseWith("bondd.yaml", []byte(in), Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -654,7 +654,7 @@ classify:
       labels: {media: camera, priority: high}
     - name: rest
 `)
-	c, err := parseConfig("bondd.yaml", []byte(in), parseOptions{dir: dir})
+	c, err := ParseWith("bondd.yaml", []byte(in), Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -746,7 +746,7 @@ classify:
       match: {dscp: [EF, CS6]}
     - name: rest
 `)
-	c, err := parseConfig("bondd.yaml", []byte(in), parseOptions{dir: dir})
+	c, err := ParseWith("bondd.yaml", []byte(in), Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -869,9 +869,9 @@ func TestConfigClassifyOptionsBuiltInGo(t *testing.T) {
 			if err == nil || err.Error() != tc.want {
 				t.Fatalf("Options() error =\n%v\nwant\n%s", err, tc.want)
 			}
-			var errs ConfigErrors
+			var errs Errors
 			if !errors.As(err, &errs) {
-				t.Errorf("error is %T, want ConfigErrors", err)
+				t.Errorf("error is %T, want Errors", err)
 			}
 		})
 	}
@@ -911,7 +911,7 @@ func TestConfigCollectsAllErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = parseConfig("bad-edge.yaml", in, parseOptions{dir: dir})
+	_, err = ParseWith("bad-edge.yaml", in, Options{Dir: dir})
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -919,28 +919,28 @@ func TestConfigCollectsAllErrors(t *testing.T) {
 	if got != string(want) {
 		t.Errorf("errors differ from testdata/config/bad-edge.golden\ngot:\n%s\nwant:\n%s", got, want)
 	}
-	var errs ConfigErrors
+	var errs Errors
 	errors.As(err, &errs)
 	for i := 1; i < len(errs); i++ {
 		if errs[i].Line < errs[i-1].Line {
 			t.Errorf("errors not sorted by line: %d after %d", errs[i].Line, errs[i-1].Line)
 		}
 	}
-	var one *ConfigError
+	var one *Error
 	if !errors.As(err, &one) || one.Field == "" {
-		t.Errorf("errors.As(*ConfigError) = %v, %+v", one != nil, one)
+		t.Errorf("errors.As(*Error) = %v, %+v", one != nil, one)
 	}
 }
 
 func TestConfigErrorFormat(t *testing.T) {
 	tests := []struct {
-		e    ConfigError
+		e    Error
 		want string
 	}{
-		{ConfigError{"bondd.yaml", 12, "edge.uplinks[1].bind", "expected an IP address"}, "bondd.yaml:12: edge.uplinks[1].bind: expected an IP address"},
-		{ConfigError{"bondd.yaml", 3, "", "invalid YAML: x"}, "bondd.yaml:3: invalid YAML: x"},
-		{ConfigError{"bondd.yaml", 0, "", "cannot read"}, "bondd.yaml: cannot read"},
-		{ConfigError{"", 0, "role", "required"}, "role: required"},
+		{Error{"bondd.yaml", 12, "edge.uplinks[1].bind", "expected an IP address"}, "bondd.yaml:12: edge.uplinks[1].bind: expected an IP address"},
+		{Error{"bondd.yaml", 3, "", "invalid YAML: x"}, "bondd.yaml:3: invalid YAML: x"},
+		{Error{"bondd.yaml", 0, "", "cannot read"}, "bondd.yaml: cannot read"},
+		{Error{"", 0, "role", "required"}, "role: required"},
 	}
 	for _, tc := range tests {
 		if got := tc.e.Error(); got != tc.want {
@@ -989,7 +989,7 @@ func TestConfigLoad(t *testing.T) {
 	if err := os.WriteFile(path, []byte(edgeOK), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := LoadConfig(path)
+	c, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1001,29 +1001,29 @@ func TestConfigLoad(t *testing.T) {
 		t.Errorf("LoadToken = %q, %v; want %q", tok, err, testToken)
 	}
 
-	_, err = LoadConfig(filepath.Join(dir, "missing.yaml"))
+	_, err = Load(filepath.Join(dir, "missing.yaml"))
 	if err == nil || !strings.Contains(err.Error(), "missing.yaml: cannot read the config file: no such file or directory") {
-		t.Errorf("LoadConfig(missing) = %v", err)
+		t.Errorf("Load(missing) = %v", err)
 	}
 	big := filepath.Join(dir, "big.yaml")
 	if err := os.WriteFile(big, bytes.Repeat([]byte("#\n"), maxConfigFileBytes), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadConfig(big); err == nil || !strings.Contains(err.Error(), "larger than") {
-		t.Errorf("LoadConfig(big) = %v", err)
+	if _, err := Load(big); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("Load(big) = %v", err)
 	}
 	bad := filepath.Join(dir, "bad.yaml")
 	if err := os.WriteFile(bad, []byte("role: edgy\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadConfig(bad); err == nil || !strings.HasPrefix(err.Error(), bad+`:1: role: expected "edge" or "concentrator", got "edgy"`) {
-		t.Errorf("LoadConfig(bad) = %v", err)
+	if _, err := Load(bad); err == nil || !strings.HasPrefix(err.Error(), bad+`:1: role: expected "edge" or "concentrator", got "edgy"`) {
+		t.Errorf("Load(bad) = %v", err)
 	}
 }
 
 func TestConfigLoadToken(t *testing.T) {
 	dir := configDir(t)
-	c, err := parseConfig("bondd.yaml", []byte(edgeOK), parseOptions{dir: dir})
+	c, err := ParseWith("bondd.yaml", []byte(edgeOK), Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1067,7 +1067,7 @@ func TestConfigExamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := parseConfig(path, data, parseOptions{skipFileChecks: true})
+		c, err := ParseWith(path, data, Options{SkipFileChecks: true})
 		if err != nil {
 			t.Fatalf("%s:\n%v", name, err)
 		}
@@ -1165,7 +1165,7 @@ func TestConfigDoc(t *testing.T) {
 	}
 	for i, b := range blocks {
 		b, _, _ = strings.Cut(b, "```")
-		if _, err := parseConfig("config.md", []byte(b), parseOptions{skipFileChecks: true}); err != nil {
+		if _, err := ParseWith("config.md", []byte(b), Options{SkipFileChecks: true}); err != nil {
 			t.Errorf("docs/config.md example %d:\n%v", i+1, err)
 		}
 	}

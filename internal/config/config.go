@@ -1,4 +1,4 @@
-package main
+package config
 
 // The daemon config file read by `bondd run --config FILE`.
 //
@@ -101,13 +101,13 @@ const (
 	// §14.1), 1452 fills a 1500-byte IPv4 path.
 	MinInitialPacketSizeBytes = 1200
 	MaxInitialPacketSizeBytes = 1452
-	// maxConfigFileBytes bounds what LoadConfig reads.
+	// maxConfigFileBytes bounds what Load reads.
 	maxConfigFileBytes = 1 << 20
 )
 
 // Config is the daemon configuration, one YAML file per daemon.
 //
-// Build it with LoadConfig or ParseConfig, which decode, apply Defaults and
+// Build it with Load or Parse, which decode, apply Defaults and
 // Validate, and check referenced files. A Config built in Go should call
 // Defaults and then Validate; its errors then carry no file or line.
 //
@@ -377,10 +377,10 @@ type ClassifyConfig struct {
 	src *configSource
 }
 
-// ConfigError is one problem in a config file. It is returned inside
-// ConfigErrors.
-type ConfigError struct {
-	// File is the config file name as given to LoadConfig or ParseConfig;
+// Error is one problem in a config file. It is returned inside
+// Errors.
+type Error struct {
+	// File is the config file name as given to Load or Parse;
 	// empty for a Config built in Go.
 	File string
 	// Line is the 1-based line of the field, or of the enclosing field
@@ -394,7 +394,7 @@ type ConfigError struct {
 }
 
 // Error formats e as file:line: field: msg, leaving out empty parts.
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	var b strings.Builder
 	switch {
 	case e.File != "" && e.Line > 0:
@@ -412,12 +412,12 @@ func (e *ConfigError) Error() string {
 	return b.String()
 }
 
-// ConfigErrors is every problem found in a config file, sorted by line. It
-// is the error type of LoadConfig, ParseConfig and (*Config).Validate.
-type ConfigErrors []*ConfigError
+// Errors is every problem found in a config file, sorted by line. It
+// is the error type of Load, Parse and (*Config).Validate.
+type Errors []*Error
 
 // Error returns one problem per line.
-func (es ConfigErrors) Error() string {
+func (es Errors) Error() string {
 	lines := make([]string, len(es))
 	for i, e := range es {
 		lines[i] = e.Error()
@@ -425,8 +425,8 @@ func (es ConfigErrors) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// Unwrap returns the problems, so that errors.As finds a *ConfigError.
-func (es ConfigErrors) Unwrap() []error {
+// Unwrap returns the problems, so that errors.As finds a *Error.
+func (es Errors) Unwrap() []error {
 	errs := make([]error, len(es))
 	for i, e := range es {
 		errs[i] = e
@@ -434,23 +434,23 @@ func (es ConfigErrors) Unwrap() []error {
 	return errs
 }
 
-func (es ConfigErrors) sort() {
+func (es Errors) sort() {
 	sort.SliceStable(es, func(i, j int) bool { return es[i].Line < es[j].Line })
 }
 
-// LoadConfig reads, decodes, defaults and validates the config file at path
+// Load reads, decodes, defaults and validates the config file at path
 // and checks the files it refers to. Relative paths in the file are resolved
-// against the file's directory. The error, if any, is ConfigErrors.
-func LoadConfig(path string) (*Config, error) {
-	return loadConfig(path, parseOptions{})
+// against the file's directory. The error, if any, is Errors.
+func Load(path string) (*Config, error) {
+	return LoadWith(path, Options{})
 }
 
-// loadConfig is LoadConfig with options: `bondd classify --config` reads
-// only the classify section, so it skips the checks of referenced files
-// (credentials that live on the daemon's machine).
-func loadConfig(path string, opts parseOptions) (*Config, error) {
+// LoadWith is Load with options: `bondd classify --config` reads only the
+// classify section, so it skips the checks of referenced files (credentials
+// that live on the daemon's machine). The error, if any, is Errors.
+func LoadWith(path string, opts Options) (*Config, error) {
 	fail := func(format string, args ...any) (*Config, error) {
-		return nil, ConfigErrors{{File: path, Msg: fmt.Sprintf(format, args...)}}
+		return nil, Errors{{File: path, Msg: fmt.Sprintf(format, args...)}}
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -464,29 +464,32 @@ func loadConfig(path string, opts parseOptions) (*Config, error) {
 	if len(data) > maxConfigFileBytes {
 		return fail("config file is larger than %d bytes; expected a small YAML file", maxConfigFileBytes)
 	}
-	return parseConfig(path, data, opts)
+	return ParseWith(path, data, opts)
 }
 
-// ParseConfig is LoadConfig for a file already in memory: name is used in
+// Parse is Load for a file already in memory: name is used in
 // errors and its directory resolves relative paths.
-func ParseConfig(name string, data []byte) (*Config, error) {
-	return parseConfig(name, data, parseOptions{})
+func Parse(name string, data []byte) (*Config, error) {
+	return ParseWith(name, data, Options{})
 }
 
-// parseOptions are for tests.
-type parseOptions struct {
-	// dir resolves relative paths instead of the directory of name.
-	dir string
-	// skipFileChecks skips checking that referenced files exist, for
+// Options change how LoadWith and ParseWith read a file; the zero value is
+// what Load and Parse do.
+type Options struct {
+	// Dir resolves relative paths instead of the directory of name
+	// (tests).
+	Dir string
+	// SkipFileChecks skips checking that referenced files exist, for
 	// configs whose files live on another machine (docs/examples, and
 	// `bondd classify --config`).
-	skipFileChecks bool
+	SkipFileChecks bool
 }
 
-func parseConfig(name string, data []byte, opts parseOptions) (*Config, error) {
+// ParseWith is Parse with options. The error, if any, is Errors.
+func ParseWith(name string, data []byte, opts Options) (*Config, error) {
 	src := &configSource{
 		file:  name,
-		dir:   opts.dir,
+		dir:   opts.Dir,
 		lines: make(map[string]int),
 		bad:   make(map[string]bool),
 	}
@@ -506,7 +509,7 @@ func parseConfig(name string, data []byte, opts parseOptions) (*Config, error) {
 	c.Defaults()
 	v := &configValidator{src: src}
 	c.validate(v)
-	if !opts.skipFileChecks {
+	if !opts.SkipFileChecks {
 		c.checkFiles(v)
 	}
 	errs := append(d.errs, v.errs...)
@@ -558,9 +561,9 @@ func (c *Config) Defaults() {
 	}
 }
 
-// Validate reports every problem in c as ConfigErrors sorted by line, or
+// Validate reports every problem in c as Errors sorted by line, or
 // returns nil. Fields that have a default may be zero. Validate does not
-// touch the file system; LoadConfig and ParseConfig also check that the
+// touch the file system; Load and Parse also check that the
 // referenced files exist.
 func (c *Config) Validate() error {
 	v := &configValidator{src: c.src}
@@ -705,11 +708,11 @@ var (
 // configDecoder turns a yaml.Node tree into a Config, collecting errors.
 type configDecoder struct {
 	src  *configSource
-	errs ConfigErrors
+	errs Errors
 }
 
 func (d *configDecoder) errorf(n *yaml.Node, field, format string, args ...any) {
-	d.errs = append(d.errs, &ConfigError{File: d.src.file, Line: n.Line, Field: field, Msg: fmt.Sprintf(format, args...)})
+	d.errs = append(d.errs, &Error{File: d.src.file, Line: n.Line, Field: field, Msg: fmt.Sprintf(format, args...)})
 	d.src.bad[field] = true
 }
 
@@ -736,7 +739,7 @@ var yamlParserProblems = []string{
 // mapping, or nil after recording an error.
 func (d *configDecoder) document(data []byte) *yaml.Node {
 	fail := func(line int, format string, args ...any) *yaml.Node {
-		d.errs = append(d.errs, &ConfigError{File: d.src.file, Line: line, Msg: fmt.Sprintf(format, args...)})
+		d.errs = append(d.errs, &Error{File: d.src.file, Line: line, Msg: fmt.Sprintf(format, args...)})
 		return nil
 	}
 	yamlErr := func(err error) *yaml.Node {
@@ -1603,11 +1606,11 @@ func (c *Config) checkFiles(v *configValidator) {
 // already failed are suppressed, so that one mistake yields one error.
 type configValidator struct {
 	src  *configSource // nil for a Config built in Go
-	errs ConfigErrors
+	errs Errors
 }
 
 func (v *configValidator) add(field, lineField, format string, args []any) {
-	e := &ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)}
+	e := &Error{Field: field, Msg: fmt.Sprintf(format, args...)}
 	if v.src != nil {
 		e.File, e.Line = v.src.file, v.src.line(lineField)
 	}
@@ -2149,9 +2152,9 @@ func (c *ClassifyConfig) compile(v *configValidator) *classify.ClassSet {
 
 // classSetError turns an error of classify.NewClassSet, which names the
 // class by its 1-based position, into the field of that class.
-func classSetError(err error) *ConfigError {
+func classSetError(err error) *Error {
 	msg := strings.TrimPrefix(err.Error(), "classify: ")
-	e := &ConfigError{Field: "classify.classes", Msg: msg}
+	e := &Error{Field: "classify.classes", Msg: msg}
 	rest, ok := strings.CutPrefix(msg, "class ")
 	if !ok {
 		return e
@@ -2172,8 +2175,8 @@ func classSetError(err error) *ConfigError {
 // Options returns the classifier options c describes, with its classes
 // compiled into a ClassSet. It runs the checks Validate runs on the section,
 // so a ClassifyConfig built in Go gets the same messages; a ClassifyConfig
-// from LoadConfig or ParseConfig has passed them, and its errors carry the
-// file and line. The error, if any, is ConfigErrors. A nil c gives the zero
+// from Load or Parse has passed them, and its errors carry the
+// file and line. The error, if any, is Errors. A nil c gives the zero
 // Options (heuristic RTP detection, no classes).
 func (c *ClassifyConfig) Options() (classify.Options, error) {
 	if c == nil {
