@@ -34,6 +34,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/demo"
 	"github.com/bondd/bondd/tunnel"
 )
 
@@ -117,7 +118,7 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.scenario = strings.ToLower(args[0])
 			var err error
-			if o.lanes, err = parseLanes(o.lanesFlag); err != nil {
+			if o.lanes, err = demo.ParseLanes(o.lanesFlag); err != nil {
 				return err
 			}
 			if o.scenario == benchLanes && cmd.Flags().Changed("lanes") {
@@ -264,19 +265,19 @@ type benchRun struct {
 // emulated links start), lets it drain for o.drain after traffic returns
 // and tears the bed down. traffic sends from this goroutine; deliver is
 // called from the receiving goroutine, never at the same time as itself.
-func runOnBedAt(ctx context.Context, o benchOptions, bo bedOptions, anchor time.Time, out io.Writer,
-	traffic func(ctx context.Context, bed *demoBed, start time.Time) error,
+func runOnBedAt(ctx context.Context, o benchOptions, bo demo.BedOptions, anchor time.Time, out io.Writer,
+	traffic func(ctx context.Context, bed *demo.Bed, start time.Time) error,
 	deliver func(payload []byte, now time.Time)) (benchRun, error) {
-	bed, err := newBed(bo, o.inprocess, io.Discard)
+	bed, err := demo.NewBed(bo, o.inprocess, io.Discard)
 	if err != nil {
 		return benchRun{}, err
 	}
-	defer bed.close()
-	if err := waitPaths(ctx, bed.edge, len(bo.sc.Paths)); err != nil {
+	defer bed.Close()
+	if err := demo.WaitPaths(ctx, bed.Edge, len(bo.Scenario.Paths)); err != nil {
 		return benchRun{}, err
 	}
 	if anchor.IsZero() {
-		anchor = bed.created
+		anchor = bed.Created
 	}
 	start := anchor.Add(o.settle)
 	if late := time.Since(start); late > 0 {
@@ -286,10 +287,10 @@ func runOnBedAt(ctx context.Context, o benchOptions, bo bedOptions, anchor time.
 	if err := sleepUntil(ctx, start, nil); err != nil {
 		return benchRun{}, err
 	}
-	r := benchRun{mode: bed.mode, start: start, edge0: bed.edge.Stats(), conc0: bed.conc.Stats()}
+	r := benchRun{mode: bed.Mode, start: start, edge0: bed.Edge.Stats(), conc0: bed.Conc.Stats()}
 	rctx, rcancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); bed.recv(rctx, deliver) }()
+	go func() { defer close(done); bed.Recv(rctx, deliver) }()
 	terr := traffic(ctx, bed, start)
 	if terr == nil {
 		terr = sleepUntil(ctx, time.Now().Add(o.drain), nil)
@@ -299,7 +300,7 @@ func runOnBedAt(ctx context.Context, o benchOptions, bo bedOptions, anchor time.
 	if terr != nil {
 		return benchRun{}, terr
 	}
-	r.edge1, r.conc1 = bed.edge.Stats(), bed.conc.Stats()
+	r.edge1, r.conc1 = bed.Edge.Stats(), bed.Conc.Stats()
 	for i, p := range r.edge1.Paths {
 		var b pathCounterSet
 		if i < len(r.edge0.Paths) {

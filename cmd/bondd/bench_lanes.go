@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/demo"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tunnel"
 )
@@ -127,10 +128,10 @@ func runLanes(ctx context.Context, o benchOptions, out io.Writer) error {
 	rep := lanesReport{
 		benchHeader: benchHeader{Scenario: benchLanes, Seed: o.seed, DurationS: o.duration.Seconds(),
 			Traces: []string{"none (loss models)"}, Started: time.Now().UTC(), Command: o.commandLine()},
-		RateMbps: lanesRateMbps, BaseOWDms: float64(lanesDelay) / 1e6, PacketBytes: demoPacketBytes,
+		RateMbps: lanesRateMbps, BaseOWDms: float64(lanesDelay) / 1e6, PacketBytes: demo.PacketBytes,
 	}
 	fmt.Fprintf(out, "bondd bench lanes: one path, %s each way, %.0f Mbit/s of %d-byte UDP packets, %s per configuration, seed %d\n",
-		lanesDelay, lanesRateMbps, demoPacketBytes, o.duration, o.seed)
+		lanesDelay, lanesRateMbps, demo.PacketBytes, o.duration, o.seed)
 	for _, c := range lanesConditions() {
 		for _, s := range lanesSettings {
 			name := c.name + "-" + s.name
@@ -177,14 +178,14 @@ func runLanesConfig(ctx context.Context, o benchOptions, sc emu.Scenario, lanes 
 	if err != nil {
 		return lanesResult{}, "", err
 	}
-	bo := bedOptions{sc: sc, seed: o.seed, fec: tunnel.FECOptions{Mode: tunnel.FECOff}, picker: picker, lanes: lanes}
-	flow := newCBRFlow(lanesRateMbps, demoPacketBytes, o.duration)
+	bo := demo.BedOptions{Scenario: sc, Seed: o.seed, FEC: tunnel.FECOptions{Mode: tunnel.FECOff}, Picker: picker, Lanes: lanes}
+	flow := newCBRFlow(lanesRateMbps, demo.PacketBytes, o.duration)
 	var (
 		mu                 sync.Mutex
 		cwndSum, lanesSum  float64
 		samples, lastLanes int
 	)
-	traffic := func(ctx context.Context, bed *demoBed, start time.Time) error {
+	traffic := func(ctx context.Context, bed *demo.Bed, start time.Time) error {
 		sctx, stop := context.WithCancel(ctx)
 		defer stop()
 		go func() {
@@ -198,7 +199,7 @@ func runLanesConfig(ctx context.Context, o benchOptions, sc emu.Scenario, lanes 
 					if time.Now().Before(start) {
 						continue
 					}
-					p := bed.edge.Stats().Paths[0]
+					p := bed.Edge.Stats().Paths[0]
 					mu.Lock()
 					cwndSum += float64(p.CongestionWindow)
 					lanesSum += float64(len(p.Lanes))
@@ -218,7 +219,7 @@ func runLanesConfig(ctx context.Context, o benchOptions, sc emu.Scenario, lanes 
 	if res.Sent > 0 {
 		res.Delivered = float64(res.Received) / float64(res.Sent)
 	}
-	res.GoodputMbps = float64(res.Received) * float64(demoPacketBytes-28) * 8 / o.duration.Seconds() / 1e6
+	res.GoodputMbps = float64(res.Received) * float64(demo.PacketBytes-28) * 8 / o.duration.Seconds() / 1e6
 	res.owdSamples = flow.sortedOWD()
 	res.OWDms = summariseOWD(res.owdSamples)
 	mu.Lock()

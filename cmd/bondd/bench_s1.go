@@ -18,6 +18,7 @@ import (
 
 	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/fec"
+	"github.com/bondd/bondd/internal/demo"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tunnel"
@@ -156,11 +157,11 @@ func runS1(ctx context.Context, o benchOptions, out io.Writer) error {
 	rep := s1Report{
 		benchHeader: benchHeader{Scenario: benchS1, Seed: o.seed, DurationS: o.duration.Seconds(),
 			Traces: scenarioTraces(sc, o.traces), Started: time.Now().UTC(), Command: o.commandLine()},
-		RateMbps: s1RateMbps, PacketBytes: demoPacketBytes,
+		RateMbps: s1RateMbps, PacketBytes: demo.PacketBytes,
 		PaperFigures: s1Paper,
 	}
 	fmt.Fprintf(out, "bondd bench s1: %d paths (%s), %.0f Mbit/s of %d-byte UDP packets, %s per configuration, seed %d\n",
-		len(sc.Paths), sc.Source, s1RateMbps, demoPacketBytes, o.duration, o.seed)
+		len(sc.Paths), sc.Source, s1RateMbps, demo.PacketBytes, o.duration, o.seed)
 	configs := []s1Config{
 		{name: s1NoFEC, desc: "no FEC; lowest-RTT scheduler with window room (bondd default)", fec: tunnel.FECOptions{Mode: tunnel.FECOff}},
 		{name: s1Adaptive, desc: fmt.Sprintf("adaptive FEC, k = %d, α = %g (paper 1)", s1K, s1Alpha), fec: tunnel.FECOptions{Mode: tunnel.FECAdaptive, K: s1K, Alpha: s1Alpha}},
@@ -173,7 +174,7 @@ func runS1(ctx context.Context, o benchOptions, out io.Writer) error {
 			continue
 		}
 		if c.name == s1Fixed {
-			f, ok := matchedFixed(adaptiveRate, s1RateMbps, demoPacketBytes)
+			f, ok := matchedFixed(adaptiveRate, s1RateMbps, demo.PacketBytes)
 			if !ok {
 				fmt.Fprintf(out, "  %s: skipped: needs adaptive-fec in the same run, with some parity sent (coding rate %.3f)\n", c.name, adaptiveRate)
 				continue
@@ -212,13 +213,13 @@ func runS1Config(ctx context.Context, o benchOptions, sc emu.Scenario, c s1Confi
 	if err != nil {
 		return s1Result{}, "", err
 	}
-	bo := bedOptions{sc: sc, seed: o.seed, fec: c.fec, picker: picker, lanes: o.lanes}
+	bo := demo.BedOptions{Scenario: sc, Seed: o.seed, FEC: c.fec, Picker: picker, Lanes: o.lanes}
 	if c.rules != "" {
-		if bo.rules, err = compileRules(c.name+".yaml", c.rules); err != nil {
+		if bo.Rules, err = compileRules(c.name+".yaml", c.rules); err != nil {
 			return s1Result{}, "", err
 		}
 	}
-	flow := newCBRFlow(s1RateMbps, demoPacketBytes, o.duration)
+	flow := newCBRFlow(s1RateMbps, demo.PacketBytes, o.duration)
 	run, err := runOnBedAt(ctx, o, bo, time.Time{}, out, flow.send, flow.deliver)
 	if err != nil {
 		return s1Result{}, "", err
@@ -279,7 +280,7 @@ func newCBRFlow(rateMbps float64, packetBytes int, duration time.Duration) *cbrF
 }
 
 // send paces the flow from start against the clock (no drift).
-func (f *cbrFlow) send(ctx context.Context, bed *demoBed, start time.Time) error {
+func (f *cbrFlow) send(ctx context.Context, bed *demo.Bed, start time.Time) error {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	timer.Stop()
@@ -289,7 +290,7 @@ func (f *cbrFlow) send(ctx context.Context, bed *demoBed, start time.Time) error
 		}
 		binary.BigEndian.PutUint64(f.payload[0:], seq)
 		binary.BigEndian.PutUint64(f.payload[8:], uint64(time.Now().UnixNano()))
-		if bed.send(f.payload) == nil {
+		if bed.Send(f.payload) == nil {
 			f.sent++
 		}
 	}

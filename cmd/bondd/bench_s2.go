@@ -17,6 +17,7 @@ import (
 
 	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/demo"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tunnel"
@@ -351,22 +352,22 @@ func runS2Config(ctx context.Context, o benchOptions, sc emu.Scenario, c s2Confi
 			return s2Result{}, "", err
 		}
 	}
-	bo := bedOptions{sc: sc, seed: o.seed, picker: picker, lanes: o.lanes,
-		fec:      tunnel.FECOptions{Mode: tunnel.FECAdaptive},
-		classify: classify.Options{PayloadTypes: map[uint8]classify.Codec{videoPT: classify.CodecH264}},
+	bo := demo.BedOptions{Scenario: sc, Seed: o.seed, Picker: picker, Lanes: o.lanes,
+		FEC:      tunnel.FECOptions{Mode: tunnel.FECAdaptive},
+		Classify: classify.Options{PayloadTypes: map[uint8]classify.Codec{videoPT: classify.CodecH264}},
 		// The satellite uplink has Starlink's reconfiguration schedule
 		// (seconds 12/27/42/57, ±100 ms), which the emulated outages follow.
-		leo: map[string]*policy.LEOReconf{s2Sat: {}}}
+		LEO: map[string]*policy.LEOReconf{s2Sat: {}}}
 	if len(c.rules) > 0 {
 		var err error
-		if bo.rules, err = momqSubset(c.rules); err != nil {
+		if bo.Rules, err = momqSubset(c.rules); err != nil {
 			return s2Result{}, "", err
 		}
 	}
 	var anchor time.Time
 	if o.align {
 		var err error
-		if bo.sc, anchor, err = alignLEO(ctx, sc); err != nil {
+		if bo.Scenario, anchor, err = alignLEO(ctx, sc); err != nil {
 			return s2Result{}, "", err
 		}
 	}

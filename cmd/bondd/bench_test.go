@@ -16,6 +16,7 @@ import (
 
 	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/demo"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 )
@@ -286,7 +287,7 @@ func TestVideoPackets(t *testing.T) {
 			if len(p) > videoRTPHeader+videoMaxRTPPayload {
 				t.Fatalf("frame %d packet %d: %d bytes of RTP", i, j, len(p))
 			}
-			if pkt, err = appendUDP4(pkt[:0], src, dst, p); err != nil {
+			if pkt, err = demo.AppendUDP4(pkt[:0], src, dst, p); err != nil {
 				return err
 			}
 			cls.Parse(pkt, &md)
@@ -406,7 +407,7 @@ func TestAppendUDP4(t *testing.T) {
 			for i := range payload {
 				payload[i] = byte(i*7 + 3)
 			}
-			got, err := appendUDP4(nil, src, dst, payload)
+			got, err := demo.AppendUDP4(nil, src, dst, payload)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -419,19 +420,19 @@ func TestAppendUDP4(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, buf.Bytes()) {
-				t.Errorf("appendUDP4:\n%x\ngopacket:\n%x", got, buf.Bytes())
+				t.Errorf("demo.AppendUDP4:\n%x\ngopacket:\n%x", got, buf.Bytes())
 			}
 		})
 	}
-	if _, err := appendUDP4(nil, netip.MustParseAddrPort("[::1]:1"), netip.MustParseAddrPort("10.0.0.1:1"), nil); err == nil {
+	if _, err := demo.AppendUDP4(nil, netip.MustParseAddrPort("[::1]:1"), netip.MustParseAddrPort("10.0.0.1:1"), nil); err == nil {
 		t.Error("IPv6 source accepted")
 	}
 	buf := make([]byte, 0, 1200)
 	payload := make([]byte, 1172)
 	if n := testing.AllocsPerRun(100, func() {
-		buf, _ = appendUDP4(buf[:0], netip.MustParseAddrPort("10.0.0.1:1"), netip.MustParseAddrPort("10.0.0.2:2"), payload)
+		buf, _ = demo.AppendUDP4(buf[:0], netip.MustParseAddrPort("10.0.0.1:1"), netip.MustParseAddrPort("10.0.0.2:2"), payload)
 	}); n != 0 {
-		t.Errorf("appendUDP4 allocates %v times per packet", n)
+		t.Errorf("demo.AppendUDP4 allocates %v times per packet", n)
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -16,16 +16,16 @@ import (
 )
 
 // runDemoTest runs a short demo and returns its printed report and JSON.
-func runDemoTest(t *testing.T, o demoOptions) (string, map[string]any) {
+func runDemoTest(t *testing.T, o Options) (string, map[string]any) {
 	t.Helper()
-	o.jsonPath = filepath.Join(t.TempDir(), "report.json")
+	o.JSONPath = filepath.Join(t.TempDir(), "report.json")
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := runDemo(ctx, o, &out); err != nil {
+	if err := Run(ctx, o, &out); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
-	b, err := os.ReadFile(o.jsonPath)
+	b, err := os.ReadFile(o.JSONPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func checkDemoReport(t *testing.T, rep map[string]any, mode string) {
 }
 
 func TestDemoInprocessBuiltin(t *testing.T) {
-	out, rep := runDemoTest(t, demoOptions{duration: 3 * time.Second, rateMbps: 1, seed: 1, inprocess: true})
+	out, rep := runDemoTest(t, Options{Duration: 3 * time.Second, RateMbps: 1, Seed: 1, Inprocess: true})
 	checkDemoReport(t, rep, "inprocess")
 	if tr := rep["traces"].([]any); len(tr) != 1 || tr[0] != "builtin" {
 		t.Errorf("traces %v, want [builtin]", tr)
@@ -95,7 +95,7 @@ func TestDemoInprocessTraces(t *testing.T) {
 	if dir == "" {
 		t.Skip("skipping: the public trace folder (../shared/data/traces) is not present")
 	}
-	_, rep := runDemoTest(t, demoOptions{duration: 3 * time.Second, rateMbps: 1, seed: 1, traces: dir, inprocess: true})
+	_, rep := runDemoTest(t, Options{Duration: 3 * time.Second, RateMbps: 1, Seed: 1, Traces: dir, Inprocess: true})
 	checkDemoReport(t, rep, "inprocess")
 	if tr := rep["traces"].([]any); len(tr) < 3 || !strings.Contains(tr[0].(string), "mahimahi") {
 		t.Errorf("traces %v, want the replayed files", tr)
@@ -109,7 +109,7 @@ func TestDemoNetns(t *testing.T) {
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
 		t.Skip("skipping: /dev/net/tun is missing")
 	}
-	_, rep := runDemoTest(t, demoOptions{duration: 3 * time.Second, rateMbps: 1, seed: 2, traces: emu.DefaultTracesDir()})
+	_, rep := runDemoTest(t, Options{Duration: 3 * time.Second, RateMbps: 1, Seed: 2, Traces: emu.DefaultTracesDir()})
 	checkDemoReport(t, rep, "netns")
 	// Everything the demo created is gone (namespace names carry the pid).
 	ents, _ := os.ReadDir("/run/netns")
