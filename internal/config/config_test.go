@@ -903,11 +903,11 @@ func TestConfigClassSetError(t *testing.T) {
 // together, one per problem, sorted by line, in the documented format.
 func TestConfigCollectsAllErrors(t *testing.T) {
 	dir := configDir(t)
-	in, err := os.ReadFile(filepath.Join("testdata", "config", "bad-edge.yaml"))
+	in, err := os.ReadFile(filepath.Join("testdata", "bad-edge.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := os.ReadFile(filepath.Join("testdata", "config", "bad-edge.golden"))
+	want, err := os.ReadFile(filepath.Join("testdata", "bad-edge.golden"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -917,7 +917,7 @@ func TestConfigCollectsAllErrors(t *testing.T) {
 	}
 	got := strings.ReplaceAll(err.Error(), dir+string(filepath.Separator), "$DIR/") + "\n"
 	if got != string(want) {
-		t.Errorf("errors differ from testdata/config/bad-edge.golden\ngot:\n%s\nwant:\n%s", got, want)
+		t.Errorf("errors differ from testdata/bad-edge.golden\ngot:\n%s\nwant:\n%s", got, want)
 	}
 	var errs Errors
 	errors.As(err, &errs)
