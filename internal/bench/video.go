@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The S2 load: SVC video as RTP H.264 (RFC 3550, RFC 6184, RFC 6190), with
 // the frame sizes and GOP structure of paper 2 (MoMQ), §5.1 and Table 4:

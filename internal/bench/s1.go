@@ -1,4 +1,4 @@
-package main
+package bench
 
 // Scenario S1, vehicular: paper 1 ("scheduler-agnostic adaptive FEC for
 // multipath QUIC datagrams"), §5. Three cellular uplinks replay Mahimahi
@@ -149,19 +149,19 @@ func matchedFixed(codingRate, rateMbps float64, packetBytes int) (o tunnel.FECOp
 
 // runS1 runs the selected S1 configurations in order (fixed-fec after
 // adaptive-fec, whose coding rate it matches) and writes the results.
-func runS1(ctx context.Context, o benchOptions, out io.Writer) error {
-	sc, err := emu.CellularScenario(o.traces, o.seed)
+func runS1(ctx context.Context, o Options, out io.Writer) error {
+	sc, err := emu.CellularScenario(o.Traces, o.Seed)
 	if err != nil {
 		return err
 	}
 	rep := s1Report{
-		benchHeader: benchHeader{Scenario: benchS1, Seed: o.seed, DurationS: o.duration.Seconds(),
-			Traces: scenarioTraces(sc, o.traces), Started: time.Now().UTC(), Command: o.commandLine()},
+		benchHeader: benchHeader{Scenario: S1, Seed: o.Seed, DurationS: o.Duration.Seconds(),
+			Traces: scenarioTraces(sc, o.Traces), Started: time.Now().UTC(), Command: o.commandLine()},
 		RateMbps: s1RateMbps, PacketBytes: demo.PacketBytes,
 		PaperFigures: s1Paper,
 	}
 	fmt.Fprintf(out, "bondd bench s1: %d paths (%s), %.0f Mbit/s of %d-byte UDP packets, %s per configuration, seed %d\n",
-		len(sc.Paths), sc.Source, s1RateMbps, demo.PacketBytes, o.duration, o.seed)
+		len(sc.Paths), sc.Source, s1RateMbps, demo.PacketBytes, o.Duration, o.Seed)
 	configs := []s1Config{
 		{name: s1NoFEC, desc: "no FEC; lowest-RTT scheduler with window room (bondd default)", fec: tunnel.FECOptions{Mode: tunnel.FECOff}},
 		{name: s1Adaptive, desc: fmt.Sprintf("adaptive FEC, k = %d, α = %g (paper 1)", s1K, s1Alpha), fec: tunnel.FECOptions{Mode: tunnel.FECAdaptive, K: s1K, Alpha: s1Alpha}},
@@ -197,29 +197,29 @@ func runS1(ctx context.Context, o benchOptions, out io.Writer) error {
 	}
 	rep.Targets = s1Targets(rep.Configs)
 	md := s1Markdown(&rep)
-	if err := writeResults(o.out, rep, md, out); err != nil || o.noPlots {
+	if err := writeResults(o.Out, rep, md, out); err != nil || o.NoPlots {
 		return err
 	}
 	var series []cdfSeries
 	for _, c := range rep.Configs {
 		series = append(series, cdfSeries{Name: c.Name, Sorted: c.owdSamples})
 	}
-	return writeCDFPlot(o.out, "s1-owd-cdf", "S1: one-way delay (3 cellular paths, 4 Mbit/s)", "one-way delay (ms)", series)
+	return writePlots(o.Out, cdfPlot("s1-owd-cdf", "S1: one-way delay (3 cellular paths, 4 Mbit/s)", "one-way delay (ms)", series))
 }
 
 // runS1Config runs one configuration on a fresh bed.
-func runS1Config(ctx context.Context, o benchOptions, sc emu.Scenario, c s1Config, out io.Writer) (s1Result, string, error) {
+func runS1Config(ctx context.Context, o Options, sc emu.Scenario, c s1Config, out io.Writer) (s1Result, string, error) {
 	picker, err := policy.NewPicker(policy.SchedulerDefault)
 	if err != nil {
 		return s1Result{}, "", err
 	}
-	bo := demo.BedOptions{Scenario: sc, Seed: o.seed, FEC: c.fec, Picker: picker, Lanes: o.lanes}
+	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, FEC: c.fec, Picker: picker, Lanes: o.Lanes}
 	if c.rules != "" {
 		if bo.Rules, err = compileRules(c.name+".yaml", c.rules); err != nil {
 			return s1Result{}, "", err
 		}
 	}
-	flow := newCBRFlow(s1RateMbps, demo.PacketBytes, o.duration)
+	flow := newCBRFlow(s1RateMbps, demo.PacketBytes, o.Duration)
 	run, err := runOnBedAt(ctx, o, bo, time.Time{}, out, flow.send, flow.deliver)
 	if err != nil {
 		return s1Result{}, "", err

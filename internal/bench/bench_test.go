@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -23,19 +23,19 @@ import (
 
 // runBenchTest runs one scenario in process with short timings and returns
 // its results.json as a generic map, and the output folder.
-func runBenchTest(t *testing.T, o benchOptions) (map[string]any, string) {
+func runBenchTest(t *testing.T, o Options) (map[string]any, string) {
 	t.Helper()
-	o.out, o.inprocess = t.TempDir(), true
-	o.settle, o.drain = 1500*time.Millisecond, time.Second
-	o.traces = emu.DefaultTracesDir()
+	o.Out, o.Inprocess = t.TempDir(), true
+	o.Settle, o.Drain = 1500*time.Millisecond, time.Second
+	o.Traces = emu.DefaultTracesDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var out bytes.Buffer
-	if err := runBench(ctx, o, &out); err != nil {
-		t.Fatalf("bench %s: %v\n%s", o.scenario, err, out.String())
+	if err := Run(ctx, o, &out); err != nil {
+		t.Fatalf("bench %s: %v\n%s", o.Scenario, err, out.String())
 	}
-	t.Logf("bench %s:\n%s", o.scenario, out.String())
-	b, err := os.ReadFile(filepath.Join(o.out, "results.json"))
+	t.Logf("bench %s:\n%s", o.Scenario, out.String())
+	b, err := os.ReadFile(filepath.Join(o.Out, "results.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,10 +43,10 @@ func runBenchTest(t *testing.T, o benchOptions) (map[string]any, string) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if md, err := os.ReadFile(filepath.Join(o.out, "results.md")); err != nil || !bytes.Contains(md, []byte("| configuration |")) {
+	if md, err := os.ReadFile(filepath.Join(o.Out, "results.md")); err != nil || !bytes.Contains(md, []byte("| configuration |")) {
 		t.Errorf("results.md missing or without a table: %v", err)
 	}
-	return rep, o.out
+	return rep, o.Out
 }
 
 // benchConfigs returns the configs of a report by name, checking that each
@@ -74,14 +74,26 @@ func benchConfigs(t *testing.T, rep map[string]any, keys ...string) map[string]m
 	return by
 }
 
+// checkPlots checks that dir/PlotsFile holds the named plots, each with
+// at least one line of points.
 func checkPlots(t *testing.T, dir string, names ...string) {
 	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, PlotsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps Plots
+	if err := json.Unmarshal(b, &ps); err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]CDFPlot{}
+	for _, p := range ps.Plots {
+		by[p.Name] = p
+	}
 	for _, n := range names {
-		for _, ext := range []string{".png", ".svg"} {
-			fi, err := os.Stat(filepath.Join(dir, n+ext))
-			if err != nil || fi.Size() < 1000 {
-				t.Errorf("plot %s%s: %v", n, ext, err)
-			}
+		p, ok := by[n]
+		if !ok || len(p.Series) == 0 || len(p.Series[0].Points) == 0 || p.XMax <= 0 {
+			t.Errorf("plot %s missing or empty in %s: %+v", n, PlotsFile, p)
 		}
 	}
 }
@@ -90,7 +102,7 @@ func TestBenchS1(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: runs four bonds for a few seconds each")
 	}
-	o := benchOptions{scenario: benchS1, duration: 2500 * time.Millisecond, seed: 3}
+	o := Options{Scenario: S1, Duration: 2500 * time.Millisecond, Seed: 3}
 	rep, dir := runBenchTest(t, o)
 	checkPlots(t, dir, "s1-owd-cdf")
 	by := benchConfigs(t, rep, "owd_ms", "loss_rate", "coding_rate", "wire_bytes")
@@ -135,8 +147,8 @@ func TestBenchS2(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: runs four bonds for a few seconds each")
 	}
-	o := benchOptions{scenario: benchS2, duration: 3 * time.Second, seed: 3,
-		configs: []string{"single-starlink", "single-metered", "redundant", "rules"}}
+	o := Options{Scenario: S2, Duration: 3 * time.Second, Seed: 3,
+		Configs: []string{"single-starlink", "single-metered", "redundant", "rules"}}
 	rep, dir := runBenchTest(t, o)
 	checkPlots(t, dir, "s2-fct-cdf", "s2-fct-cdf-idr", "s2-fct-cdf-p", "s2-fct-cdf-rules")
 	by := benchConfigs(t, rep, "fct_ms", "buffer_ms", "metered_share")
@@ -180,14 +192,15 @@ func TestBenchS2(t *testing.T) {
 	}
 }
 
-// TestBenchPlots checks that both scenarios' plot writers produce files.
+// TestBenchPlots checks the plot data: empty series are left out, the x
+// axis ends at the largest P99.9, and S2 writes its four plots.
 func TestBenchPlots(t *testing.T) {
 	dir := t.TempDir()
 	a, b := []float64{1, 2, 3, 4, 100}, []float64{2, 2, 5, 9}
-	if err := writeCDFPlot(dir, "x", "t", "ms", []cdfSeries{{"a", a}, {"b", b}, {"empty", nil}}); err != nil {
-		t.Fatal(err)
+	p := cdfPlot("x", "t", "ms", []cdfSeries{{"a", a}, {"b", b}, {"empty", nil}})
+	if len(p.Series) != 2 || p.XMax != 100 {
+		t.Errorf("plot %+v: want two series and x_max 100", p)
 	}
-	checkPlots(t, dir, "x")
 	cs := []s2Result{{Name: "blest", video: videoStats{fctAll: a, fctI: a, fctP: b}}, {Name: "rules", video: videoStats{fctAll: b, fctI: b, fctP: b}},
 		{Name: "rules-r4", video: videoStats{fctAll: a}}}
 	if err := s2Plots(dir, cs); err != nil {
@@ -217,7 +230,7 @@ func TestCDFPoints(t *testing.T) {
 			if len(pts) > tt.maxLen {
 				t.Errorf("%d points, want ≤ %d", len(pts), tt.maxLen)
 			}
-			if tt.n > 0 && (pts[len(pts)-1].Y != 1 || pts[len(pts)-1].X != s[tt.n-1]) {
+			if tt.n > 0 && (pts[len(pts)-1][1] != 1 || pts[len(pts)-1][0] != s[tt.n-1]) {
 				t.Errorf("last point %v, want (%v, 1)", pts[len(pts)-1], s[tt.n-1])
 			}
 		})
@@ -508,16 +521,16 @@ func TestMatchedFixed(t *testing.T) {
 func TestBenchOptionErrors(t *testing.T) {
 	tests := []struct {
 		name string
-		o    benchOptions
+		o    Options
 	}{
-		{"scenario", benchOptions{scenario: "s3", duration: time.Second}},
-		{"duration", benchOptions{scenario: benchS1}},
-		{"config", benchOptions{scenario: benchS2, duration: time.Second, configs: []string{"no-fec"}}},
+		{"scenario", Options{Scenario: "s3", Duration: time.Second}},
+		{"duration", Options{Scenario: S1}},
+		{"config", Options{Scenario: S2, Duration: time.Second, Configs: []string{"no-fec"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.o.out = t.TempDir()
-			if err := runBench(context.Background(), tt.o, &bytes.Buffer{}); err == nil {
+			tt.o.Out = t.TempDir()
+			if err := Run(context.Background(), tt.o, &bytes.Buffer{}); err == nil {
 				t.Error("no error")
 			}
 		})
@@ -548,8 +561,8 @@ func TestBenchLanes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the lanes bench in -short mode")
 	}
-	o := benchOptions{scenario: benchLanes, duration: 4 * time.Second, seed: 3, noPlots: true,
-		configs: []string{"loss1-lanes1", "loss1-auto"}}
+	o := Options{Scenario: Lanes, Duration: 4 * time.Second, Seed: 3, NoPlots: true,
+		Configs: []string{"loss1-lanes1", "loss1-auto"}}
 	rep, _ := runBenchTest(t, o)
 	by := benchConfigs(t, rep, "delivered", "goodput_mbps", "owd_ms", "cwnd_bytes", "mean_lanes", "final_lanes",
 		"quic_loss", "queue_full_drops", "expired_drops", "deadline_drops", "unaccounted")
