@@ -5,7 +5,6 @@
 package emuconfig
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,13 +14,13 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/yamlfile"
 )
 
 // emuFile is the top level of a `bondd emu` config file.
@@ -199,48 +198,20 @@ func Load(path string) (*Config, error) {
 	return Parse(path, data)
 }
 
-// emuYAMLLine matches yaml.v3's "line N: problem" messages, emuYAMLType
-// the Go type names in them.
-var (
-	emuYAMLLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-	emuYAMLType = regexp.MustCompile(` in type main\.\w+`)
-)
-
 // Parse parses config data; name is the file name for errors and
 // relative paths.
 func Parse(name string, data []byte) (*Config, error) {
 	var f emuFile
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
-		if errors.Is(err, io.EOF) {
+	if err := yamlfile.Decode(name, data, &f); err != nil {
+		if errors.Is(err, yamlfile.ErrEmpty) {
 			return nil, fmt.Errorf("%s: empty file, want relays", name)
 		}
-		var te *yaml.TypeError
-		if errors.As(err, &te) {
-			msgs := make([]string, len(te.Errors))
-			for i, e := range te.Errors {
-				msgs[i] = emuYAMLMessage(name, e)
-			}
-			return nil, errors.New(strings.Join(msgs, "\n"))
-		}
-		return nil, errors.New(emuYAMLMessage(name, err.Error()))
+		return nil, err
 	}
 	var root yaml.Node
 	_ = yaml.Unmarshal(data, &root)
 	p := &emuParser{name: name, root: &root, dir: filepath.Dir(name)}
 	return p.config(&f)
-}
-
-// emuYAMLMessage turns a yaml.v3 message into "FILE:LINE: problem",
-// without Go type names.
-func emuYAMLMessage(name, msg string) string {
-	msg = emuYAMLType.ReplaceAllString(msg, "")
-	msg = strings.ReplaceAll(msg, "!!", "")
-	if m := emuYAMLLine.FindStringSubmatch(msg); m != nil {
-		return fmt.Sprintf("%s:%s: %s", name, m[1], m[2])
-	}
-	return fmt.Sprintf("%s: %s", name, strings.TrimPrefix(msg, "yaml: "))
 }
 
 // emuParser turns a decoded file into relay specs, finding the line of any
@@ -270,45 +241,10 @@ func (p *emuParser) errorf(path []any, format string, args ...any) error {
 		}
 	}
 	msg := fmt.Sprintf(format, args...)
-	if line := emuLineOf(p.root, path); line > 0 {
+	if line := yamlfile.LineOf(p.root, path); line > 0 {
 		return fmt.Errorf("%s:%d: %s: %s", p.name, line, field, msg)
 	}
 	return fmt.Errorf("%s: %s: %s", p.name, field, msg)
-}
-
-// emuLineOf returns the line of the node at path, or of its deepest
-// existing ancestor.
-func emuLineOf(root *yaml.Node, path []any) int {
-	n := root
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
-	}
-	line := n.Line
-	for _, k := range path {
-		var next *yaml.Node
-		switch k := k.(type) {
-		case string:
-			if n.Kind == yaml.MappingNode {
-				for i := 0; i+1 < len(n.Content); i += 2 {
-					if n.Content[i].Value == k {
-						next = n.Content[i+1]
-						line = n.Content[i].Line
-						break
-					}
-				}
-			}
-		case int:
-			if n.Kind == yaml.SequenceNode && k < len(n.Content) {
-				next = n.Content[k]
-				line = next.Line
-			}
-		}
-		if next == nil {
-			return line
-		}
-		n = next
-	}
-	return line
 }
 
 func (p *emuParser) config(f *emuFile) (*Config, error) {

@@ -55,7 +55,7 @@ func TestEmuConfigErrors(t *testing.T) {
 	}{
 		{"empty", "", `^F: empty file`},
 		{"no relays", "seed: 1\n", `^F:1: relays: no relays`},
-		{"unknown key", head + "    up: {delay_msx: 1}\n", `^F:5: field delay_msx not found$`},
+		{"unknown key", head + "    up: {delay_msx: 1}\n", `^F:5: field delay_msx not found; did you mean "delay_ms"\?$`},
 		{"wrong type", head + "    up:\n      delay_ms: fast\n", `^F:6: cannot unmarshal str .fast. into float64`},
 		{"syntax", head + "    up: [\n", `^F:\d+: did not find expected node content`},
 		{"no listen", "relays:\n  - upstream: 127.0.0.1:1\n", `^F:2: relays\[0\]: listen is required`},

@@ -126,6 +126,9 @@ func IsNull(n *yaml.Node) bool {
 	return n == nil || n.Kind == 0 || (n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null")
 }
 
+// ErrEmpty is wrapped by Decode's error for data without a document.
+var ErrEmpty = errors.New("empty file")
+
 // yamlTypeRE matches the Go type names in yaml.v3's decoding messages.
 var (
 	yamlTypeRE    = regexp.MustCompile(` in type [\w.]+`)
@@ -135,7 +138,8 @@ var (
 // Decode decodes the single YAML document in data into v (a pointer), with
 // unknown fields as errors. Errors are joined "NAME:LINE: problem" lines,
 // without Go type names; an unknown field gets the nearest known one
-// (Suggest) from v's yaml tags. Empty data is "NAME: empty file".
+// (Suggest) from v's yaml tags. For data without a document the error
+// wraps ErrEmpty.
 func Decode(name string, data []byte, v any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -144,7 +148,7 @@ func Decode(name string, data []byte, v any) error {
 		return nil
 	}
 	if errors.Is(err, io.EOF) {
-		return fmt.Errorf("%s: empty file", name)
+		return fmt.Errorf("%s: %w", name, ErrEmpty)
 	}
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
