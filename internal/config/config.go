@@ -40,6 +40,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/bondd/bondd/classify"
+	"github.com/bondd/bondd/internal/yamlfile"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tunnel"
 )
@@ -716,25 +717,6 @@ func (d *configDecoder) errorf(n *yaml.Node, field, format string, args ...any) 
 	d.src.bad[field] = true
 }
 
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
-// yamlParserProblems are the problems yaml.v3's parser (as opposed to its
-// scanner) reports; it gives their line 0-based, at the start of the
-// enclosing construct when it knows one.
-var yamlParserProblems = []string{
-	"did not find expected <stream-start>",
-	"did not find expected <document start>",
-	"found undefined tag handle",
-	"did not find expected node content",
-	"did not find expected '-' indicator",
-	"did not find expected key",
-	"did not find expected ',' or ']'",
-	"did not find expected ',' or '}'",
-	"found duplicate %YAML directive",
-	"found incompatible YAML document",
-	"found duplicate %TAG directive",
-}
-
 // document parses data as a single YAML document and returns its root
 // mapping, or nil after recording an error.
 func (d *configDecoder) document(data []byte) *yaml.Node {
@@ -742,35 +724,18 @@ func (d *configDecoder) document(data []byte) *yaml.Node {
 		d.errs = append(d.errs, &Error{File: d.src.file, Line: line, Msg: fmt.Sprintf(format, args...)})
 		return nil
 	}
-	yamlErr := func(err error) *yaml.Node {
-		msg := err.Error()
-		if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-			line, _ := strconv.Atoi(m[1])
-			if slices.Contains(yamlParserProblems, m[2]) {
-				line++
-			}
-			return fail(line, "invalid YAML: %s", m[2])
-		}
-		return fail(0, "invalid YAML: %s", strings.TrimPrefix(msg, "yaml: "))
+	root, err := yamlfile.Parse(data)
+	var se *yamlfile.SyntaxError
+	var ee *yamlfile.ExtraDocumentError
+	switch {
+	case errors.As(err, &se):
+		return fail(se.Line, "invalid YAML: %s", se.Msg)
+	case errors.As(err, &ee):
+		return fail(ee.Line, "a second YAML document; expected one document per config file")
+	case err != nil:
+		return fail(1, "invalid YAML: %v", err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if err == io.EOF {
-			return fail(1, "empty config; expected a mapping with at least role and tun")
-		}
-		return yamlErr(err)
-	}
-	var next yaml.Node
-	if err := dec.Decode(&next); err == nil {
-		return fail(next.Line, "a second YAML document; expected one document per config file")
-	} else if err != io.EOF {
-		return yamlErr(err)
-	}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = derefNode(root.Content[0])
-	}
+	root = derefNode(root)
 	if isNullNode(root) {
 		return fail(1, "empty config; expected a mapping with at least role and tun")
 	}
@@ -784,9 +749,7 @@ func derefNode(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-func isNullNode(n *yaml.Node) bool {
-	return n == nil || n.Kind == 0 || (n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null")
-}
+func isNullNode(n *yaml.Node) bool { return yamlfile.IsNull(n) }
 
 // describeNode names the kind or value of n for "got ..." in messages.
 func describeNode(n *yaml.Node) string {
@@ -834,48 +797,12 @@ func (d *configDecoder) fields(n *yaml.Node, path string, known []string) map[st
 }
 
 // suggestKey returns `; did you mean "x"?` for the known key closest to key,
-// if it is a likely typo.
+// if it is a likely typo (yamlfile.Suggest).
 func suggestKey(key string, known []string) string {
-	best, bestDist := "", 3
-	for _, k := range known {
-		if strings.HasPrefix(key, k+"_") { // keepalive_ms
-			return fmt.Sprintf("; did you mean %q?", k)
-		}
-		if dist := editDistance(key, k); dist < bestDist {
-			best, bestDist = k, dist
-		}
+	if s := yamlfile.Suggest(key, known); s != "" {
+		return fmt.Sprintf("; did you mean %q?", s)
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf("; did you mean %q?", best)
-}
-
-// editDistance is the edit distance of a and b in bytes, counting a swap of
-// two adjacent bytes as one edit (optimal string alignment), so that dcsp is
-// nearer to dscp than to dst.
-func editDistance(a, b string) int {
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
+	return ""
 }
 
 // scalar returns the text of the scalar n ("" for null). want describes
