@@ -1,6 +1,4 @@
-package config
-
-// The daemon config file read by `bondd run --config FILE`.
+// Package config reads the daemon config file of `bondd run --config FILE`.
 //
 // Loading runs four steps, and every step reports all the problems it finds
 // rather than the first one:
@@ -15,6 +13,8 @@ package config
 //
 // The user-facing reference for this format is docs/config.md; keep the two
 // in step (TestConfigDoc checks the keys and examples).
+
+package config
 
 import (
 	"bytes"
