@@ -13,7 +13,6 @@
 //
 // The user-facing reference for this format is docs/config.md; keep the two
 // in step (TestConfigDoc checks the keys and examples).
-
 package config
 
 import (
