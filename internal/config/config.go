@@ -30,6 +30,7 @@ import (
 
 	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/policy"
+	"github.com/bondd/bondd/tunnel"
 )
 
 // Roles, the values of the role key.
@@ -40,18 +41,19 @@ const (
 
 // Defaults applied by (*Config).Defaults to fields left at their zero value.
 const (
-	DefaultLogLevel               = "info"
-	DefaultLogFormat              = "text"
-	DefaultTUNName                = "bondd0"
-	DefaultQueuePackets           = 256
-	DefaultKeepalive              = 1 * time.Second
-	DefaultIdleTimeout            = 5 * time.Second
-	DefaultRedialMin              = 250 * time.Millisecond
-	DefaultRedialMax              = 10 * time.Second
-	DefaultInitialPacketSizeBytes = 1360
+	DefaultLogLevel  = "info"
+	DefaultLogFormat = "text"
+	DefaultTUNName   = "bondd0"
+	// The paths' defaults are the tunnel's (tunnel.PathOptions).
+	DefaultQueuePackets           = tunnel.DefaultQueuePackets
+	DefaultKeepalive              = tunnel.DefaultKeepalive
+	DefaultIdleTimeout            = tunnel.DefaultIdleTimeout
+	DefaultRedialMin              = tunnel.DefaultRedialMin
+	DefaultRedialMax              = tunnel.DefaultRedialMax
+	DefaultInitialPacketSizeBytes = tunnel.DefaultInitialPacketSize
 	// DefaultMaxQueueDelay is how long a packet may wait in a path's send
 	// queue before it is dropped rather than sent late.
-	DefaultMaxQueueDelay = 200 * time.Millisecond
+	DefaultMaxQueueDelay = tunnel.DefaultMaxQueueDelay
 )
 
 // Limits enforced by (*Config).Validate.
@@ -67,15 +69,19 @@ const (
 	// MaxIfNameBytes is the longest interface name Linux accepts
 	// (IFNAMSIZ - 1).
 	MaxIfNameBytes = 15
-	// MaxUplinks is the largest number of uplinks of one edge.
-	MaxUplinks = 8
-	// MaxEdgeIDBytes and MaxUplinkNameBytes bound edge ids and uplink names.
-	MaxEdgeIDBytes     = 64
-	MaxUplinkNameBytes = 32
-	// MaxLabelKeyBytes and MaxLabelValueBytes bound path labels; they are
-	// the rule-language limits of DESIGN.md, since rules match labels.
-	MaxLabelKeyBytes   = 128
-	MaxLabelValueBytes = 1024
+	// MaxUplinks is the largest number of uplinks of one edge: the
+	// tunnel's paths per bond.
+	MaxUplinks = tunnel.MaxPaths
+	// MaxEdgeIDBytes and MaxUplinkNameBytes bound edge ids and uplink
+	// names: the tunnel's name limit, since both travel in its hello and
+	// control messages.
+	MaxEdgeIDBytes     = tunnel.MaxNameBytes
+	MaxUplinkNameBytes = tunnel.MaxNameBytes
+	// MaxLabelKeyBytes and MaxLabelValueBytes bound path labels: the
+	// control plane's limits (tunnel), which the rule language shares
+	// since rules match labels.
+	MaxLabelKeyBytes   = tunnel.MaxLabelKeyBytes
+	MaxLabelValueBytes = tunnel.MaxLabelValueBytes
 	// MaxCertCNBytes is the X.509 upper bound of a CommonName (RFC 5280
 	// ub-common-name).
 	MaxCertCNBytes = 64

@@ -130,7 +130,10 @@ edge:
 		{"tun name 15 bytes", strings.Replace(edgeOK, "tun: {", "tun: {name: bondd-012345678, ", 1), ""},
 		{"mtu auto", strings.Replace(edgeOK, "tun: {", "tun: {mtu: auto, ", 1), ""},
 		{"mtu min", strings.Replace(edgeOK, "tun: {", "tun: {mtu: 576, ", 1), ""},
-		{"mtu max", strings.Replace(edgeOK, "tun: {", "tun: {mtu: 9000, ", 1), ""},
+		{"mtu at the datagram budget", strings.Replace(edgeOK, "tun: {", "tun: {mtu: 1280, ", 1), ""},
+		{"mtu over the datagram budget", strings.Replace(edgeOK, "tun: {", "tun: {mtu: 1400, ", 1), `bondd.yaml:2: tun.mtu: 1400 bytes exceeds the 1280 bytes one QUIC datagram carries with 1360-byte QUIC packets (paths.initial_packet_size_bytes); expected "auto" or at most 1280`},
+		{"mtu jumbo", strings.Replace(edgeOK, "tun: {", "tun: {mtu: 9000, ", 1), "bondd.yaml:2: tun.mtu: 9000 bytes exceeds the 1280 bytes"},
+		{"mtu with larger packets", strings.Replace(edgeOK, "tun: {", "tun: {mtu: 1368, ", 1) + "paths: {initial_packet_size_bytes: 1452}\n", ""},
 		{"mtu too small", strings.Replace(edgeOK, "tun: {", "tun: {mtu: 575, ", 1), `bondd.yaml:2: tun.mtu: expected "auto" or an integer number of bytes from 576 to 9000, got 575`},
 		{"mtu too large", strings.Replace(edgeOK, "tun: {", "tun: {mtu: 9001, ", 1), `bondd.yaml:2: tun.mtu: expected "auto" or an integer number of bytes from 576 to 9000, got 9001`},
 		{"mtu zero", strings.Replace(edgeOK, "tun: {", "tun: {mtu: 0, ", 1), `bondd.yaml:2: tun.mtu: expected "auto" or an integer number of bytes from 576 to 9000, got "0"`},
@@ -180,14 +183,14 @@ edge:
 		{"key without cert", strings.Replace(edgeOK, "  token_file: van-17.token\n", "  key_file: van-17.key\n", 1), "bondd.yaml:7: edge.cert_file: required with key_file"},
 
 		// edge.uplinks.
-		{"uplinks missing", strings.Replace(edgeOK, "  uplinks:\n    - {name: cell-a, interface: wwan0}\n", "", 1), "bondd.yaml:3: edge.uplinks: required; expected a list of 1 to 8 uplinks"},
+		{"uplinks missing", strings.Replace(edgeOK, "  uplinks:\n    - {name: cell-a, interface: wwan0}\n", "", 1), "bondd.yaml:3: edge.uplinks: required; expected a list of 1 to 16 uplinks"},
 		{"uplinks empty", strings.Replace(edgeOK, "  uplinks:\n    - {name: cell-a, interface: wwan0}\n", "  uplinks: []\n", 1), "bondd.yaml:8: edge.uplinks: required"},
 		{"uplinks not a list", strings.Replace(edgeOK, "  uplinks:\n    - {name: cell-a, interface: wwan0}\n", "  uplinks: {name: cell-a}\n", 1), "bondd.yaml:8: edge.uplinks: expected a list of uplinks, got a mapping"},
 		{"uplink not a mapping", strings.Replace(edgeOK, "{name: cell-a, interface: wwan0}", "cell-a", 1), `bondd.yaml:9: edge.uplinks[0]: expected a mapping with fields name, bind, interface, remote, labels, lanes, leo_reconf, budget; got "cell-a"`},
-		{"eight uplinks", edgeOK + uplinkItems(2, 8), ""},
-		{"nine uplinks", edgeOK + uplinkItems(2, 9), "bondd.yaml:17: edge.uplinks[8]: at most 8 uplinks are allowed, got 9"},
-		{"uplink name missing", strings.Replace(edgeOK, "name: cell-a, ", "", 1), "bondd.yaml:9: edge.uplinks[0].name: required; expected 1 to 32 characters"},
-		{"uplink name bad", strings.Replace(edgeOK, "name: cell-a", "name: cell/a", 1), `bondd.yaml:9: edge.uplinks[0].name: expected 1 to 32 characters from A-Z a-z 0-9 . _ -, got "cell/a"`},
+		{"sixteen uplinks", edgeOK + uplinkItems(2, 16), ""},
+		{"seventeen uplinks", edgeOK + uplinkItems(2, 17), "bondd.yaml:25: edge.uplinks[16]: at most 16 uplinks are allowed, got 17"},
+		{"uplink name missing", strings.Replace(edgeOK, "name: cell-a, ", "", 1), "bondd.yaml:9: edge.uplinks[0].name: required; expected 1 to 64 characters"},
+		{"uplink name bad", strings.Replace(edgeOK, "name: cell-a", "name: cell/a", 1), `bondd.yaml:9: edge.uplinks[0].name: expected 1 to 64 characters from A-Z a-z 0-9 . _ -, got "cell/a"`},
 		{"uplink name duplicate", edgeOK + "    - {name: cell-a, interface: wwan1}\n", `bondd.yaml:10: edge.uplinks[1].name: uplink name "cell-a" is already used by edge.uplinks[0] (line 9)`},
 		{"uplink neither bind nor interface", strings.Replace(edgeOK, ", interface: wwan0", "", 1), "bondd.yaml:9: edge.uplinks[0].bind: at least one of bind (a local IP address) or interface (a device name) is required"},
 		{"uplink bind only", strings.Replace(edgeOK, "interface: wwan0", "bind: 192.0.2.10", 1), ""},
@@ -525,8 +528,7 @@ func labelMap(from, n int) string {
 func uplinkItems(from, to int) string {
 	var b strings.Builder
 	for i := from; i <= to; i++ {
-		name := "cell-" + string(rune('0'+i))
-		b.WriteString("    - {name: " + name + ", interface: wwan" + string(rune('0'+i)) + "}\n")
+		fmt.Fprintf(&b, "    - {name: cell-%d, interface: wwan%d}\n", i, i)
 	}
 	return b.String()
 }

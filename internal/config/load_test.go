@@ -82,7 +82,7 @@ qlog_dir: qlog
 tun:
   name: bond1
   addresses: [10.77.17.1/24, "fd77:17::1/64"]
-  mtu: 1400
+  mtu: 1368
   routes: [10.78.0.0/16]
 edge:
   id: van-17
@@ -145,7 +145,7 @@ classify:
 		TUN: TUNConfig{
 			Name:      "bond1",
 			Addresses: []netip.Prefix{netip.MustParsePrefix("10.77.17.1/24"), netip.MustParsePrefix("fd77:17::1/64")},
-			MTU:       1400,
+			MTU:       1368,
 			Routes:    []netip.Prefix{netip.MustParsePrefix("10.78.0.0/16")},
 		},
 		Edge: &EdgeConfig{

@@ -14,6 +14,7 @@ import (
 
 	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/policy"
+	"github.com/bondd/bondd/tunnel"
 )
 
 // ---------------------------------------------------------------------------
@@ -105,11 +106,31 @@ func (c *Config) validate(v *configValidator) {
 		c.Concentrator.validate(v)
 	}
 	c.Paths.validate(v)
+	c.checkMTUBudget(v)
 	c.FEC.validate(v)
 	if _, err := policy.NewPicker(c.Scheduler); err != nil {
 		v.errorf("scheduler", "expected one of %s, got %q", strings.Join(policy.Schedulers, ", "), c.Scheduler)
 	}
 	c.Classify.validate(v)
+}
+
+// checkMTUBudget rejects a tun.mtu larger than what one QUIC datagram
+// carries from a connection's first packet (tunnel.MTUFor of
+// paths.initial_packet_size_bytes, 1280 bytes by default): the daemon
+// refuses such an MTU when it starts, so the config does at load time, with
+// the line. Values outside the ranges are reported by TUNConfig.validate
+// and PathsConfig.validate instead.
+func (c *Config) checkMTUBudget(v *configValidator) {
+	mtu, ips := c.TUN.MTU, c.Paths.InitialPacketSizeBytes
+	if ips == 0 {
+		ips = DefaultInitialPacketSizeBytes
+	}
+	if mtu < MinMTUBytes || mtu > MaxMTUBytes || ips < MinInitialPacketSizeBytes || ips > MaxInitialPacketSizeBytes {
+		return
+	}
+	if limit := tunnel.MTUFor(ips); mtu > limit {
+		v.errorf("tun.mtu", `%d bytes exceeds the %d bytes one QUIC datagram carries with %d-byte QUIC packets (paths.initial_packet_size_bytes); expected "auto" or at most %d`, mtu, limit, ips, limit)
+	}
 }
 
 func (t *TUNConfig) validate(v *configValidator) {
