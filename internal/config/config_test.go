@@ -88,6 +88,8 @@ func TestConfigParse(t *testing.T) {
 		{"yaml stray list item", "role: edge\ntun: {}\n- x\n", "bondd.yaml:3: invalid YAML: did not find expected key"},
 		{"yaml colon in value", "role: edge\ntun: a: b\n", "bondd.yaml:2: invalid YAML: mapping values are not allowed in this context"},
 		{"yaml tab indent", "role: edge\ntun:\n\tname: x\n", "bondd.yaml:3: invalid YAML:"},
+		{"binary", "\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00>\x00", "bondd.yaml:1: invalid YAML: "},
+		{"binary after text", "role: edge\ntun: {}\n\x00\x01\xfe\xff", "bondd.yaml:3: invalid YAML: "},
 		{"two documents", edgeOK + "---\nrole: edge\n", "bondd.yaml:10: a second YAML document"},
 		{"root is a list", "- role: edge\n", "bondd.yaml:1: expected a mapping with fields role, log_level"},
 		{"unknown top-level key", edgeOK + "tunn: {}\n", `bondd.yaml:10: tunn: unknown field "tunn"; known fields: role, log_level, log_format, metrics_listen, qlog_dir, tun, edge, concentrator, paths, scheduler, fec, rules, classify; did you mean "tun"?`},
@@ -531,4 +533,27 @@ func uplinkItems(from, to int) string {
 		fmt.Fprintf(&b, "    - {name: cell-%d, interface: wwan%d}\n", i, i)
 	}
 	return b.String()
+}
+
+// FuzzParse checks that no input makes the config parser panic, and that
+// an input that is not YAML gets an error with a line.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{edgeOK, concentratorOK, "", "\x7fELF\x02", "tun: {mtu: 1400}\n", "role: edge\n---\nrole: edge\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 8192 {
+			return
+		}
+		_, err := ParseWith("f.yaml", data, Options{SkipFileChecks: true, Dir: "/nonexistent"})
+		var es Errors
+		if err != nil && !errors.As(err, &es) {
+			t.Fatalf("error %T, want Errors: %v", err, err)
+		}
+		for _, e := range es {
+			if strings.HasPrefix(e.Msg, "invalid YAML") && e.Line < 1 {
+				t.Errorf("no line: %v", e)
+			}
+		}
+	})
 }
