@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -358,18 +359,16 @@ func TestConfigClassifyOptionsBuiltInGo(t *testing.T) {
 // count classes from 1, name the class's field.
 func TestConfigClassSetError(t *testing.T) {
 	tests := []struct {
-		err       string
+		err       error
 		wantField string
 		wantMsg   string
 	}{
-		{`classify: class 3 ("video"): duplicate name`, "classify.classes[2]", "duplicate name"},
-		{`classify: class 1 ("a): b"): label key "x" twice`, "classify.classes[0]", `label key "x" twice`},
-		{"classify: 65 classes, at most 64", "classify.classes", "65 classes, at most 64"},
-		{`classify: class 0 ("x"): odd`, "classify.classes", `class 0 ("x"): odd`},
-		{`classify: class 2 (unquoted): odd`, "classify.classes", "class 2 (unquoted): odd"},
+		{&classify.FieldError{Field: "classes[2]", What: `class 3 ("video")`, Err: errors.New("duplicate name")}, "classify.classes[2]", "duplicate name"},
+		{fmt.Errorf("wrapped: %w", &classify.FieldError{Field: "classes[0]", What: `class 1 ("a): b")`, Err: errors.New(`label key "x" twice`)}), "classify.classes[0]", `label key "x" twice`},
+		{errors.New("classify: 65 classes, at most 64"), "classify.classes", "65 classes, at most 64"},
 	}
 	for _, tc := range tests {
-		e := classSetError(errors.New(tc.err))
+		e := classSetError(tc.err)
 		if e.Field != tc.wantField || e.Msg != tc.wantMsg {
 			t.Errorf("classSetError(%q) = %q, %q; want %q, %q", tc.err, e.Field, e.Msg, tc.wantField, tc.wantMsg)
 		}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -588,26 +589,14 @@ func (c *ClassifyConfig) compile(v *configValidator) *classify.ClassSet {
 	return set
 }
 
-// classSetError turns an error of classify.NewClassSet, which names the
-// class by its 1-based position, into the field of that class.
+// classSetError turns an error of classify.NewClassSet into an Error on
+// the field at fault (a *classify.FieldError), or on classify.classes.
 func classSetError(err error) *Error {
-	msg := strings.TrimPrefix(err.Error(), "classify: ")
-	e := &Error{Field: "classify.classes", Msg: msg}
-	rest, ok := strings.CutPrefix(msg, "class ")
-	if !ok {
-		return e
+	var fe *classify.FieldError
+	if errors.As(err, &fe) {
+		return &Error{Field: joinField("classify", fe.Field), Msg: fe.Err.Error()}
 	}
-	num, rest, ok := strings.Cut(rest, " (")
-	i, err := strconv.Atoi(num)
-	if !ok || err != nil || i < 1 {
-		return e
-	}
-	if q, err := strconv.QuotedPrefix(rest); err == nil {
-		if m, ok := strings.CutPrefix(rest[len(q):], "): "); ok {
-			e.Field, e.Msg = indexField("classify.classes", i-1), m
-		}
-	}
-	return e
+	return &Error{Field: "classify.classes", Msg: strings.TrimPrefix(err.Error(), "classify: ")}
 }
 
 // Options returns the classifier options c describes, with its classes
