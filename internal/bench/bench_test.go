@@ -111,14 +111,30 @@ func TestBenchS1(t *testing.T) {
 			t.Errorf("config %s missing", n)
 		}
 	}
+	// What the scenario predicts, at 4 Mbit/s over three paths of 5.2,
+	// 12.8 and 5.0 Mbit/s mean capacity (emu.CellularScenario): every
+	// packet takes at least half the smallest base RTT of the 5Gophers
+	// samples (24.2 ms, so 12 ms), and at most the base one-way delay
+	// (≤ 45 ms) plus the send queue's limit (200 ms,
+	// tunnel.DefaultMaxQueueDelay) plus a drop-tail queue of 100 packets
+	// (about 240 ms at the slowest mean capacity) — 500 ms, with room for
+	// the traces' capacity dips below the mean at p99. The mean stays well
+	// under half that (the 60-s runs of docs/evaluation.md: 71–103 ms;
+	// these 2.5-s runs: 25–45 ms). Loss is the paths' random-loss floor
+	// (0.6–0.7 % each way) plus queue drops; FEC and duplication recover
+	// most of it.
 	for n, c := range by {
 		owd := c["owd_ms"].(map[string]any)
 		m, p95, p99 := owd["mean"].(float64), owd["p95"].(float64), owd["p99"].(float64)
-		if !(m > 5 && p95 >= owd["p50"].(float64) && p99 >= p95 && p99 < 2000) {
-			t.Errorf("%s: one-way delay %v implausible for emulated cellular paths", n, owd)
+		if !(m >= 12 && m <= 200 && p95 >= owd["p50"].(float64) && p99 >= p95 && p99 < 1000) {
+			t.Errorf("%s: one-way delay %v ms outside what the scenario predicts (mean 12–200, p99 < 1000)", n, owd)
 		}
-		if l := c["loss_rate"].(float64); l < 0 || l > 0.2 {
-			t.Errorf("%s: loss rate %v", n, l)
+		maxLoss := 0.03 // with FEC or duplication
+		if n == s1NoFEC {
+			maxLoss = 0.05
+		}
+		if l := c["loss_rate"].(float64); l < 0 || l > maxLoss {
+			t.Errorf("%s: loss rate %v, want at most %v", n, l, maxLoss)
 		}
 	}
 	none, ad, fx, dup := by[s1NoFEC], by[s1Adaptive], by[s1Fixed], by[s1Dup]
@@ -157,6 +173,13 @@ func TestBenchS2(t *testing.T) {
 		p50, p99, p999 := f["p50"].(float64), f["p99"].(float64), f["p999"].(float64)
 		if !(p50 > 0 && p50 <= p99 && p99 <= p999) {
 			t.Errorf("%s: frame completion times %v not positive and ordered", n, f)
+		}
+		// Over the metered path alone a frame takes at least its one-way
+		// delay (emu.MeteredDelay, 15 ms) and, at 20 Mbit/s, at most a
+		// few ms more to serialize (a 15 000-byte I-frame: 6 ms): the
+		// median frame is done within 15–60 ms.
+		if ms := float64(emu.MeteredDelay / time.Millisecond); n == "single-metered" && (p50 < ms || p50 > 60) {
+			t.Errorf("single-metered: median frame completion %v ms, want %v–60 ms", p50, ms)
 		}
 		if b := c["buffer_ms"].(float64); b < 0 || b > p999+videoBufferWindow.Seconds()*1000 {
 			t.Errorf("%s: buffer %v ms", n, b)

@@ -38,7 +38,14 @@ func runDemoTest(t *testing.T, o Options) (string, map[string]any) {
 }
 
 // checkDemoReport checks the JSON fields the demo promises and that the
-// flow got through: at 1 Mbit/s the three paths have room to spare.
+// flow got through as the scenario predicts. At 1 Mbit/s the three
+// emulated cellular paths (5.2, 12.8 and 5.0 Mbit/s mean capacity,
+// emu.CellularScenario) have room to spare, so packets queue little: the
+// mean one-way delay lies between half the smallest base RTT of the
+// 5Gophers samples (24.2 ms, so 12 ms) and the largest base one-way delay
+// (45 ms) plus queueing well under the send queue's 200-ms limit (150 ms in
+// all; runs measure 20–45 ms). Loss is the paths' random-loss floor (0.6–0.7
+// % each way), mostly recovered by adaptive FEC: at most 5 %.
 func checkDemoReport(t *testing.T, rep map[string]any, mode string) {
 	t.Helper()
 	for _, k := range []string{"paths", "owd_ms", "loss_rate", "goodput_mbps", "packets_sent", "packets_received", "duration_s", "mode", "traces"} {
@@ -67,12 +74,12 @@ func checkDemoReport(t *testing.T, rep map[string]any, mode string) {
 		t.Errorf("path shares sum to %v", share)
 	}
 	sent, recv := rep["packets_sent"].(float64), rep["packets_received"].(float64)
-	if sent < 250 || recv < 0.9*sent {
-		t.Errorf("sent %v, received %v", sent, recv)
+	if sent < 250 || recv < 0.95*sent {
+		t.Errorf("sent %v, received %v: more than 5 %% lost", sent, recv)
 	}
 	owd := rep["owd_ms"].(map[string]any)
-	if m := owd["mean"].(float64); m < 10 || m > 1000 {
-		t.Errorf("mean one-way delay %v ms is implausible for emulated cellular paths", m)
+	if m := owd["mean"].(float64); m < 12 || m > 150 {
+		t.Errorf("mean one-way delay %v ms outside what the scenario predicts (12–150 ms)", m)
 	}
 	if !(owd["p50"].(float64) <= owd["p95"].(float64) && owd["p95"].(float64) <= owd["p99"].(float64)) {
 		t.Errorf("delay quantiles out of order: %v", owd)
