@@ -119,6 +119,11 @@ type BedOptions struct {
 	Lanes int
 }
 
+// Run is bondd demo: it builds a testbed (NewBed) over the cellular
+// scenario, sends a constant-rate flow of PacketBytes-byte UDP packets
+// through the bond for o.Duration, and prints the report to out (and
+// writes it as JSON to o.JSONPath). Errors: bad options, a testbed that
+// cannot be built, paths that do not come up, ctx ending.
 func Run(ctx context.Context, o Options, out io.Writer) error {
 	if o.Duration <= 0 || o.RateMbps <= 0 {
 		return fmt.Errorf("--duration and --rate must be positive")

@@ -27,12 +27,14 @@ type SyntaxError struct {
 	Msg  string
 }
 
+// Error returns "line N: problem".
 func (e *SyntaxError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Msg) }
 
 // ExtraDocumentError is a second YAML document where one is expected; Line
 // is where it starts.
 type ExtraDocumentError struct{ Line int }
 
+// Error returns "line N: a second YAML document".
 func (e *ExtraDocumentError) Error() string {
 	return fmt.Sprintf("line %d: a second YAML document", e.Line)
 }
