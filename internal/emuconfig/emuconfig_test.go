@@ -196,3 +196,21 @@ func TestEmuRun(t *testing.T) {
 		t.Errorf("output:\n%s", s)
 	}
 }
+
+// FuzzParse checks that no config file makes Parse panic.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		"relays:\n  - {listen: 127.0.0.1:0, upstream: 127.0.0.1:9, up: {delay_ms: 5}}\n",
+		"relays:\n  - {listen: 127.0.0.1:0, upstream: 127.0.0.1:9, model: cellular/att}\n",
+		"relays: [{up: {delay_msx: 1}}]\n", "\x00\x01", "",
+	} {
+		f.Add([]byte(s))
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 4096 {
+			return
+		}
+		_, _ = Parse(filepath.Join(dir, "emu.yaml"), data)
+	})
+}
