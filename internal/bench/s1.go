@@ -106,7 +106,7 @@ type s1Config struct {
 }
 
 // s1DupRules duplicates every packet on the two paths with the earliest
-// expected delivery (DESIGN.md's DUPLICATE action).
+// expected delivery (the duplicate action of docs/rules.md).
 const s1DupRules = `rules:
   - id: dup2
     priority: 100
