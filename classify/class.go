@@ -87,7 +87,8 @@ var labelKeyRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]*$`)
 // NewClassSet checks and compiles classes. Names must be non-empty, unique
 // and at most MaxLabelValueBytes long; label keys must look like
 // [a-z][a-z0-9_.-]*, be at most MaxKeyBytes long and not be a builtin key;
-// the bounds above apply. The error names the class at fault.
+// the bounds above apply. The error names the class at fault; it is a
+// *FieldError when one class is.
 func NewClassSet(classes []Class) (*ClassSet, error) {
 	if len(classes) > MaxClasses {
 		return nil, fmt.Errorf("classify: %d classes, at most %d", len(classes), MaxClasses)
@@ -97,7 +98,7 @@ func NewClassSet(classes []Class) (*ClassSet, error) {
 	keyIdx := map[string]uint8{}
 	for i, cl := range classes {
 		bad := func(format string, a ...any) (*ClassSet, error) {
-			return nil, fmt.Errorf("classify: class %d (%q): %s", i+1, cl.Name, fmt.Sprintf(format, a...))
+			return nil, &FieldError{Field: fmt.Sprintf("classes[%d]", i), What: fmt.Sprintf("class %d (%q)", i+1, cl.Name), Err: fmt.Errorf(format, a...)}
 		}
 		if cl.Name == "" || len(cl.Name) > MaxLabelValueBytes {
 			return bad("name must have 1 to %d bytes", MaxLabelValueBytes)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bondd/bondd/classify"
+	"github.com/bondd/bondd/internal/yamlfile"
 )
 
 // Options configure Compile. The zero value is valid.
@@ -265,39 +266,10 @@ func (c *compiler) knownKeys() []string {
 	return names
 }
 
-// suggest returns the known key closest to name, if it is close.
+// suggest returns the known key closest to name, if it is close
+// (yamlfile.Suggest).
 func (c *compiler) suggest(name string) string {
-	best, bestD := "", 3
-	if len(name) > 64 {
-		return ""
-	}
-	for _, n := range c.knownKeys() {
-		if d := editDistance(name, n); d < bestD {
-			best, bestD = n, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance of two short strings.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return yamlfile.Suggest(name, c.knownKeys())
 }
 
 // slot returns the slot of a key with an integer form, assigning the next

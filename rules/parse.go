@@ -1,14 +1,13 @@
 package rules
 
 import (
-	"bytes"
 	"errors"
-	"io"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/bondd/bondd/internal/yamlfile"
 )
 
 // File is a rule file as written: Parse's output and Compile's input. Rules
@@ -130,26 +129,23 @@ const (
 func Parse(name string, data []byte) (*File, error) {
 	p := parser{el: errList{file: name}}
 	f := &File{Name: name}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		p.yamlError(data, err)
+	root, err := yamlfile.Parse(data)
+	var se *yamlfile.SyntaxError
+	var ee *yamlfile.ExtraDocumentError
+	switch {
+	case errors.As(err, &se):
+		p.el.add(se.Line, "YAML: "+se.Msg)
 		return nil, p.el.err()
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		p.el.add(extra.Line, "a rule file holds one YAML document")
-	} else if !errors.Is(err, io.EOF) {
-		p.yamlError(data, err)
-	}
-	if doc.Kind == 0 || len(doc.Content) == 0 {
+	case errors.As(err, &ee):
+		p.el.add(ee.Line, "a rule file holds one YAML document")
+		return nil, p.el.err()
+	case root == nil:
 		return p.result(f) // empty file: no rules
 	}
-	if a := findAlias(&doc); a != nil {
+	if a := findAlias(root); a != nil {
 		p.el.add(a.Line, "YAML aliases (*"+a.Value+") are not supported: write each rule out")
 		return nil, p.el.err()
 	}
-	root := doc.Content[0]
 	switch {
 	case isNull(root):
 		return p.result(f)
@@ -195,74 +191,6 @@ type parser struct {
 	el errList
 }
 
-var yamlLineRE = regexp.MustCompile(`^line (\d+): (.*)`)
-
-// yamlError turns a YAML syntax error into Errors with lines. The YAML
-// decoder often reports the line where the enclosing block starts (0-based
-// for parser errors), so the line is found instead as the shortest prefix
-// of whole lines of data that fails to decode.
-func (p *parser) yamlError(data []byte, err error) {
-	var te *yaml.TypeError
-	msgs := []string{err.Error()}
-	if errors.As(err, &te) {
-		msgs = te.Errors
-	}
-	line := failingLine(data)
-	for _, m := range msgs {
-		m = strings.TrimPrefix(m, "yaml: ")
-		if s := yamlLineRE.FindStringSubmatch(m); s != nil {
-			m = s[2]
-		}
-		p.el.add(line, "YAML: "+m)
-	}
-}
-
-// failingLine returns the smallest n such that the first n lines of data do
-// not decode as YAML, by bisection (decoding is taken to fail for every
-// longer prefix too), or 0 when data as a whole decodes.
-func failingLine(data []byte) int {
-	starts := []int{0} // starts[i]: offset of line i+1
-	for i, c := range data {
-		if c == '\n' && i+1 < len(data) {
-			starts = append(starts, i+1)
-		}
-	}
-	prefix := func(n int) []byte { // the first n lines
-		if n >= len(starts) {
-			return data
-		}
-		return data[:starts[n]]
-	}
-	if decodes(data) {
-		return 0
-	}
-	lo, hi := 0, len(starts) // decodes(prefix(lo)), !decodes(prefix(hi))
-	for hi-lo > 1 {
-		mid := (lo + hi) / 2
-		if decodes(prefix(mid)) {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return hi
-}
-
-// decodes reports whether data decodes as a stream of YAML documents.
-func decodes(data []byte) bool {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for {
-		var n yaml.Node
-		err := dec.Decode(&n)
-		if errors.Is(err, io.EOF) {
-			return true
-		}
-		if err != nil {
-			return false
-		}
-	}
-}
-
 // findAlias returns the first alias node under n, or nil. Rule files may
 // not use aliases: each alias would make the parser walk its anchor's nodes
 // again, so a small file could cost time exponential in its nesting.
@@ -279,9 +207,7 @@ func findAlias(n *yaml.Node) *yaml.Node {
 	return nil
 }
 
-func isNull(n *yaml.Node) bool {
-	return n == nil || n.Kind == 0 || n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
-}
+func isNull(n *yaml.Node) bool { return yamlfile.IsNull(n) }
 
 // fields calls fn for each key of mapping m, in order, reporting non-scalar
 // and duplicate keys.

@@ -89,13 +89,18 @@ func jsonLines(t *testing.T, out string) []map[string]any {
 	return objs
 }
 
+// classifyEdge is a minimal edge config of three lines, so that a
+// classify section appended to it starts at line 4.
+const classifyEdge = "role: edge\ntun: {addresses: [10.77.17.1/24]}\n" +
+	"edge: {id: van-17, concentrator: concentrator.example.net:4433, ca_file: ca.pem, token_file: van-17.token, uplinks: [{name: cell-a, interface: wwan0}]}\n"
+
 // classifyConfig writes an edge config with the given classify section
-// (starting at line 10) and returns its path. The files it names do not
+// (starting at line 4) and returns its path. The files it names do not
 // exist: bondd classify does not need them.
 func classifyConfig(t *testing.T, section string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "bondd.yaml")
-	if err := os.WriteFile(p, []byte(edgeOK+section), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(classifyEdge+section), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -402,7 +407,7 @@ classify:
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args
 			if tc.config != "" {
-				args = append(slices.Clone(args), "--config", classifyConfig(t, snippet(tc.config)))
+				args = append(slices.Clone(args), "--config", classifyConfig(t, strings.TrimPrefix(tc.config, "\n")))
 			}
 			out, err := runClassifyCmd(t, args...)
 			if err != nil {
@@ -427,7 +432,7 @@ func TestClassifyCommandErrors(t *testing.T) {
 			name:    "config error names file and line",
 			args:    []string{"--pcap", pcap},
 			config:  "classify:\n  classes:\n    - {name: video, match: {dscp: [EF, XF]}}\n",
-			wantErr: `bondd.yaml:12: classify.classes[0].match.dscp[1]: expected a DSCP from 0 to 63 or a name like EF, AF41, CS6 or LE, got "XF"`,
+			wantErr: `bondd.yaml:6: classify.classes[0].match.dscp[1]: expected a DSCP from 0 to 63 or a name like EF, AF41, CS6 or LE, got "XF"`,
 		},
 		{
 			name:    "config missing",
@@ -456,7 +461,7 @@ func TestClassifyCommandErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args
 			if tc.config != "" {
-				args = append(slices.Clone(args), "--config", classifyConfig(t, snippet(tc.config)))
+				args = append(slices.Clone(args), "--config", classifyConfig(t, strings.TrimPrefix(tc.config, "\n")))
 			}
 			_, err := runClassifyCmd(t, args...)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {

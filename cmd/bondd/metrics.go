@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/bondd/bondd/internal/config"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tunnel"
 )
@@ -186,7 +187,7 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 
 	gauge(descInfo, 1, r.Role, r.Version)
 	gauge(descUptime, r.Uptime.Seconds())
-	if r.Role == RoleConcentrator {
+	if r.Role == config.RoleConcentrator {
 		counter(descAuthFailures, r.AuthFailures)
 		counter(descNoRoute, r.NoRoute)
 		counter(descLinkLocal, r.LinkLocal)

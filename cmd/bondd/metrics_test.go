@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/bondd/bondd/internal/config"
 	"github.com/bondd/bondd/tunnel"
 )
 
@@ -19,7 +20,7 @@ import (
 // up and one down, with rule hits and FEC.
 func fakeReport() statusReport {
 	return statusReport{
-		Role:         RoleConcentrator,
+		Role:         config.RoleConcentrator,
 		Version:      "v0.0.0-test",
 		Uptime:       90 * time.Second,
 		NoRoute:      3,
@@ -68,7 +69,7 @@ func TestMetricsLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
-	for _, r := range []statusReport{{Role: RoleEdge}, {}} { // no bonds, no rules
+	for _, r := range []statusReport{{Role: config.RoleEdge}, {}} { // no bonds, no rules
 		if _, err := testutil.CollectAndLint(newMetricsCollector(func() statusReport { return r })); err != nil {
 			t.Errorf("role %q: %v", r.Role, err)
 		}

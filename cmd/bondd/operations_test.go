@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bondd/bondd/internal/config"
 )
 
 // The deployment files and docs/operations.md describe the daemon; these
@@ -69,7 +71,7 @@ func TestOperationsDocConfigs(t *testing.T) {
 	}
 	for i, b := range blocks {
 		b, _, _ = strings.Cut(b, "```")
-		if _, err := parseConfig("operations.md", []byte(b), parseOptions{skipFileChecks: true}); err != nil {
+		if _, err := config.ParseWith("operations.md", []byte(b), config.Options{SkipFileChecks: true}); err != nil {
 			t.Errorf("docs/operations.md YAML block %d:\n%v", i+1, err)
 		}
 	}

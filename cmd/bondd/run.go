@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bondd/bondd/classify"
+	"github.com/bondd/bondd/internal/config"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tun"
@@ -32,7 +33,7 @@ func newRunCmd() *cobra.Command {
 			"carries traffic until SIGINT or SIGTERM. See docs/config.md.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := LoadConfig(cfgPath)
+			cfg, err := config.Load(cfgPath)
 			if err != nil {
 				return err
 			}
@@ -52,7 +53,7 @@ type daemon interface{ Close() error }
 
 // runDaemon starts the configured role, its control socket and metrics
 // endpoint, and blocks until ctx is done.
-func runDaemon(ctx context.Context, cfg *Config, ctlPath string, log *slog.Logger) error {
+func runDaemon(ctx context.Context, cfg *config.Config, ctlPath string, log *slog.Logger) error {
 	if ctlPath != "" {
 		if err := controlSocketFree(ctlPath); err != nil {
 			return err
@@ -116,7 +117,7 @@ func runDaemon(ctx context.Context, cfg *Config, ctlPath string, log *slog.Logge
 
 // startRules loads the rule file and watches it for changes; onReload is
 // the watcher's OnReload hook.
-func startRules(cfg *Config, log *slog.Logger, onReload func(*rules.Set, error)) (*rules.Watcher, error) {
+func startRules(cfg *config.Config, log *slog.Logger, onReload func(*rules.Set, error)) (*rules.Watcher, error) {
 	copts, err := cfg.Classify.Options()
 	if err != nil {
 		return nil, err
@@ -126,7 +127,7 @@ func startRules(cfg *Config, log *slog.Logger, onReload func(*rules.Set, error))
 
 // startDaemon opens the TUN and starts the edge or concentrator of cfg;
 // rw, if not nil, supplies the rules.
-func startDaemon(cfg *Config, rw *rules.Watcher, log *slog.Logger) (daemon, error) {
+func startDaemon(cfg *config.Config, rw *rules.Watcher, log *slog.Logger) (daemon, error) {
 	var src tunnel.RuleSource
 	if rw != nil {
 		src = rw
@@ -193,7 +194,7 @@ type commonOptions struct {
 	picker   policy.Picker
 }
 
-func startEdge(cfg *Config, dev tun.Device, co commonOptions, log *slog.Logger) (daemon, error) {
+func startEdge(cfg *config.Config, dev tun.Device, co commonOptions, log *slog.Logger) (daemon, error) {
 	ec := cfg.Edge
 	roots, err := loadCertPool(ec.CAFile)
 	if err != nil {
@@ -266,7 +267,7 @@ type edgeWithDownlink struct {
 
 func (d edgeWithDownlink) Close() error { err := d.Edge.Close(); d.w.Close(); return err }
 
-func startConcentrator(cfg *Config, dev tun.Device, co commonOptions, log *slog.Logger) (daemon, error) {
+func startConcentrator(cfg *config.Config, dev tun.Device, co commonOptions, log *slog.Logger) (daemon, error) {
 	cc := cfg.Concentrator
 	cert, err := tls.LoadX509KeyPair(cc.CertFile, cc.KeyFile)
 	if err != nil {
@@ -310,7 +311,7 @@ func startConcentrator(cfg *Config, dev tun.Device, co commonOptions, log *slog.
 // concentrator, every edge's allowed prefixes, so that downlink traffic for
 // an edge enters the tunnel without extra configuration. A prefix already
 // routed there (listed, or the on-link prefix of a TUN address) is skipped.
-func tunRoutes(cfg *Config) []netip.Prefix {
+func tunRoutes(cfg *config.Config) []netip.Prefix {
 	routes := slices.Clone(cfg.TUN.Routes)
 	have := map[netip.Prefix]bool{}
 	for _, r := range routes {

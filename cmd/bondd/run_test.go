@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+
+	"github.com/bondd/bondd/internal/config"
 )
 
 func TestTunRoutes(t *testing.T) {
@@ -16,13 +18,13 @@ func TestTunRoutes(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		cfg  Config
+		cfg  config.Config
 		want []netip.Prefix
 	}{
-		{"edge keeps its routes", Config{TUN: TUNConfig{Addresses: pp("10.77.0.2/24"), Routes: pp("10.78.0.0/16")}}, pp("10.78.0.0/16")},
-		{"concentrator adds allowed prefixes", Config{
-			TUN: TUNConfig{Addresses: pp("10.78.0.1/24", "10.77.17.1/24"), Routes: pp("10.79.0.0/16")},
-			Concentrator: &ConcentratorConfig{Edges: []EdgeEntry{
+		{"edge keeps its routes", config.Config{TUN: config.TUNConfig{Addresses: pp("10.77.0.2/24"), Routes: pp("10.78.0.0/16")}}, pp("10.78.0.0/16")},
+		{"concentrator adds allowed prefixes", config.Config{
+			TUN: config.TUNConfig{Addresses: pp("10.78.0.1/24", "10.77.17.1/24"), Routes: pp("10.79.0.0/16")},
+			Concentrator: &config.ConcentratorConfig{Edges: []config.EdgeEntry{
 				{ID: "a", AllowedPrefixes: pp("10.77.17.0/24", "fd77:17::/64")}, // the first is on-link already
 				{ID: "b", AllowedPrefixes: pp("10.77.18.5/24", "10.79.0.0/16")}, // masked; the second is listed
 			}},

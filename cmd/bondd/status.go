@@ -22,6 +22,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bondd/bondd/internal/config"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tunnel"
 )
@@ -74,7 +75,7 @@ type statusSource struct {
 }
 
 // newStatusSource returns the status source of daemon d started from cfg.
-func newStatusSource(d daemon, cfg *Config, rt *ruleTracker) *statusSource {
+func newStatusSource(d daemon, cfg *config.Config, rt *ruleTracker) *statusSource {
 	s := &statusSource{d: d, started: time.Now(), addrs: make(map[string][]netip.Prefix), rules: rt}
 	if e := cfg.Edge; e != nil {
 		s.addrs[e.ID] = cfg.TUN.Addresses
@@ -94,13 +95,13 @@ func (s *statusSource) report() statusReport {
 	var bonds []tunnel.BondStats
 	switch d := s.d.(type) {
 	case *tunnel.Edge:
-		r.Role = RoleEdge
+		r.Role = config.RoleEdge
 		bonds = []tunnel.BondStats{d.Bond().Stats()}
 	case edgeWithDownlink:
-		r.Role = RoleEdge
+		r.Role = config.RoleEdge
 		bonds = []tunnel.BondStats{d.Bond().Stats()}
 	case *tunnel.Concentrator:
-		r.Role = RoleConcentrator
+		r.Role = config.RoleConcentrator
 		bonds = d.Stats()
 		r.NoRoute, r.AuthFailures, r.LinkLocal = d.NoRoute(), d.AuthFailures(), d.LinkLocal()
 	}
@@ -329,7 +330,7 @@ func printStatus(w io.Writer, r *statusReport, now time.Time) {
 		fmt.Fprintf(w, "rules %s: version %d, %d rules, loaded %s (%s ago); %d reloads, %d failed\n", rs.File, rs.Version, rs.Rules,
 			rs.Loaded.Format(time.DateTime), now.Sub(rs.Loaded).Round(time.Second), rs.Reloads, rs.ReloadFailures)
 	}
-	if r.Role == RoleConcentrator {
+	if r.Role == config.RoleConcentrator {
 		fmt.Fprintf(w, "refused connections: %d, downlink packets without a bond: %d, link-local packets not routed: %d\n", r.AuthFailures, r.NoRoute, r.LinkLocal)
 	}
 	for _, b := range r.Bonds {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bondd/bondd/internal/config"
 	"github.com/bondd/bondd/internal/testbed"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tunnel"
@@ -276,7 +277,7 @@ func TestVideoDoc(t *testing.T) {
 	cfg := "role: edge\ntun: {addresses: [10.77.17.1/24], routes: [10.78.0.0/16]}\n" +
 		"edge: {id: van-17, concentrator: 203.0.113.10:4433, server_cert_sha256: " + strings.Repeat("ab", 32) +
 		", token_file: /etc/bondd/van-17.token, uplinks: [{name: cell-a, interface: wwan0}]}\n" + classifySection
-	if _, err := parseConfig("video.md", []byte(cfg), parseOptions{skipFileChecks: true}); err != nil {
+	if _, err := config.ParseWith("video.md", []byte(cfg), config.Options{SkipFileChecks: true}); err != nil {
 		t.Errorf("classify section does not parse:\n%s\n%v", classifySection, err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The S2 load: SVC video as RTP H.264 (RFC 3550, RFC 6184, RFC 6190), with
 // the frame sizes and GOP structure of paper 2 (MoMQ), §5.1 and Table 4:
@@ -29,6 +29,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/bondd/bondd/internal/demo"
 )
 
 // Video parameters (paper 2 §5.1 and Table 4).
@@ -45,7 +47,7 @@ const (
 	videoRTPHeader  = 12         // bytes, no CSRC, no extension
 	// videoMaxRTPPayload is the RTP payload of a full packet, bytes: a
 	// 1200-byte IPv4 packet minus IPv4, UDP and RTP headers.
-	videoMaxRTPPayload = demoPacketBytes - 28 - videoRTPHeader
+	videoMaxRTPPayload = demo.PacketBytes - 28 - videoRTPHeader
 	// videoFrameInterval is the time between two frames' capture.
 	videoFrameInterval = time.Second / videoFPS
 )
@@ -287,7 +289,7 @@ func newVideoFlow(duration time.Duration) *videoFlow {
 }
 
 // send sends frame i at start + i·20 ms, each frame's packets back to back.
-func (v *videoFlow) send(ctx context.Context, bed *demoBed, start time.Time) error {
+func (v *videoFlow) send(ctx context.Context, bed *demo.Bed, start time.Time) error {
 	v.start = start
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -297,7 +299,7 @@ func (v *videoFlow) send(ctx context.Context, bed *demoBed, start time.Time) err
 			return err
 		}
 		v.sentAt[i] = time.Now().UnixNano()
-		if err := v.pk.frame(i, &v.frames[i], bed.send); err != nil {
+		if err := v.pk.frame(i, &v.frames[i], bed.Send); err != nil {
 			return err
 		}
 	}

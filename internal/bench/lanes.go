@@ -1,4 +1,4 @@
-package main
+package bench
 
 // Scenario lanes: one uplink whose losses are not congestion. quic-go sends
 // DATAGRAMs under its connection's loss-based congestion control (Cubic),
@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/demo"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tunnel"
 )
@@ -119,18 +120,18 @@ type lanesReport struct {
 }
 
 // runLanes runs the selected configurations and writes the results.
-func runLanes(ctx context.Context, o benchOptions, out io.Writer) error {
-	leo, err := emu.LEOScenario(o.traces, o.seed)
+func runLanes(ctx context.Context, o Options, out io.Writer) error {
+	leo, err := emu.LEOScenario(o.Traces, o.Seed)
 	if err != nil {
 		return err
 	}
 	rep := lanesReport{
-		benchHeader: benchHeader{Scenario: benchLanes, Seed: o.seed, DurationS: o.duration.Seconds(),
+		benchHeader: benchHeader{Scenario: Lanes, Seed: o.Seed, DurationS: o.Duration.Seconds(),
 			Traces: []string{"none (loss models)"}, Started: time.Now().UTC(), Command: o.commandLine()},
-		RateMbps: lanesRateMbps, BaseOWDms: float64(lanesDelay) / 1e6, PacketBytes: demoPacketBytes,
+		RateMbps: lanesRateMbps, BaseOWDms: float64(lanesDelay) / 1e6, PacketBytes: demo.PacketBytes,
 	}
 	fmt.Fprintf(out, "bondd bench lanes: one path, %s each way, %.0f Mbit/s of %d-byte UDP packets, %s per configuration, seed %d\n",
-		lanesDelay, lanesRateMbps, demoPacketBytes, o.duration, o.seed)
+		lanesDelay, lanesRateMbps, demo.PacketBytes, o.Duration, o.Seed)
 	for _, c := range lanesConditions() {
 		for _, s := range lanesSettings {
 			name := c.name + "-" + s.name
@@ -138,7 +139,7 @@ func runLanes(ctx context.Context, o benchOptions, out io.Writer) error {
 				continue
 			}
 			if c.name == "starlink" && rep.Traces[0] == "none (loss models)" {
-				rep.Traces = scenarioTraces(leo, o.traces)
+				rep.Traces = scenarioTraces(leo, o.Traces)
 			}
 			sc := emu.Scenario{Name: "lanes", Source: leo.Source, Paths: []emu.PathModel{c.link(leo)}}
 			if c.name != "starlink" {
@@ -158,7 +159,7 @@ func runLanes(ctx context.Context, o benchOptions, out io.Writer) error {
 	}
 	rep.Targets = lanesTargets(rep.Configs, rep.BaseOWDms)
 	md := lanesMarkdown(&rep)
-	if err := writeResults(o.out, rep, md, out); err != nil || o.noPlots {
+	if err := writeResults(o.Out, rep, md, out); err != nil || o.NoPlots {
 		return err
 	}
 	var series []cdfSeries
@@ -167,24 +168,24 @@ func runLanes(ctx context.Context, o benchOptions, out io.Writer) error {
 			series = append(series, cdfSeries{Name: c.Name, Sorted: c.owdSamples})
 		}
 	}
-	return writeCDFPlot(o.out, "lanes-owd-cdf", "lanes: one-way delay, one 50-ms path, 20 Mbit/s", "one-way delay (ms)", series)
+	return writePlots(o.Out, cdfPlot("lanes-owd-cdf", "lanes: one-way delay, one 50-ms path, 20 Mbit/s", "one-way delay (ms)", series))
 }
 
 // runLanesConfig runs one configuration on a fresh bed, sampling the path's
 // congestion window and lanes every 100 ms while the traffic runs.
-func runLanesConfig(ctx context.Context, o benchOptions, sc emu.Scenario, lanes int, out io.Writer) (lanesResult, string, error) {
+func runLanesConfig(ctx context.Context, o Options, sc emu.Scenario, lanes int, out io.Writer) (lanesResult, string, error) {
 	picker, err := policy.NewPicker(policy.SchedulerDefault)
 	if err != nil {
 		return lanesResult{}, "", err
 	}
-	bo := bedOptions{sc: sc, seed: o.seed, fec: tunnel.FECOptions{Mode: tunnel.FECOff}, picker: picker, lanes: lanes}
-	flow := newCBRFlow(lanesRateMbps, demoPacketBytes, o.duration)
+	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, FEC: tunnel.FECOptions{Mode: tunnel.FECOff}, Picker: picker, Lanes: lanes}
+	flow := newCBRFlow(lanesRateMbps, demo.PacketBytes, o.Duration)
 	var (
 		mu                 sync.Mutex
 		cwndSum, lanesSum  float64
 		samples, lastLanes int
 	)
-	traffic := func(ctx context.Context, bed *demoBed, start time.Time) error {
+	traffic := func(ctx context.Context, bed *demo.Bed, start time.Time) error {
 		sctx, stop := context.WithCancel(ctx)
 		defer stop()
 		go func() {
@@ -198,7 +199,7 @@ func runLanesConfig(ctx context.Context, o benchOptions, sc emu.Scenario, lanes 
 					if time.Now().Before(start) {
 						continue
 					}
-					p := bed.edge.Stats().Paths[0]
+					p := bed.Edge.Stats().Paths[0]
 					mu.Lock()
 					cwndSum += float64(p.CongestionWindow)
 					lanesSum += float64(len(p.Lanes))
@@ -218,7 +219,7 @@ func runLanesConfig(ctx context.Context, o benchOptions, sc emu.Scenario, lanes 
 	if res.Sent > 0 {
 		res.Delivered = float64(res.Received) / float64(res.Sent)
 	}
-	res.GoodputMbps = float64(res.Received) * float64(demoPacketBytes-28) * 8 / o.duration.Seconds() / 1e6
+	res.GoodputMbps = float64(res.Received) * float64(demo.PacketBytes-28) * 8 / o.Duration.Seconds() / 1e6
 	res.owdSamples = flow.sortedOWD()
 	res.OWDms = summariseOWD(res.owdSamples)
 	mu.Lock()

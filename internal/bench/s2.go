@@ -1,10 +1,10 @@
-package main
+package bench
 
 // Scenario S2, LEO plus terrestrial: paper 2 (MoMQ, "Media over Multipath
 // QUIC"), §5. A Starlink path replays the 100-ms Lagos trace with its
 // reconfigurations at seconds 12/27/42/57 of each UTC minute; a terrestrial
 // path is 15 ms one way and metered. The load is SVC video as RTP H.264
-// (bench_video.go). Configurations: single path on each link, the four
+// (video.go). Configurations: single path on each link, the four
 // transport schedulers, and the four MoMQ rules, also added one at a time
 // in the order of paper 2's Table 9.
 
@@ -17,6 +17,7 @@ import (
 
 	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/demo"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tunnel"
@@ -229,8 +230,8 @@ func momqSubset(ids []string) (tunnel.RuleSource, error) {
 // video). So the direction that carries the video replays the trace's
 // downlink columns (capacity, one-way delay and loss per 100 ms), as in the
 // paper, and the reverse direction its uplink columns.
-func s2Scenario(o benchOptions) (emu.Scenario, error) {
-	sc, err := emu.LEOScenario(o.traces, o.seed)
+func s2Scenario(o Options) (emu.Scenario, error) {
+	sc, err := emu.LEOScenario(o.Traces, o.Seed)
 	if err != nil {
 		return sc, err
 	}
@@ -277,20 +278,20 @@ func alignLEO(ctx context.Context, sc emu.Scenario) (emu.Scenario, time.Time, er
 
 // runS2 runs the selected S2 configurations in order and writes the
 // results.
-func runS2(ctx context.Context, o benchOptions, out io.Writer) error {
+func runS2(ctx context.Context, o Options, out io.Writer) error {
 	sc, err := s2Scenario(o)
 	if err != nil {
 		return err
 	}
 	rep := s2Report{
-		benchHeader: benchHeader{Scenario: benchS2, Seed: o.seed, DurationS: o.duration.Seconds(),
-			Traces: scenarioTraces(sc, o.traces), Started: time.Now().UTC(), Command: o.commandLine()},
+		benchHeader: benchHeader{Scenario: S2, Seed: o.Seed, DurationS: o.Duration.Seconds(),
+			Traces: scenarioTraces(sc, o.Traces), Started: time.Now().UTC(), Command: o.commandLine()},
 		Video: fmt.Sprintf("SVC as RTP H.264, %d fps, %d-frame GOP, I %d B, P layers 0/1/2 %d/%d/%d B, 12/12/25 per GOP",
 			videoFPS, videoGOPFrames, videoIBytes, videoPBytes[0], videoPBytes[1], videoPBytes[2]),
 		PaperFigures: s2Paper,
 	}
 	fmt.Fprintf(out, "bondd bench s2: %d paths (%s; metered %s one way), %s per configuration, seed %d\n",
-		len(sc.Paths), sc.Source, emu.MeteredDelay, o.duration, o.seed)
+		len(sc.Paths), sc.Source, emu.MeteredDelay, o.Duration, o.Seed)
 	for _, c := range s2Configs() {
 		if !o.selected(c.name) {
 			continue
@@ -304,13 +305,13 @@ func runS2(ctx context.Context, o benchOptions, out io.Writer) error {
 	}
 	rep.Targets = s2Targets(rep.Configs)
 	md := s2Markdown(&rep)
-	if err := writeResults(o.out, rep, md, out); err != nil || o.noPlots {
+	if err := writeResults(o.Out, rep, md, out); err != nil || o.NoPlots {
 		return err
 	}
-	return s2Plots(o.out, rep.Configs)
+	return s2Plots(o.Out, rep.Configs)
 }
 
-// s2Plots writes the FCT CDFs: all frames of the main configurations, the
+// s2Plots writes the data of the FCT CDFs: all frames of the main configurations, the
 // rule ablation, and I- and P-frames separately.
 func s2Plots(dir string, cs []s2Result) error {
 	var main, ablation, iframes, pframes []cdfSeries
@@ -334,16 +335,15 @@ func s2Plots(dir string, cs []s2Result) error {
 		{"s2-fct-cdf-p", "S2: frame completion time, P-frames (layers 0–2)", pframes},
 		{"s2-fct-cdf-rules", "S2: frame completion time, MoMQ rules added one at a time", ablation},
 	}
+	var ps []CDFPlot
 	for _, p := range plots {
-		if err := writeCDFPlot(dir, p.name, p.title, "frame completion time (ms)", p.s); err != nil {
-			return err
-		}
+		ps = append(ps, cdfPlot(p.name, p.title, "frame completion time (ms)", p.s))
 	}
-	return nil
+	return writePlots(dir, ps...)
 }
 
 // runS2Config runs one configuration on a fresh bed.
-func runS2Config(ctx context.Context, o benchOptions, sc emu.Scenario, c s2Config, out io.Writer) (s2Result, string, error) {
+func runS2Config(ctx context.Context, o Options, sc emu.Scenario, c s2Config, out io.Writer) (s2Result, string, error) {
 	var picker policy.Picker = singlePath{c.single}
 	if c.single == "" {
 		var err error
@@ -351,26 +351,26 @@ func runS2Config(ctx context.Context, o benchOptions, sc emu.Scenario, c s2Confi
 			return s2Result{}, "", err
 		}
 	}
-	bo := bedOptions{sc: sc, seed: o.seed, picker: picker, lanes: o.lanes,
-		fec:      tunnel.FECOptions{Mode: tunnel.FECAdaptive},
-		classify: classify.Options{PayloadTypes: map[uint8]classify.Codec{videoPT: classify.CodecH264}},
+	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, Picker: picker, Lanes: o.Lanes,
+		FEC:      tunnel.FECOptions{Mode: tunnel.FECAdaptive},
+		Classify: classify.Options{PayloadTypes: map[uint8]classify.Codec{videoPT: classify.CodecH264}},
 		// The satellite uplink has Starlink's reconfiguration schedule
 		// (seconds 12/27/42/57, ±100 ms), which the emulated outages follow.
-		leo: map[string]*policy.LEOReconf{s2Sat: {}}}
+		LEO: map[string]*policy.LEOReconf{s2Sat: {}}}
 	if len(c.rules) > 0 {
 		var err error
-		if bo.rules, err = momqSubset(c.rules); err != nil {
+		if bo.Rules, err = momqSubset(c.rules); err != nil {
 			return s2Result{}, "", err
 		}
 	}
 	var anchor time.Time
-	if o.align {
+	if o.Align {
 		var err error
-		if bo.sc, anchor, err = alignLEO(ctx, sc); err != nil {
+		if bo.Scenario, anchor, err = alignLEO(ctx, sc); err != nil {
 			return s2Result{}, "", err
 		}
 	}
-	flow := newVideoFlow(o.duration)
+	flow := newVideoFlow(o.Duration)
 	run, err := runOnBedAt(ctx, o, bo, anchor, out, flow.send, flow.deliver)
 	if err != nil {
 		return s2Result{}, "", err

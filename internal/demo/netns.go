@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -26,8 +26,8 @@ import (
 
 const demoNSPrefix = "bondd-demo-"
 
-func newNetnsBed(o bedOptions) (bed *demoBed, err error) {
-	sc, seed, fopts, picker := o.sc, o.seed, o.fec, o.picker
+func newNetnsBed(o BedOptions) (bed *Bed, err error) {
+	sc, seed, fopts, picker := o.Scenario, o.Seed, o.FEC, o.Picker
 	testbed.Cleanup(demoNSPrefix) // namespaces left by a killed earlier run
 	tb := testbed.New(demoNSPrefix)
 	var closers []func()
@@ -116,7 +116,7 @@ func newNetnsBed(o bedOptions) (bed *demoBed, err error) {
 		}
 		closers = append(closers, func() { r.Close() })
 		uplinks = append(uplinks, tunnel.UplinkOptions{Name: p.Name, Bind: edgeSide.Addr(), Interface: name,
-			Remote: r.Addr().String(), Labels: p.Labels, LEOReconf: o.leo[p.Name], Lanes: o.lanes})
+			Remote: r.Addr().String(), Labels: p.Labels, LEOReconf: o.LEO[p.Name], Lanes: o.Lanes})
 	}
 
 	// Edge: TUN and bond; uplink sockets are opened inside the edge namespace.
@@ -138,7 +138,7 @@ func newNetnsBed(o bedOptions) (bed *demoBed, err error) {
 	edge, err := tunnel.NewEdge(tunnel.EdgeOptions{
 		ID: "demo-edge", Device: edgeDev, MTU: demoMTU, Concentrator: concWAN.String(), TLS: tlsConf,
 		Token: demoToken, Uplinks: uplinks, Paths: demoPathOptions, FEC: fopts, Picker: picker,
-		Rules: o.rules, Classify: o.classify, Logger: demoLogger(),
+		Rules: o.Rules, Classify: o.Classify, Logger: demoLogger(),
 		Listen: func(ctx context.Context, u tunnel.UplinkOptions) (pc net.PacketConn, err error) {
 			err = nsEdge.Do(func() error { pc, err = tunnel.ListenUplink(ctx, u); return err })
 			return pc, err
@@ -168,13 +168,13 @@ func newNetnsBed(o bedOptions) (bed *demoBed, err error) {
 	}
 	closers = append(closers, func() { receiver.Close() })
 
-	return &demoBed{
-		mode:    "netns",
-		edge:    edge.Bond(),
-		conc:    conc.Bond("demo-edge"),
-		created: created,
-		send:    func(payload []byte) error { _, err := sender.Write(payload); return err },
-		recv: func(ctx context.Context, deliver func([]byte, time.Time)) {
+	return &Bed{
+		Mode:    "netns",
+		Edge:    edge.Bond(),
+		Conc:    conc.Bond("demo-edge"),
+		Created: created,
+		Send:    func(payload []byte) error { _, err := sender.Write(payload); return err },
+		Recv: func(ctx context.Context, deliver func([]byte, time.Time)) {
 			stop := context.AfterFunc(ctx, func() { receiver.SetReadDeadline(time.Now()) })
 			defer stop()
 			buf := make([]byte, 2048)
@@ -186,6 +186,6 @@ func newNetnsBed(o bedOptions) (bed *demoBed, err error) {
 				deliver(buf[:n], time.Now())
 			}
 		},
-		close: cleanup,
+		Close: cleanup,
 	}, nil
 }

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 // clock: they run in one process).
 
 const (
-	demoPacketBytes = 1200                 // whole inner IP packet, bytes
-	demoPayloadLen  = demoPacketBytes - 28 // minus IPv4 and UDP headers
-	demoPort        = 9000
+	PacketBytes    = 1200             // whole inner IP packet, bytes
+	demoPayloadLen = PacketBytes - 28 // minus IPv4 and UDP headers
+	demoPort       = 9000
 )
 
 // demoFlow collects what the receiver saw. Safe for concurrent use.
@@ -36,7 +36,7 @@ func newDemoFlow() *demoFlow { return &demoFlow{seen: map[uint64]bool{}} }
 // sendFlow sends rateMbps of demoPayloadLen-byte payloads through send for
 // duration, paced against the clock (no drift), and returns the count sent.
 func sendFlow(ctx context.Context, rateMbps float64, duration time.Duration, fs *demoFlow, send func([]byte) error) {
-	interval := time.Duration(float64(demoPacketBytes*8) / (rateMbps * 1e6) * float64(time.Second))
+	interval := time.Duration(float64(PacketBytes*8) / (rateMbps * 1e6) * float64(time.Second))
 	payload := make([]byte, demoPayloadLen)
 	start := time.Now()
 	for seq := uint64(0); ; seq++ {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -16,25 +16,26 @@ import (
 
 	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/demo"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 )
 
 // runBenchTest runs one scenario in process with short timings and returns
 // its results.json as a generic map, and the output folder.
-func runBenchTest(t *testing.T, o benchOptions) (map[string]any, string) {
+func runBenchTest(t *testing.T, o Options) (map[string]any, string) {
 	t.Helper()
-	o.out, o.inprocess = t.TempDir(), true
-	o.settle, o.drain = 1500*time.Millisecond, time.Second
-	o.traces = emu.DefaultTracesDir()
+	o.Out, o.Inprocess = t.TempDir(), true
+	o.Settle, o.Drain = 1500*time.Millisecond, time.Second
+	o.Traces = emu.DefaultTracesDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var out bytes.Buffer
-	if err := runBench(ctx, o, &out); err != nil {
-		t.Fatalf("bench %s: %v\n%s", o.scenario, err, out.String())
+	if err := Run(ctx, o, &out); err != nil {
+		t.Fatalf("bench %s: %v\n%s", o.Scenario, err, out.String())
 	}
-	t.Logf("bench %s:\n%s", o.scenario, out.String())
-	b, err := os.ReadFile(filepath.Join(o.out, "results.json"))
+	t.Logf("bench %s:\n%s", o.Scenario, out.String())
+	b, err := os.ReadFile(filepath.Join(o.Out, "results.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,10 +43,10 @@ func runBenchTest(t *testing.T, o benchOptions) (map[string]any, string) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if md, err := os.ReadFile(filepath.Join(o.out, "results.md")); err != nil || !bytes.Contains(md, []byte("| configuration |")) {
+	if md, err := os.ReadFile(filepath.Join(o.Out, "results.md")); err != nil || !bytes.Contains(md, []byte("| configuration |")) {
 		t.Errorf("results.md missing or without a table: %v", err)
 	}
-	return rep, o.out
+	return rep, o.Out
 }
 
 // benchConfigs returns the configs of a report by name, checking that each
@@ -73,14 +74,26 @@ func benchConfigs(t *testing.T, rep map[string]any, keys ...string) map[string]m
 	return by
 }
 
+// checkPlots checks that dir/PlotsFile holds the named plots, each with
+// at least one line of points.
 func checkPlots(t *testing.T, dir string, names ...string) {
 	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, PlotsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps Plots
+	if err := json.Unmarshal(b, &ps); err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]CDFPlot{}
+	for _, p := range ps.Plots {
+		by[p.Name] = p
+	}
 	for _, n := range names {
-		for _, ext := range []string{".png", ".svg"} {
-			fi, err := os.Stat(filepath.Join(dir, n+ext))
-			if err != nil || fi.Size() < 1000 {
-				t.Errorf("plot %s%s: %v", n, ext, err)
-			}
+		p, ok := by[n]
+		if !ok || len(p.Series) == 0 || len(p.Series[0].Points) == 0 || p.XMax <= 0 {
+			t.Errorf("plot %s missing or empty in %s: %+v", n, PlotsFile, p)
 		}
 	}
 }
@@ -89,7 +102,7 @@ func TestBenchS1(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: runs four bonds for a few seconds each")
 	}
-	o := benchOptions{scenario: benchS1, duration: 2500 * time.Millisecond, seed: 3}
+	o := Options{Scenario: S1, Duration: 2500 * time.Millisecond, Seed: 3}
 	rep, dir := runBenchTest(t, o)
 	checkPlots(t, dir, "s1-owd-cdf")
 	by := benchConfigs(t, rep, "owd_ms", "loss_rate", "coding_rate", "wire_bytes")
@@ -98,14 +111,30 @@ func TestBenchS1(t *testing.T) {
 			t.Errorf("config %s missing", n)
 		}
 	}
+	// What the scenario predicts, at 4 Mbit/s over three paths of 5.2,
+	// 12.8 and 5.0 Mbit/s mean capacity (emu.CellularScenario): every
+	// packet takes at least half the smallest base RTT of the 5Gophers
+	// samples (24.2 ms, so 12 ms), and at most the base one-way delay
+	// (≤ 45 ms) plus the send queue's limit (200 ms,
+	// tunnel.DefaultMaxQueueDelay) plus a drop-tail queue of 100 packets
+	// (about 240 ms at the slowest mean capacity) — 500 ms, with room for
+	// the traces' capacity dips below the mean at p99. The mean stays well
+	// under half that (the 60-s runs of docs/evaluation.md: 71–103 ms;
+	// these 2.5-s runs: 25–45 ms). Loss is the paths' random-loss floor
+	// (0.6–0.7 % each way) plus queue drops; FEC and duplication recover
+	// most of it.
 	for n, c := range by {
 		owd := c["owd_ms"].(map[string]any)
 		m, p95, p99 := owd["mean"].(float64), owd["p95"].(float64), owd["p99"].(float64)
-		if !(m > 5 && p95 >= owd["p50"].(float64) && p99 >= p95 && p99 < 2000) {
-			t.Errorf("%s: one-way delay %v implausible for emulated cellular paths", n, owd)
+		if !(m >= 12 && m <= 200 && p95 >= owd["p50"].(float64) && p99 >= p95 && p99 < 1000) {
+			t.Errorf("%s: one-way delay %v ms outside what the scenario predicts (mean 12–200, p99 < 1000)", n, owd)
 		}
-		if l := c["loss_rate"].(float64); l < 0 || l > 0.2 {
-			t.Errorf("%s: loss rate %v", n, l)
+		maxLoss := 0.03 // with FEC or duplication
+		if n == s1NoFEC {
+			maxLoss = 0.05
+		}
+		if l := c["loss_rate"].(float64); l < 0 || l > maxLoss {
+			t.Errorf("%s: loss rate %v, want at most %v", n, l, maxLoss)
 		}
 	}
 	none, ad, fx, dup := by[s1NoFEC], by[s1Adaptive], by[s1Fixed], by[s1Dup]
@@ -134,8 +163,8 @@ func TestBenchS2(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: runs four bonds for a few seconds each")
 	}
-	o := benchOptions{scenario: benchS2, duration: 3 * time.Second, seed: 3,
-		configs: []string{"single-starlink", "single-metered", "redundant", "rules"}}
+	o := Options{Scenario: S2, Duration: 3 * time.Second, Seed: 3,
+		Configs: []string{"single-starlink", "single-metered", "redundant", "rules"}}
 	rep, dir := runBenchTest(t, o)
 	checkPlots(t, dir, "s2-fct-cdf", "s2-fct-cdf-idr", "s2-fct-cdf-p", "s2-fct-cdf-rules")
 	by := benchConfigs(t, rep, "fct_ms", "buffer_ms", "metered_share")
@@ -144,6 +173,13 @@ func TestBenchS2(t *testing.T) {
 		p50, p99, p999 := f["p50"].(float64), f["p99"].(float64), f["p999"].(float64)
 		if !(p50 > 0 && p50 <= p99 && p99 <= p999) {
 			t.Errorf("%s: frame completion times %v not positive and ordered", n, f)
+		}
+		// Over the metered path alone a frame takes at least its one-way
+		// delay (emu.MeteredDelay, 15 ms) and, at 20 Mbit/s, at most a
+		// few ms more to serialize (a 15 000-byte I-frame: 6 ms): the
+		// median frame is done within 15–60 ms.
+		if ms := float64(emu.MeteredDelay / time.Millisecond); n == "single-metered" && (p50 < ms || p50 > 60) {
+			t.Errorf("single-metered: median frame completion %v ms, want %v–60 ms", p50, ms)
 		}
 		if b := c["buffer_ms"].(float64); b < 0 || b > p999+videoBufferWindow.Seconds()*1000 {
 			t.Errorf("%s: buffer %v ms", n, b)
@@ -179,14 +215,15 @@ func TestBenchS2(t *testing.T) {
 	}
 }
 
-// TestBenchPlots checks that both scenarios' plot writers produce files.
+// TestBenchPlots checks the plot data: empty series are left out, the x
+// axis ends at the largest P99.9, and S2 writes its four plots.
 func TestBenchPlots(t *testing.T) {
 	dir := t.TempDir()
 	a, b := []float64{1, 2, 3, 4, 100}, []float64{2, 2, 5, 9}
-	if err := writeCDFPlot(dir, "x", "t", "ms", []cdfSeries{{"a", a}, {"b", b}, {"empty", nil}}); err != nil {
-		t.Fatal(err)
+	p := cdfPlot("x", "t", "ms", []cdfSeries{{"a", a}, {"b", b}, {"empty", nil}})
+	if len(p.Series) != 2 || p.XMax != 100 {
+		t.Errorf("plot %+v: want two series and x_max 100", p)
 	}
-	checkPlots(t, dir, "x")
 	cs := []s2Result{{Name: "blest", video: videoStats{fctAll: a, fctI: a, fctP: b}}, {Name: "rules", video: videoStats{fctAll: b, fctI: b, fctP: b}},
 		{Name: "rules-r4", video: videoStats{fctAll: a}}}
 	if err := s2Plots(dir, cs); err != nil {
@@ -216,7 +253,7 @@ func TestCDFPoints(t *testing.T) {
 			if len(pts) > tt.maxLen {
 				t.Errorf("%d points, want ≤ %d", len(pts), tt.maxLen)
 			}
-			if tt.n > 0 && (pts[len(pts)-1].Y != 1 || pts[len(pts)-1].X != s[tt.n-1]) {
+			if tt.n > 0 && (pts[len(pts)-1][1] != 1 || pts[len(pts)-1][0] != s[tt.n-1]) {
 				t.Errorf("last point %v, want (%v, 1)", pts[len(pts)-1], s[tt.n-1])
 			}
 		})
@@ -286,7 +323,7 @@ func TestVideoPackets(t *testing.T) {
 			if len(p) > videoRTPHeader+videoMaxRTPPayload {
 				t.Fatalf("frame %d packet %d: %d bytes of RTP", i, j, len(p))
 			}
-			if pkt, err = appendUDP4(pkt[:0], src, dst, p); err != nil {
+			if pkt, err = demo.AppendUDP4(pkt[:0], src, dst, p); err != nil {
 				return err
 			}
 			cls.Parse(pkt, &md)
@@ -406,7 +443,7 @@ func TestAppendUDP4(t *testing.T) {
 			for i := range payload {
 				payload[i] = byte(i*7 + 3)
 			}
-			got, err := appendUDP4(nil, src, dst, payload)
+			got, err := demo.AppendUDP4(nil, src, dst, payload)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -419,19 +456,19 @@ func TestAppendUDP4(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, buf.Bytes()) {
-				t.Errorf("appendUDP4:\n%x\ngopacket:\n%x", got, buf.Bytes())
+				t.Errorf("demo.AppendUDP4:\n%x\ngopacket:\n%x", got, buf.Bytes())
 			}
 		})
 	}
-	if _, err := appendUDP4(nil, netip.MustParseAddrPort("[::1]:1"), netip.MustParseAddrPort("10.0.0.1:1"), nil); err == nil {
+	if _, err := demo.AppendUDP4(nil, netip.MustParseAddrPort("[::1]:1"), netip.MustParseAddrPort("10.0.0.1:1"), nil); err == nil {
 		t.Error("IPv6 source accepted")
 	}
 	buf := make([]byte, 0, 1200)
 	payload := make([]byte, 1172)
 	if n := testing.AllocsPerRun(100, func() {
-		buf, _ = appendUDP4(buf[:0], netip.MustParseAddrPort("10.0.0.1:1"), netip.MustParseAddrPort("10.0.0.2:2"), payload)
+		buf, _ = demo.AppendUDP4(buf[:0], netip.MustParseAddrPort("10.0.0.1:1"), netip.MustParseAddrPort("10.0.0.2:2"), payload)
 	}); n != 0 {
-		t.Errorf("appendUDP4 allocates %v times per packet", n)
+		t.Errorf("demo.AppendUDP4 allocates %v times per packet", n)
 	}
 }
 
@@ -507,16 +544,16 @@ func TestMatchedFixed(t *testing.T) {
 func TestBenchOptionErrors(t *testing.T) {
 	tests := []struct {
 		name string
-		o    benchOptions
+		o    Options
 	}{
-		{"scenario", benchOptions{scenario: "s3", duration: time.Second}},
-		{"duration", benchOptions{scenario: benchS1}},
-		{"config", benchOptions{scenario: benchS2, duration: time.Second, configs: []string{"no-fec"}}},
+		{"scenario", Options{Scenario: "s3", Duration: time.Second}},
+		{"duration", Options{Scenario: S1}},
+		{"config", Options{Scenario: S2, Duration: time.Second, Configs: []string{"no-fec"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.o.out = t.TempDir()
-			if err := runBench(context.Background(), tt.o, &bytes.Buffer{}); err == nil {
+			tt.o.Out = t.TempDir()
+			if err := Run(context.Background(), tt.o, &bytes.Buffer{}); err == nil {
 				t.Error("no error")
 			}
 		})
@@ -547,8 +584,8 @@ func TestBenchLanes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the lanes bench in -short mode")
 	}
-	o := benchOptions{scenario: benchLanes, duration: 4 * time.Second, seed: 3, noPlots: true,
-		configs: []string{"loss1-lanes1", "loss1-auto"}}
+	o := Options{Scenario: Lanes, Duration: 4 * time.Second, Seed: 3, NoPlots: true,
+		Configs: []string{"loss1-lanes1", "loss1-auto"}}
 	rep, _ := runBenchTest(t, o)
 	by := benchConfigs(t, rep, "delivered", "goodput_mbps", "owd_ms", "cwnd_bytes", "mean_lanes", "final_lanes",
 		"quic_loss", "queue_full_drops", "expired_drops", "deadline_drops", "unaccounted")

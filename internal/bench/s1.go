@@ -1,4 +1,4 @@
-package main
+package bench
 
 // Scenario S1, vehicular: paper 1 ("scheduler-agnostic adaptive FEC for
 // multipath QUIC datagrams"), §5. Three cellular uplinks replay Mahimahi
@@ -18,6 +18,7 @@ import (
 
 	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/fec"
+	"github.com/bondd/bondd/internal/demo"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tunnel"
@@ -105,7 +106,7 @@ type s1Config struct {
 }
 
 // s1DupRules duplicates every packet on the two paths with the earliest
-// expected delivery (DESIGN.md's DUPLICATE action).
+// expected delivery (the duplicate action of docs/rules.md).
 const s1DupRules = `rules:
   - id: dup2
     priority: 100
@@ -148,19 +149,19 @@ func matchedFixed(codingRate, rateMbps float64, packetBytes int) (o tunnel.FECOp
 
 // runS1 runs the selected S1 configurations in order (fixed-fec after
 // adaptive-fec, whose coding rate it matches) and writes the results.
-func runS1(ctx context.Context, o benchOptions, out io.Writer) error {
-	sc, err := emu.CellularScenario(o.traces, o.seed)
+func runS1(ctx context.Context, o Options, out io.Writer) error {
+	sc, err := emu.CellularScenario(o.Traces, o.Seed)
 	if err != nil {
 		return err
 	}
 	rep := s1Report{
-		benchHeader: benchHeader{Scenario: benchS1, Seed: o.seed, DurationS: o.duration.Seconds(),
-			Traces: scenarioTraces(sc, o.traces), Started: time.Now().UTC(), Command: o.commandLine()},
-		RateMbps: s1RateMbps, PacketBytes: demoPacketBytes,
+		benchHeader: benchHeader{Scenario: S1, Seed: o.Seed, DurationS: o.Duration.Seconds(),
+			Traces: scenarioTraces(sc, o.Traces), Started: time.Now().UTC(), Command: o.commandLine()},
+		RateMbps: s1RateMbps, PacketBytes: demo.PacketBytes,
 		PaperFigures: s1Paper,
 	}
 	fmt.Fprintf(out, "bondd bench s1: %d paths (%s), %.0f Mbit/s of %d-byte UDP packets, %s per configuration, seed %d\n",
-		len(sc.Paths), sc.Source, s1RateMbps, demoPacketBytes, o.duration, o.seed)
+		len(sc.Paths), sc.Source, s1RateMbps, demo.PacketBytes, o.Duration, o.Seed)
 	configs := []s1Config{
 		{name: s1NoFEC, desc: "no FEC; lowest-RTT scheduler with window room (bondd default)", fec: tunnel.FECOptions{Mode: tunnel.FECOff}},
 		{name: s1Adaptive, desc: fmt.Sprintf("adaptive FEC, k = %d, α = %g (paper 1)", s1K, s1Alpha), fec: tunnel.FECOptions{Mode: tunnel.FECAdaptive, K: s1K, Alpha: s1Alpha}},
@@ -173,7 +174,7 @@ func runS1(ctx context.Context, o benchOptions, out io.Writer) error {
 			continue
 		}
 		if c.name == s1Fixed {
-			f, ok := matchedFixed(adaptiveRate, s1RateMbps, demoPacketBytes)
+			f, ok := matchedFixed(adaptiveRate, s1RateMbps, demo.PacketBytes)
 			if !ok {
 				fmt.Fprintf(out, "  %s: skipped: needs adaptive-fec in the same run, with some parity sent (coding rate %.3f)\n", c.name, adaptiveRate)
 				continue
@@ -196,29 +197,29 @@ func runS1(ctx context.Context, o benchOptions, out io.Writer) error {
 	}
 	rep.Targets = s1Targets(rep.Configs)
 	md := s1Markdown(&rep)
-	if err := writeResults(o.out, rep, md, out); err != nil || o.noPlots {
+	if err := writeResults(o.Out, rep, md, out); err != nil || o.NoPlots {
 		return err
 	}
 	var series []cdfSeries
 	for _, c := range rep.Configs {
 		series = append(series, cdfSeries{Name: c.Name, Sorted: c.owdSamples})
 	}
-	return writeCDFPlot(o.out, "s1-owd-cdf", "S1: one-way delay (3 cellular paths, 4 Mbit/s)", "one-way delay (ms)", series)
+	return writePlots(o.Out, cdfPlot("s1-owd-cdf", "S1: one-way delay (3 cellular paths, 4 Mbit/s)", "one-way delay (ms)", series))
 }
 
 // runS1Config runs one configuration on a fresh bed.
-func runS1Config(ctx context.Context, o benchOptions, sc emu.Scenario, c s1Config, out io.Writer) (s1Result, string, error) {
+func runS1Config(ctx context.Context, o Options, sc emu.Scenario, c s1Config, out io.Writer) (s1Result, string, error) {
 	picker, err := policy.NewPicker(policy.SchedulerDefault)
 	if err != nil {
 		return s1Result{}, "", err
 	}
-	bo := bedOptions{sc: sc, seed: o.seed, fec: c.fec, picker: picker, lanes: o.lanes}
+	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, FEC: c.fec, Picker: picker, Lanes: o.Lanes}
 	if c.rules != "" {
-		if bo.rules, err = compileRules(c.name+".yaml", c.rules); err != nil {
+		if bo.Rules, err = compileRules(c.name+".yaml", c.rules); err != nil {
 			return s1Result{}, "", err
 		}
 	}
-	flow := newCBRFlow(s1RateMbps, demoPacketBytes, o.duration)
+	flow := newCBRFlow(s1RateMbps, demo.PacketBytes, o.Duration)
 	run, err := runOnBedAt(ctx, o, bo, time.Time{}, out, flow.send, flow.deliver)
 	if err != nil {
 		return s1Result{}, "", err
@@ -279,7 +280,7 @@ func newCBRFlow(rateMbps float64, packetBytes int, duration time.Duration) *cbrF
 }
 
 // send paces the flow from start against the clock (no drift).
-func (f *cbrFlow) send(ctx context.Context, bed *demoBed, start time.Time) error {
+func (f *cbrFlow) send(ctx context.Context, bed *demo.Bed, start time.Time) error {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	timer.Stop()
@@ -289,7 +290,7 @@ func (f *cbrFlow) send(ctx context.Context, bed *demoBed, start time.Time) error
 		}
 		binary.BigEndian.PutUint64(f.payload[0:], seq)
 		binary.BigEndian.PutUint64(f.payload[8:], uint64(time.Now().UnixNano()))
-		if bed.send(f.payload) == nil {
+		if bed.Send(f.payload) == nil {
 			f.sent++
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package emuconfig
 
 import (
 	"bytes"
@@ -20,21 +20,21 @@ func TestEmuConfigExample(t *testing.T) {
 	if emu.DefaultTracesDir() == "" {
 		t.Skip("docs/examples/emu.yaml replays the shared traces, and ../shared/data/traces is absent")
 	}
-	cfg, err := loadEmuConfig(filepath.Join("..", "..", "docs", "examples", "emu.yaml"))
+	cfg, err := Load(filepath.Join("..", "..", "docs", "examples", "emu.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.relays) != 3 || cfg.statsInterval != 5*time.Second {
-		t.Fatalf("%d relays, stats every %v", len(cfg.relays), cfg.statsInterval)
+	if len(cfg.Relays) != 3 || cfg.StatsInterval != 5*time.Second {
+		t.Fatalf("%d relays, stats every %v", len(cfg.Relays), cfg.StatsInterval)
 	}
-	att, ver, sat := cfg.relays[0], cfg.relays[1], cfg.relays[2]
-	if att.up.Mahimahi == nil || att.up.Mahimahi != att.down.Mahimahi || len(att.up.DelaySamples) != 120 || att.seed != 1 {
+	att, ver, sat := cfg.Relays[0], cfg.Relays[1], cfg.Relays[2]
+	if att.Up.Mahimahi == nil || att.Up.Mahimahi != att.Down.Mahimahi || len(att.Up.DelaySamples) != 120 || att.Seed != 1 {
 		t.Errorf("att: %+v", att)
 	}
-	if ver.up.Mahimahi == nil || ver.seed != 2 {
+	if ver.Up.Mahimahi == nil || ver.Seed != 2 {
 		t.Errorf("verizon model: %+v", ver)
 	}
-	if sat.up.Series == nil || sat.up.Outages == nil || !sat.up.WallClock || sat.down.GilbertElliott == nil || sat.down.Rate != 25*emu.Mbps || sat.seed != 42 {
+	if sat.Up.Series == nil || sat.Up.Outages == nil || !sat.Up.WallClock || sat.Down.GilbertElliott == nil || sat.Down.Rate != 25*emu.Mbps || sat.Seed != 42 {
 		t.Errorf("starlink: %+v", sat)
 	}
 }
@@ -55,7 +55,7 @@ func TestEmuConfigErrors(t *testing.T) {
 	}{
 		{"empty", "", `^F: empty file`},
 		{"no relays", "seed: 1\n", `^F:1: relays: no relays`},
-		{"unknown key", head + "    up: {delay_msx: 1}\n", `^F:5: field delay_msx not found$`},
+		{"unknown key", head + "    up: {delay_msx: 1}\n", `^F:5: field delay_msx not found; did you mean "delay_ms"\?$`},
 		{"wrong type", head + "    up:\n      delay_ms: fast\n", `^F:6: cannot unmarshal str .fast. into float64`},
 		{"syntax", head + "    up: [\n", `^F:\d+: did not find expected node content`},
 		{"no listen", "relays:\n  - upstream: 127.0.0.1:1\n", `^F:2: relays\[0\]: listen is required`},
@@ -76,7 +76,7 @@ func TestEmuConfigErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			name := filepath.Join(dir, "emu.yaml")
-			_, err := parseEmuConfig(name, []byte(tc.yaml))
+			_, err := Parse(name, []byte(tc.yaml))
 			if err == nil {
 				t.Fatalf("no error, want %s", tc.want)
 			}
@@ -104,17 +104,17 @@ relays:
       queue_ms: 40
       outages: {period_ms: 1000, at_ms: [100], durations_ms: [5, 10], wall_clock_unused: 0}
 `
-	if _, err := parseEmuConfig("f.yaml", []byte(yaml)); err == nil || !strings.Contains(err.Error(), "wall_clock_unused") {
+	if _, err := Parse("f.yaml", []byte(yaml)); err == nil || !strings.Contains(err.Error(), "wall_clock_unused") {
 		t.Fatalf("unknown nested key accepted: %v", err)
 	}
 	yaml = strings.Replace(yaml, ", wall_clock_unused: 0", "", 1)
-	cfg, err := parseEmuConfig("f.yaml", []byte(yaml))
+	cfg, err := Parse("f.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := cfg.relays[0]
-	up := r.up
-	if cfg.statsInterval != 0 || r.seed != 7 || r.name != "relay0" ||
+	r := cfg.Relays[0]
+	up := r.Up
+	if cfg.StatsInterval != 0 || r.Seed != 7 || r.Name != "relay0" ||
 		up.Delay != 12500*time.Microsecond || up.Jitter != time.Millisecond || !up.Reorder || up.Loss != 0.01 ||
 		up.Rate != 2_500_000 || up.QueueBytes != 3000 || up.QueueDelay != 40*time.Millisecond ||
 		up.Outages.Period != time.Second || up.Outages.At[0] != 100*time.Millisecond || up.Outages.Durations[1] != 10*time.Millisecond {
@@ -149,14 +149,14 @@ func TestEmuRun(t *testing.T) {
 	}
 	defer server.Close()
 	yaml := "stats_interval_ms: 50\nrelays:\n  - name: r1\n    listen: 127.0.0.1:0\n    upstream: " + server.LocalAddr().String() + "\n    up: {delay_ms: 30}\n"
-	cfg, err := parseEmuConfig("f.yaml", []byte(yaml))
+	cfg, err := Parse("f.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- runEmu(ctx, cfg, out, slog.New(slog.DiscardHandler)) }()
+	go func() { done <- Run(ctx, cfg, out, slog.New(slog.DiscardHandler)) }()
 	re := regexp.MustCompile(`r1: listening on (\S+),`)
 	var addr string
 	for deadline := time.Now().Add(2 * time.Second); addr == "" && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
@@ -195,4 +195,22 @@ func TestEmuRun(t *testing.T) {
 	if !strings.Contains(s, "final stats:") || !strings.Contains(s, "r1 up   in 1 pkt 5 B, delivered 1 pkt 5 B, drop loss 0 queue 0 outage 0 other 0") || strings.Count(s, "r1 up") < 2 {
 		t.Errorf("output:\n%s", s)
 	}
+}
+
+// FuzzParse checks that no config file makes Parse panic.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		"relays:\n  - {listen: 127.0.0.1:0, upstream: 127.0.0.1:9, up: {delay_ms: 5}}\n",
+		"relays:\n  - {listen: 127.0.0.1:0, upstream: 127.0.0.1:9, model: cellular/att}\n",
+		"relays: [{up: {delay_msx: 1}}]\n", "\x00\x01", "",
+	} {
+		f.Add([]byte(s))
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 4096 {
+			return
+		}
+		_, _ = Parse(filepath.Join(dir, "emu.yaml"), data)
+	})
 }

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -29,15 +29,15 @@ var demoPathOptions = tunnel.PathOptions{IdleTimeout: 3 * time.Second, RedialMax
 
 // newInprocessBed runs the edge, the concentrator and one emu relay per path
 // in this process, over loopback UDP, with in-memory TUN devices.
-func newInprocessBed(o bedOptions) (*demoBed, error) {
-	sc, seed, fopts, picker := o.sc, o.seed, o.fec, o.picker
+func newInprocessBed(o BedOptions) (*Bed, error) {
+	sc, seed, fopts, picker := o.Scenario, o.Seed, o.FEC, o.Picker
 	var closers []func()
 	cleanup := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
 	}
-	fail := func(err error) (*demoBed, error) { cleanup(); return nil, err }
+	fail := func(err error) (*Bed, error) { cleanup(); return nil, err }
 
 	cert, pin, err := tunnel.SelfSignedCert("concentrator.demo")
 	if err != nil {
@@ -76,7 +76,7 @@ func newInprocessBed(o bedOptions) (*demoBed, error) {
 		}
 		closers = append(closers, func() { r.Close() })
 		uplinks = append(uplinks, tunnel.UplinkOptions{Name: p.Name, Bind: netip.MustParseAddr("127.0.0.1"),
-			Remote: r.Addr().String(), Labels: p.Labels, LEOReconf: o.leo[p.Name], Lanes: o.lanes})
+			Remote: r.Addr().String(), Labels: p.Labels, LEOReconf: o.LEO[p.Name], Lanes: o.Lanes})
 	}
 	tlsConf, err := tunnel.ClientTLS("concentrator.demo", nil, pin, nil)
 	if err != nil {
@@ -85,7 +85,7 @@ func newInprocessBed(o bedOptions) (*demoBed, error) {
 	edge, err := tunnel.NewEdge(tunnel.EdgeOptions{
 		ID: "demo-edge", Device: edgeDev, MTU: demoMTU, Concentrator: concAddr.String(), TLS: tlsConf,
 		Token: demoToken, Uplinks: uplinks, Paths: demoPathOptions, FEC: fopts, Picker: picker,
-		Rules: o.rules, Classify: o.classify,
+		Rules: o.Rules, Classify: o.Classify,
 	})
 	if err != nil {
 		return fail(err)
@@ -96,19 +96,19 @@ func newInprocessBed(o bedOptions) (*demoBed, error) {
 	src := netip.AddrPortFrom(demoEdgeInner.Addr(), demoPort)
 	dst := netip.AddrPortFrom(demoServerInner.Addr(), demoPort)
 	var pkt []byte // reused: Inject copies
-	return &demoBed{
-		mode:    "inprocess",
-		edge:    edge.Bond(),
-		conc:    conc.Bond("demo-edge"),
-		created: created,
-		send: func(payload []byte) error {
+	return &Bed{
+		Mode:    "inprocess",
+		Edge:    edge.Bond(),
+		Conc:    conc.Bond("demo-edge"),
+		Created: created,
+		Send: func(payload []byte) error {
 			var err error
-			if pkt, err = appendUDP4(pkt[:0], src, dst, payload); err != nil {
+			if pkt, err = AppendUDP4(pkt[:0], src, dst, payload); err != nil {
 				return err
 			}
 			return edgeDev.Inject(pkt)
 		},
-		recv: func(ctx context.Context, deliver func([]byte, time.Time)) {
+		Recv: func(ctx context.Context, deliver func([]byte, time.Time)) {
 			for {
 				select {
 				case pkt := <-concDev.Outbound():
@@ -122,21 +122,21 @@ func newInprocessBed(o bedOptions) (*demoBed, error) {
 				}
 			}
 		},
-		close: cleanup,
+		Close: cleanup,
 	}, nil
 }
 
-// appendUDP4 appends an IPv4/UDP packet (no IP options, DF set, TTL 64)
+// AppendUDP4 appends an IPv4/UDP packet (no IP options, DF set, TTL 64)
 // carrying payload from src to dst, with valid header and UDP checksums
 // (RFC 791, RFC 768), to b and returns it. It does not allocate when b has
 // room for 28 + len(payload) bytes. Both addresses must be IPv4.
-func appendUDP4(b []byte, src, dst netip.AddrPort, payload []byte) ([]byte, error) {
+func AppendUDP4(b []byte, src, dst netip.AddrPort, payload []byte) ([]byte, error) {
 	if !src.Addr().Is4() || !dst.Addr().Is4() {
-		return b, fmt.Errorf("appendUDP4: %s → %s is not IPv4", src, dst)
+		return b, fmt.Errorf("AppendUDP4: %s → %s is not IPv4", src, dst)
 	}
 	total := 28 + len(payload)
 	if total > 0xffff {
-		return b, fmt.Errorf("appendUDP4: %d-byte packet is too long", total)
+		return b, fmt.Errorf("AppendUDP4: %d-byte packet is too long", total)
 	}
 	start := len(b)
 	s4, d4 := src.Addr().As4(), dst.Addr().As4()

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -16,16 +16,16 @@ import (
 )
 
 // runDemoTest runs a short demo and returns its printed report and JSON.
-func runDemoTest(t *testing.T, o demoOptions) (string, map[string]any) {
+func runDemoTest(t *testing.T, o Options) (string, map[string]any) {
 	t.Helper()
-	o.jsonPath = filepath.Join(t.TempDir(), "report.json")
+	o.JSONPath = filepath.Join(t.TempDir(), "report.json")
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := runDemo(ctx, o, &out); err != nil {
+	if err := Run(ctx, o, &out); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
-	b, err := os.ReadFile(o.jsonPath)
+	b, err := os.ReadFile(o.JSONPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,14 @@ func runDemoTest(t *testing.T, o demoOptions) (string, map[string]any) {
 }
 
 // checkDemoReport checks the JSON fields the demo promises and that the
-// flow got through: at 1 Mbit/s the three paths have room to spare.
+// flow got through as the scenario predicts. At 1 Mbit/s the three
+// emulated cellular paths (5.2, 12.8 and 5.0 Mbit/s mean capacity,
+// emu.CellularScenario) have room to spare, so packets queue little: the
+// mean one-way delay lies between half the smallest base RTT of the
+// 5Gophers samples (24.2 ms, so 12 ms) and the largest base one-way delay
+// (45 ms) plus queueing well under the send queue's 200-ms limit (150 ms in
+// all; runs measure 20–45 ms). Loss is the paths' random-loss floor (0.6–0.7
+// % each way), mostly recovered by adaptive FEC: at most 5 %.
 func checkDemoReport(t *testing.T, rep map[string]any, mode string) {
 	t.Helper()
 	for _, k := range []string{"paths", "owd_ms", "loss_rate", "goodput_mbps", "packets_sent", "packets_received", "duration_s", "mode", "traces"} {
@@ -67,12 +74,12 @@ func checkDemoReport(t *testing.T, rep map[string]any, mode string) {
 		t.Errorf("path shares sum to %v", share)
 	}
 	sent, recv := rep["packets_sent"].(float64), rep["packets_received"].(float64)
-	if sent < 250 || recv < 0.9*sent {
-		t.Errorf("sent %v, received %v", sent, recv)
+	if sent < 250 || recv < 0.95*sent {
+		t.Errorf("sent %v, received %v: more than 5 %% lost", sent, recv)
 	}
 	owd := rep["owd_ms"].(map[string]any)
-	if m := owd["mean"].(float64); m < 10 || m > 1000 {
-		t.Errorf("mean one-way delay %v ms is implausible for emulated cellular paths", m)
+	if m := owd["mean"].(float64); m < 12 || m > 150 {
+		t.Errorf("mean one-way delay %v ms outside what the scenario predicts (12–150 ms)", m)
 	}
 	if !(owd["p50"].(float64) <= owd["p95"].(float64) && owd["p95"].(float64) <= owd["p99"].(float64)) {
 		t.Errorf("delay quantiles out of order: %v", owd)
@@ -80,7 +87,7 @@ func checkDemoReport(t *testing.T, rep map[string]any, mode string) {
 }
 
 func TestDemoInprocessBuiltin(t *testing.T) {
-	out, rep := runDemoTest(t, demoOptions{duration: 3 * time.Second, rateMbps: 1, seed: 1, inprocess: true})
+	out, rep := runDemoTest(t, Options{Duration: 3 * time.Second, RateMbps: 1, Seed: 1, Inprocess: true})
 	checkDemoReport(t, rep, "inprocess")
 	if tr := rep["traces"].([]any); len(tr) != 1 || tr[0] != "builtin" {
 		t.Errorf("traces %v, want [builtin]", tr)
@@ -95,7 +102,7 @@ func TestDemoInprocessTraces(t *testing.T) {
 	if dir == "" {
 		t.Skip("skipping: the public trace folder (../shared/data/traces) is not present")
 	}
-	_, rep := runDemoTest(t, demoOptions{duration: 3 * time.Second, rateMbps: 1, seed: 1, traces: dir, inprocess: true})
+	_, rep := runDemoTest(t, Options{Duration: 3 * time.Second, RateMbps: 1, Seed: 1, Traces: dir, Inprocess: true})
 	checkDemoReport(t, rep, "inprocess")
 	if tr := rep["traces"].([]any); len(tr) < 3 || !strings.Contains(tr[0].(string), "mahimahi") {
 		t.Errorf("traces %v, want the replayed files", tr)
@@ -109,7 +116,7 @@ func TestDemoNetns(t *testing.T) {
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
 		t.Skip("skipping: /dev/net/tun is missing")
 	}
-	_, rep := runDemoTest(t, demoOptions{duration: 3 * time.Second, rateMbps: 1, seed: 2, traces: emu.DefaultTracesDir()})
+	_, rep := runDemoTest(t, Options{Duration: 3 * time.Second, RateMbps: 1, Seed: 2, Traces: emu.DefaultTracesDir()})
 	checkDemoReport(t, rep, "netns")
 	// Everything the demo created is gone (namespace names carry the pid).
 	ents, _ := os.ReadDir("/run/netns")

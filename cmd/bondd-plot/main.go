@@ -1,0 +1,105 @@
+// Command bondd-plot draws the CDF plots of a bondd bench run: it reads
+// DIR/plots.json (internal/bench.PlotsFile), which bench writes beside
+// results.json, and writes DIR/NAME.png and DIR/NAME.svg for each plot.
+//
+//	go run ./cmd/bondd-plot bench-out
+//
+// It is a separate command so that the bondd binary, which runs on edges
+// and concentrators, links no plotting library (gonum/plot).
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/bondd/bondd/internal/bench"
+)
+
+func main() {
+	if len(os.Args) != 2 || os.Args[1] == "-h" || os.Args[1] == "--help" {
+		fmt.Fprintln(os.Stderr, "usage: bondd-plot DIR\n\nDraws DIR/"+bench.PlotsFile+" (written by bondd bench) as PNG and SVG files in DIR.")
+		os.Exit(2)
+	}
+	n, err := drawAll(os.Args[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bondd-plot:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("%d plots drawn in %s\n", n, os.Args[1])
+}
+
+// drawAll draws every plot of dir/plots.json into dir and returns how many
+// it drew (plots without lines are skipped).
+func drawAll(dir string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, bench.PlotsFile))
+	if err != nil {
+		return 0, err
+	}
+	var ps bench.Plots
+	if err := json.Unmarshal(b, &ps); err != nil {
+		return 0, fmt.Errorf("%s: %w", bench.PlotsFile, err)
+	}
+	n := 0
+	for _, p := range ps.Plots {
+		drawn, err := drawCDF(dir, p)
+		if err != nil {
+			return n, err
+		}
+		if drawn {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// drawCDF writes dir/NAME.png and dir/NAME.svg: one CDF line per series. It
+// draws nothing and returns false when the plot has no series.
+func drawCDF(dir string, c bench.CDFPlot) (bool, error) {
+	if len(c.Series) == 0 {
+		return false, nil
+	}
+	if c.Name == "" || filepath.Base(c.Name) != c.Name {
+		return false, fmt.Errorf("plot name %q: expected a file name", c.Name)
+	}
+	p := plot.New()
+	p.Title.Text = c.Title
+	p.X.Label.Text = c.XLabel
+	p.Y.Label.Text = "fraction ≤ x"
+	p.Y.Min, p.Y.Max = 0, 1
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = false
+	p.Legend.Left = false
+	// The x axis ends just past the largest P99.9 so that one outlier does
+	// not squeeze every curve against the left edge; lines are clipped.
+	if c.XMax > 0 {
+		p.X.Min, p.X.Max = 0, 1.1*c.XMax
+	}
+	for i, s := range c.Series {
+		pts := make(plotter.XYs, len(s.Points))
+		for j, xy := range s.Points {
+			pts[j] = plotter.XY{X: xy[0], Y: xy[1]}
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return false, fmt.Errorf("plot %s: %w", c.Name, err)
+		}
+		l.Color = plotutil.Color(i)
+		l.Dashes = plotutil.Dashes(i) // colours repeat and some are close: vary the dashes too
+		l.Width = vg.Points(1.2)
+		p.Add(l)
+		p.Legend.Add(s.Name, l)
+	}
+	for _, ext := range []string{"png", "svg"} {
+		if err := p.Save(16*vg.Centimeter, 10*vg.Centimeter, filepath.Join(dir, c.Name+"."+ext)); err != nil {
+			return false, fmt.Errorf("plot %s: %w", c.Name, err)
+		}
+	}
+	return true, nil
+}

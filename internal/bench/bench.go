@@ -1,0 +1,344 @@
+// Package bench is the evaluation harness of docs/evaluation.md (bondd
+// bench). It re-runs the experiments of both papers over the link emulator
+// with the public traces:
+//
+//   - S1, vehicular (paper 1, "scheduler-agnostic adaptive FEC", §5): three
+//     cellular uplinks, a 4 Mbit/s constant-rate UDP flow; no FEC, adaptive
+//     FEC, fixed FEC at the same coding rate, duplication (s1.go);
+//   - S2, LEO plus terrestrial (paper 2, MoMQ, §5): a Starlink path and a
+//     metered terrestrial path, SVC video over RTP H.264; single path, the
+//     four transport schedulers, and the MoMQ rules, also added one at a
+//     time (s2.go, video.go).
+//
+// Every configuration of a scenario gets a new testbed built from the same
+// scenario, seed and trace offset, and its traffic starts the same time
+// after the emulated links start, so the configurations see the same trace
+// segment and the comparisons are paired. Results go to --out as
+// results.json, results.md and the data of the CDF plots (plots.go), which
+// cmd/bondd-plot draws.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/demo"
+	"github.com/bondd/bondd/tunnel"
+)
+
+// Bench scenario names (the SCENARIO argument).
+const (
+	S1    = "s1"
+	S2    = "s2"
+	Lanes = "lanes"
+)
+
+// Bench timing defaults.
+const (
+	// DefaultDuration is how long each configuration's traffic runs
+	// in a full run, as documented in docs/evaluation.md.
+	DefaultDuration = 60 * time.Second
+	// benchSettle is how long after the emulated links start (relay
+	// creation) the traffic starts: time for every path's handshake, so
+	// that all configurations start at the same point of the traces.
+	benchSettle = 3 * time.Second
+	// benchDrain is how long the receiver keeps listening after the last
+	// packet was sent: more than the longest queueing (200 ms send queue,
+	// 240 ms cellular queue) plus base delay and FEC block timeout.
+	benchDrain = 2 * time.Second
+)
+
+// Options are the settings of one bench run (the flags of bondd bench).
+type Options struct {
+	Scenario  string        // S1, S2 or Lanes
+	Out       string        // output folder (created)
+	Duration  time.Duration // traffic time of each configuration
+	Seed      uint64        // emulator seed, the same for every configuration
+	Traces    string        // folder laid out like shared/data/traces
+	Inprocess bool          // in-process testbed even as root
+	Configs   []string      // configuration names to run; empty: all
+	// Align (S2 only) starts every configuration's links right after a
+	// 15-s boundary of the UTC clock (waiting up to 15 s), so that the
+	// wall-clock-aligned Starlink trace and its reconfigurations line up
+	// the same way for every configuration (see alignLEO).
+	Align bool
+	// Settle and Drain override benchSettle and benchDrain when non-zero
+	// (tests shorten them).
+	Settle, Drain time.Duration
+	// NoPlots skips plots.json (results.json and results.md only).
+	NoPlots bool
+	// Lanes is every uplink's lanes setting in S1 and S2
+	// (tunnel.LanesAuto by default); the lanes scenario sets its own.
+	Lanes int
+}
+
+// benchHeader is what results.json says about the run as a whole.
+type benchHeader struct {
+	Scenario  string    `json:"scenario"` // "s1", "s2" or "lanes"
+	Mode      string    `json:"mode"`     // "netns" or "inprocess"
+	Seed      uint64    `json:"seed"`
+	DurationS float64   `json:"duration_s"` // traffic time per configuration, s
+	Traces    []string  `json:"traces"`     // trace files replayed, relative to the traces folder, or ["builtin"]
+	Started   time.Time `json:"started"`    // wall clock at the start of the run
+	Command   string    `json:"command"`    // the command line that reproduces the run
+}
+
+// Run runs o.Scenario and writes its results into o.Out.
+func Run(ctx context.Context, o Options, out io.Writer) error {
+	if o.Duration <= 0 {
+		return errors.New("--duration must be positive")
+	}
+	if o.Out == "" {
+		o.Out = "bench-out"
+	}
+	if o.Settle == 0 {
+		o.Settle = benchSettle
+	}
+	if o.Drain == 0 {
+		o.Drain = benchDrain
+	}
+	var names []string
+	switch o.Scenario {
+	case S1:
+		names = s1ConfigNames()
+	case S2:
+		names = s2ConfigNames()
+	case Lanes:
+		names = lanesConfigNames()
+	default:
+		return fmt.Errorf("unknown scenario %q; expected %s, %s or %s", o.Scenario, S1, S2, Lanes)
+	}
+	for _, c := range o.Configs {
+		if !slices.Contains(names, c) {
+			return fmt.Errorf("scenario %s has no configuration %q; it has %s", o.Scenario, c, strings.Join(names, ", "))
+		}
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return err
+	}
+	switch o.Scenario {
+	case S1:
+		return runS1(ctx, o, out)
+	case Lanes:
+		return runLanes(ctx, o, out)
+	default:
+		return runS2(ctx, o, out)
+	}
+}
+
+// selected reports whether configuration name is to run.
+func (o *Options) selected(name string) bool {
+	return len(o.Configs) == 0 || slices.Contains(o.Configs, name)
+}
+
+// commandLine is the bondd bench invocation that reproduces o.
+func (o *Options) commandLine() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "bondd bench %s --duration %s --seed %d", o.Scenario, o.Duration, o.Seed)
+	if o.Inprocess {
+		b.WriteString(" --inprocess")
+	}
+	if len(o.Configs) > 0 {
+		fmt.Fprintf(&b, " --configs %s", strings.Join(o.Configs, ","))
+	}
+	if o.Scenario == S2 && !o.Align {
+		b.WriteString(" --align=false")
+	}
+	if o.Lanes != tunnel.LanesAuto && o.Scenario != Lanes {
+		fmt.Fprintf(&b, " --lanes %d", o.Lanes)
+	}
+	return b.String()
+}
+
+// scenarioTraces lists the trace files sc replays relative to tracesDir,
+// or ["builtin"].
+func scenarioTraces(sc emu.Scenario, tracesDir string) []string {
+	if sc.Source == "builtin" {
+		return []string{"builtin"}
+	}
+	var files []string
+	for _, p := range sc.Paths {
+		for _, f := range p.Files {
+			if rel, err := filepath.Rel(tracesDir, f); err == nil && !strings.HasPrefix(rel, "..") {
+				f = filepath.ToSlash(rel)
+			}
+			if !slices.Contains(files, f) {
+				files = append(files, f)
+			}
+		}
+	}
+	return files
+}
+
+// benchRun is one configuration's pass over a fresh testbed: the edge's
+// and the concentrator's counters at the start and the end of the traffic.
+type benchRun struct {
+	mode                string
+	start               time.Time // when the traffic started
+	edge0, edge1        tunnel.BondStats
+	conc0, conc1        tunnel.BondStats
+	pathNames           []string
+	pathTxBytes         []uint64 // per path, datagram bytes handed to QUIC during the run
+	pathTxPackets       []uint64 // per path, datagrams handed to QUIC during the run
+	queueDrops          uint64   // datagrams dropped from send queues (full or expired)
+	wireBytes, wirePkts uint64   // sums of pathTxBytes and pathTxPackets
+}
+
+// runOnBedAt builds a testbed from bo, waits for its paths, starts traffic
+// at anchor plus o.Settle (anchor zero: the bed's creation, when the
+// emulated links start), lets it drain for o.Drain after traffic returns
+// and tears the bed down. traffic sends from this goroutine; deliver is
+// called from the receiving goroutine, never at the same time as itself.
+func runOnBedAt(ctx context.Context, o Options, bo demo.BedOptions, anchor time.Time, out io.Writer,
+	traffic func(ctx context.Context, bed *demo.Bed, start time.Time) error,
+	deliver func(payload []byte, now time.Time)) (benchRun, error) {
+	bed, err := demo.NewBed(bo, o.Inprocess, io.Discard)
+	if err != nil {
+		return benchRun{}, err
+	}
+	defer bed.Close()
+	if err := demo.WaitPaths(ctx, bed.Edge, len(bo.Scenario.Paths)); err != nil {
+		return benchRun{}, err
+	}
+	if anchor.IsZero() {
+		anchor = bed.Created
+	}
+	start := anchor.Add(o.Settle)
+	if late := time.Since(start); late > 0 {
+		fmt.Fprintf(out, "  warning: paths came up %s after the planned start; traffic starts late and sees a later trace segment\n", late.Round(time.Millisecond))
+		start = time.Now()
+	}
+	if err := sleepUntil(ctx, start, nil); err != nil {
+		return benchRun{}, err
+	}
+	r := benchRun{mode: bed.Mode, start: start, edge0: bed.Edge.Stats(), conc0: bed.Conc.Stats()}
+	rctx, rcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); bed.Recv(rctx, deliver) }()
+	terr := traffic(ctx, bed, start)
+	if terr == nil {
+		terr = sleepUntil(ctx, time.Now().Add(o.Drain), nil)
+	}
+	rcancel()
+	<-done
+	if terr != nil {
+		return benchRun{}, terr
+	}
+	r.edge1, r.conc1 = bed.Edge.Stats(), bed.Conc.Stats()
+	for i, p := range r.edge1.Paths {
+		var b pathCounterSet
+		if i < len(r.edge0.Paths) {
+			b = pathCounters(r.edge0.Paths[i])
+		}
+		a := pathCounters(p)
+		r.pathNames = append(r.pathNames, p.Name)
+		r.pathTxBytes = append(r.pathTxBytes, a.txBytes-b.txBytes)
+		r.pathTxPackets = append(r.pathTxPackets, a.txPackets-b.txPackets)
+		r.queueDrops += a.drops - b.drops
+		r.wireBytes += a.txBytes - b.txBytes
+		r.wirePkts += a.txPackets - b.txPackets
+	}
+	return r, nil
+}
+
+// pathCounterSet holds the path counters a bench run takes differences of.
+type pathCounterSet struct{ txBytes, txPackets, drops uint64 }
+
+// pathCounters takes the counters of p that a run differences.
+func pathCounters(p tunnel.PathStats) pathCounterSet {
+	return pathCounterSet{txBytes: p.TxBytes, txPackets: p.TxPackets, drops: p.Drops.QueueFull + p.Drops.Expired + p.Drops.Deadline}
+}
+
+// benchPath is one path's part of a configuration's traffic.
+type benchPath struct {
+	Name      string  `json:"name"`
+	TxBytes   uint64  `json:"tx_bytes"`   // datagram bytes (bondd header + inner packet or parity) handed to QUIC
+	TxPackets uint64  `json:"tx_packets"` // datagrams handed to QUIC
+	Share     float64 `json:"share"`      // TxBytes over all paths' TxBytes
+}
+
+// paths returns r's per-path figures.
+func (r *benchRun) paths() []benchPath {
+	var ps []benchPath
+	for i, n := range r.pathNames {
+		p := benchPath{Name: n, TxBytes: r.pathTxBytes[i], TxPackets: r.pathTxPackets[i]}
+		if r.wireBytes > 0 {
+			p.Share = float64(p.TxBytes) / float64(r.wireBytes)
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// fecDelta returns the edge's coding rate k/(k+r) (data over data plus
+// parity datagrams of the blocks sent during the run; 1 without FEC), the
+// parity sent, and the data packets the concentrator recovered.
+func (r *benchRun) fecDelta() (rate float64, parity, recovered uint64) {
+	rate = 1
+	if a, b := r.edge1.FEC, r.edge0.FEC; a != nil && b != nil {
+		data := a.DataProtected - b.DataProtected
+		parity = a.ParitySent - b.ParitySent
+		if data+parity > 0 {
+			rate = float64(data) / float64(data+parity)
+		}
+	}
+	if a, b := r.conc1.FEC, r.conc0.FEC; a != nil && b != nil {
+		recovered = a.Recovered - b.Recovered
+	}
+	return rate, parity, recovered
+}
+
+// sleepUntil waits until t or ctx is done (then it returns ctx.Err()).
+// timer is a stopped, drained timer to reuse, or nil for a new one.
+func sleepUntil(ctx context.Context, t time.Time, timer *time.Timer) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	if timer == nil {
+		timer = time.NewTimer(d)
+		defer timer.Stop()
+	} else {
+		timer.Reset(d)
+	}
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		timer.Stop()
+		return ctx.Err()
+	}
+}
+
+// writeResults prints md on out and writes it to dir/results.md, and rep
+// as indented JSON to dir/results.json.
+func writeResults(dir string, rep any, md string, out io.Writer) error {
+	fmt.Fprint(out, "\n"+md)
+	if err := writeJSON(dir, rep); err != nil {
+		return err
+	}
+	return writeMarkdown(dir, md)
+}
+
+// writeJSON writes v as indented JSON to dir/results.json.
+func writeJSON(dir string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644)
+}
+
+// writeMarkdown writes md to dir/results.md.
+func writeMarkdown(dir, md string) error {
+	return os.WriteFile(filepath.Join(dir, "results.md"), []byte(md), 0o644)
+}

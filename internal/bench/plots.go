@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// PlotsFile is the file, beside results.json, that holds the data of a
+// run's CDF plots. cmd/bondd-plot draws them (PNG and SVG); bench itself
+// links no plotting library, so neither does the bondd binary.
+const PlotsFile = "plots.json"
+
+// cdfMaxPoints bounds the points stored per line, so that the file and an
+// SVG of a long run stay small (a CDF of 25 000 samples needs no more to
+// look exact).
+const cdfMaxPoints = 400
+
+// Plots is the content of PlotsFile.
+type Plots struct {
+	Plots []CDFPlot `json:"plots"`
+}
+
+// CDFPlot is one CDF plot: one line per configuration.
+type CDFPlot struct {
+	// Name is the file name of the drawing, without extension.
+	Name   string `json:"name"`
+	Title  string `json:"title"`
+	XLabel string `json:"x_label"`
+	// XMax is the largest P99.9 of the series: the drawing's x axis ends
+	// just past it, so that one outlier does not squeeze every curve
+	// against the left edge. 0 when every series is empty.
+	XMax   float64     `json:"x_max"`
+	Series []CDFSeries `json:"series"`
+}
+
+// CDFSeries is one line of a CDF plot: points (x = sample, y = fraction of
+// samples ≤ x) of the empirical CDF, x ascending.
+type CDFSeries struct {
+	Name   string       `json:"name"`
+	Points [][2]float64 `json:"points"`
+}
+
+// cdfSeries is one line of a CDF plot as measured.
+type cdfSeries struct {
+	Name   string
+	Sorted []float64 // samples in ascending order; not modified
+}
+
+// cdfPlot returns the plot of series, leaving out empty series.
+func cdfPlot(name, title, xlabel string, series []cdfSeries) CDFPlot {
+	p := CDFPlot{Name: name, Title: title, XLabel: xlabel}
+	for _, s := range series {
+		if len(s.Sorted) == 0 {
+			continue
+		}
+		p.XMax = max(p.XMax, quantile(s.Sorted, 0.999))
+		p.Series = append(p.Series, CDFSeries{Name: s.Name, Points: cdfPoints(s.Sorted)})
+	}
+	return p
+}
+
+// cdfPoints returns at most cdfMaxPoints points (x = sample, y = fraction
+// of samples ≤ x) of the empirical CDF of sorted, always including the
+// first and the last sample.
+func cdfPoints(sorted []float64) [][2]float64 {
+	n := len(sorted)
+	if n == 0 {
+		return nil
+	}
+	step := max(1, n/cdfMaxPoints)
+	pts := make([][2]float64, 0, n/step+2)
+	for i := 0; i < n; i += step {
+		pts = append(pts, [2]float64{sorted[i], float64(i+1) / float64(n)})
+	}
+	if last := pts[len(pts)-1]; last[1] < 1 {
+		pts = append(pts, [2]float64{sorted[n-1], 1})
+	}
+	return pts
+}
+
+// writePlots writes dir/PlotsFile.
+func writePlots(dir string, plots ...CDFPlot) error {
+	b, err := json.MarshalIndent(Plots{Plots: plots}, "", " ")
+	if err != nil {
+		return fmt.Errorf("plots: %w", err)
+	}
+	return os.WriteFile(filepath.Join(dir, PlotsFile), append(b, '\n'), 0o644)
+}
