@@ -302,7 +302,7 @@ func (c *Concentrator) accept(conn *quic.Conn) (*lane, error) {
 		return nil, err
 	}
 	str.SetDeadline(time.Time{})
-	c.wg.Go(func() { e.bond.ctl.routineControl(conn, str, p, h.BondID, caps) }) // later control messages (ctrl_conc.go)
+	c.wg.Go(func() { e.bond.ctl.routineServeControl(conn, str, p, h.BondID, caps) }) // later control messages (ctrl_conc.go)
 	return &p.lanes[h.Lane], nil
 }
 

@@ -20,7 +20,7 @@ import (
 )
 
 // The concentrator's side of the control plane (MoMQ appendix A.2). Every
-// connection of an edge reads its control stream in routineControl; the
+// connection of an edge reads its control stream in routineServeControl; the
 // state the messages change belongs to the edge's bond (bondControl) and
 // to its session, the edge process that sent the hello's bond id:
 //
@@ -236,15 +236,15 @@ func (c *bondControl) resetLocked() {
 	}
 }
 
-// routineControl reads the control stream of one connection of the edge
+// routineServeControl reads the control stream of one connection of the edge
 // after the hello, until the stream or the connection ends. caps are what
 // the hello negotiated; a control message outside them, a message only the
 // concentrator sends, or one that does not parse is a protocol violation:
 // the connection is closed with codeProtocol and the violation counted.
-func (c *bondControl) routineControl(conn *quic.Conn, str *quic.Stream, p *path, bondID uint64, caps ctrlCaps) {
+func (c *bondControl) routineServeControl(conn *quic.Conn, str *quic.Stream, p *path, bondID uint64, caps ctrlCaps) {
 	log := c.log.With("path", p.name)
-	log.Debug("routineControl started")
-	defer log.Debug("routineControl stopped")
+	log.Debug("routineServeControl started")
+	defer log.Debug("routineServeControl stopped")
 	c.begin(bondID, p)
 	defer c.end(bondID)
 	ctr := &c.bond.ctlCtr

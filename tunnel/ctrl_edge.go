@@ -19,7 +19,7 @@ import (
 // The edge's side of the control plane (MoMQ appendix A.2). Every
 // connection's hello offers all capabilities (ctrlCapsAll); its control
 // stream is then read by routineControlReader, which takes the
-// PATH_MAPPING_RESULTs. One goroutine, routineControl, writes: on the
+// PATH_MAPPING_RESULTs. One goroutine, routineControlWriter, writes: on the
 // carrier, the control stream of the first live connection (uplinks in
 // configuration order, lane 0 first), it sends
 //
@@ -38,7 +38,7 @@ import (
 // Timing of the edge's control plane.
 const (
 	// ctrlMinReportInterval is the shortest gap between two reports, and
-	// the poll period of routineControl on a path without an RTT sample.
+	// the poll period of routineControlWriter on a path without an RTT sample.
 	ctrlMinReportInterval = 50 * time.Millisecond
 	// ctrlRuleRetry is how long a rule the concentrator REJECTED waits
 	// before it is sent again.
@@ -58,7 +58,7 @@ type edgeControl struct {
 	mu      sync.Mutex                   // guards the following
 	streams []*ctrlConn                  // live control streams
 	labels  map[string]map[string]string // by uplink: labels from SetLabels (nil: back to the configured ones)
-	results []mappingResult              // received, not yet handled by routineControl
+	results []mappingResult              // received, not yet handled by routineControlWriter
 }
 
 // ctrlConn is one connection's control stream on the edge.
@@ -71,13 +71,13 @@ type ctrlConn struct {
 	dead atomic.Bool // a write failed: not a carrier any more
 }
 
-// doorbell returns the channel that wakes routineControl.
+// doorbell returns the channel that wakes routineControlWriter.
 func (ec *edgeControl) doorbell() chan struct{} {
 	ec.bellOnce.Do(func() { ec.bell = make(chan struct{}, 1) })
 	return ec.bell
 }
 
-// ring wakes routineControl; it never blocks.
+// ring wakes routineControlWriter; it never blocks.
 func (ec *edgeControl) ring() {
 	select {
 	case ec.doorbell() <- struct{}{}:
@@ -87,10 +87,10 @@ func (ec *edgeControl) ring() {
 
 // attachControl takes over a connection's control stream after a hello
 // reply that accepted caps: it starts the stream's reader and, once, the
-// edge's routineControl. It is called from the dial, inside e.wg.
+// edge's routineControlWriter. It is called from the dial, inside e.wg.
 func (e *Edge) attachControl(conn *quic.Conn, str *quic.Stream, pathName string, lane int, caps ctrlCaps) {
 	ec := &e.ctl
-	ec.start.Do(func() { e.wg.Go(e.routineControl) })
+	ec.start.Do(func() { e.wg.Go(e.routineControlWriter) })
 	idx := 0
 	for i, p := range e.paths {
 		if p.name == pathName {
@@ -159,7 +159,7 @@ func (e *Edge) routineControlReader(cc *ctrlConn) {
 			return
 		}
 		ec.mu.Lock()
-		if len(ec.results) < 4*rules.MaxRules { // bounded: routineControl drains it
+		if len(ec.results) < 4*rules.MaxRules { // bounded: routineControlWriter drains it
 			ec.results = append(ec.results, *res)
 		}
 		ec.mu.Unlock()
@@ -223,7 +223,7 @@ func (ec *edgeControl) carrier(cur *ctrlConn) *ctrlConn {
 	return best
 }
 
-// edgeRuleState is routineControl's view of the rules the carrier's
+// edgeRuleState is routineControlWriter's view of the rules the carrier's
 // session holds.
 type edgeRuleState struct {
 	sent    map[string][]byte      // rule id → the install sent
@@ -240,11 +240,11 @@ type pendingRule struct {
 	install bool
 }
 
-// routineControl writes the edge's control messages on the carrier (see
+// routineControlWriter writes the edge's control messages on the carrier (see
 // the top of this file). It stops with the edge.
-func (e *Edge) routineControl() {
-	e.log.Debug("routineControl started")
-	defer e.log.Debug("routineControl stopped")
+func (e *Edge) routineControlWriter() {
+	e.log.Debug("routineControlWriter started")
+	defer e.log.Debug("routineControlWriter stopped")
 	ec := &e.ctl
 	var (
 		carrier    *ctrlConn

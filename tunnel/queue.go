@@ -54,31 +54,32 @@ type sendQueue struct {
 	onLen  func(packets, bytes int) // reports the depth after each change
 
 	mu      sync.Mutex // guards all following
-	bands   [queueBands]ring
+	bands   [queueBands]bandFIFO
 	n       int // frames queued, all bands
 	bytes   int // sum of the queued frames' lengths
 	dropped [dropReasons]uint64
 	offered uint64 // bytes ever pushed: the demand on the path
 }
 
-// ring is one band's FIFO.
-type ring struct {
+// bandFIFO is one priority band's frames, oldest first: a circular buffer
+// of the queue's capacity. (The queue's doorbell is rung with ring.)
+type bandFIFO struct {
 	buf     []frame
 	head, n int
 }
 
-func (r *ring) pushBack(f frame) {
+func (r *bandFIFO) pushBack(f frame) {
 	r.buf[(r.head+r.n)%len(r.buf)] = f
 	r.n++
 }
 
-func (r *ring) pushFront(f frame) {
+func (r *bandFIFO) pushFront(f frame) {
 	r.head = (r.head - 1 + len(r.buf)) % len(r.buf)
 	r.buf[r.head] = f
 	r.n++
 }
 
-func (r *ring) popFront() frame {
+func (r *bandFIFO) popFront() frame {
 	f := r.buf[r.head]
 	r.buf[r.head] = frame{}
 	r.head = (r.head + 1) % len(r.buf)
@@ -141,7 +142,7 @@ func (q *sendQueue) requeue(f frame) {
 		putBuf(f.buf)
 		return
 	}
-	q.bands[bandOf(f.prio)].pushFront(f) // its band held it: the ring exists
+	q.bands[bandOf(f.prio)].pushFront(f) // its band held it: its buffer exists
 	q.n++
 	q.bytes += f.end - f.off
 	n, b := q.n, q.bytes
