@@ -18,6 +18,10 @@
 // [LEOState] from the paths' LEO reconfiguration markers ([LEOReconf]) and
 // [PendingIFrame] from the pending I-frame tracker (MoMQ §4.1, eq. 1).
 //
+// A [LaneController] decides how many QUIC connections (lanes) one uplink
+// wants, from samples of its state that carry their own time; the tunnel
+// package opens and closes them.
+//
 // policy never sees QUIC or TUN: it speaks in durations, byte counts and
 // path indexes.
 package policy

@@ -135,7 +135,7 @@ func (e *Edge) Close() error {
 }
 
 // routineUplink runs the lanes of one uplink: a fixed number, or with
-// LanesAuto as many as laneControl asks for, each kept connected by its own
+// LanesAuto as many as policy.LaneController asks for, each kept connected by its own
 // routineDial. Every change of the number of lanes is logged.
 func (e *Edge) routineUplink(p *path, u UplinkOptions) {
 	log := e.log.With("path", u.Name)
@@ -157,43 +157,44 @@ func (e *Edge) routineUplink(p *path, u UplinkOptions) {
 	}
 	mode = "auto"
 	p.laneMode.Store(&mode)
-	ctl := newLaneControl(MaxLanes, time.Now())
+	ctl := policy.NewLaneController(MaxLanes, time.Now())
 	start(0)
-	tick := time.NewTicker(laneSampleEvery)
+	tick := time.NewTicker(policy.LaneSampleEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case <-e.ctx.Done():
 			return
 		case now := <-tick.C:
-			d := ctl.sample(p.laneSample(now))
-			if d.delta == 0 {
+			d := ctl.Sample(p.laneSample(now))
+			if d.Delta == 0 {
 				continue
 			}
-			for i := ctl.n - d.delta; i < ctl.n; i++ { // added
+			n := ctl.Lanes()
+			for i := n - d.Delta; i < n; i++ { // added
 				start(i)
 			}
-			for i := ctl.n; i < ctl.n-d.delta; i++ { // removed
+			for i := n; i < n-d.Delta; i++ { // removed
 				cancels[i]()
 			}
-			log.Info("lanes changed", "lanes", ctl.n, "was", ctl.n-d.delta, "reason", d.reason,
-				"window_limited", d.limited, "loss_rate", d.lossRate, "demand_mbps", d.demandBps/1e6,
-				"used_mbps", d.usedBps/1e6, "capacity_mbps", d.capBps/1e6,
+			log.Info("lanes changed", "lanes", n, "was", n-d.Delta, "reason", d.Reason,
+				"window_limited", d.Limited, "loss_rate", d.LossRate, "demand_mbps", d.DemandBps/1e6,
+				"used_mbps", d.UsedBps/1e6, "capacity_mbps", d.CapacityBps/1e6,
 				"srtt", p.state.SmoothedRTT(), "min_rtt", p.state.MinRTT())
 		}
 	}
 }
 
-// laneSample reads what laneControl needs from p at now.
-func (p *path) laneSample(now time.Time) laneSample {
+// laneSample reads what policy.LaneController needs from p at now.
+func (p *path) laneSample(now time.Time) policy.LaneSample {
 	var drops uint64
 	for _, n := range p.queue.drops() {
 		drops += n
 	}
-	return laneSample{now: now, active: p.state.Status(now) == policy.StatusActive,
-		queueBytes: p.state.QueueBytes(), cwnd: p.state.CongestionWindow(), inflight: p.state.BytesInFlight(),
-		srtt: p.state.SmoothedRTT(), minRTT: p.state.MinRTT(), lost: p.state.PacketsLost(), txBytes: p.txBytes.Load(),
-		offeredBytes: p.queue.offeredBytes(), queueDrops: drops}
+	return policy.LaneSample{Now: now, Active: p.state.Status(now) == policy.StatusActive,
+		QueueBytes: p.state.QueueBytes(), Cwnd: p.state.CongestionWindow(), Inflight: p.state.BytesInFlight(),
+		SRTT: p.state.SmoothedRTT(), MinRTT: p.state.MinRTT(), Lost: p.state.PacketsLost(), TxBytes: p.txBytes.Load(),
+		OfferedBytes: p.queue.offeredBytes(), QueueDrops: drops}
 }
 
 // routineDial keeps one lane of an uplink connected until ctx ends: dial,
