@@ -12,8 +12,8 @@ import (
 // import only bondd packages of a strictly lower layer (see DESIGN.md).
 var layer = map[string]int{
 	"classify": 0, "classify/capture": 0, "fec": 0, "tun": 0, "tun/tuntest": 0, "emu": 0, "internal/testbed": 0,
-	"rules":     1,
-	"policy":    2,
+	"rules":  1,
+	"policy": 2, "tunnel/ctrlmsg": 2,
 	"tunnel":    3,
 	"cmd/bondd": 4,
 }

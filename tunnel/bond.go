@@ -165,9 +165,6 @@ func (b *Bond) pathFor(name string, labels map[string]string) (p *path, ok bool)
 	return p, true
 }
 
-// maxPaths bounds the paths of one bond.
-const maxPaths = 16
-
 // adoptBondID records the edge's bond id. A new id means the edge restarted:
 // its sequence numbers start over, so the duplicate filter is reset and the
 // old process's connections are closed.

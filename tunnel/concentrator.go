@@ -16,6 +16,8 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/bondd/bondd/tunnel/ctrlmsg"
+
 	"github.com/bondd/bondd/tun"
 )
 
@@ -260,16 +262,16 @@ func (c *Concentrator) accept(conn *quic.Conn) (*lane, error) {
 		return nil, fmt.Errorf("waiting for the control stream: %w", err)
 	}
 	str.SetDeadline(time.Now().Add(DefaultHandshakeTimeout))
-	var h hello
-	typ, body, err := readMsg(str)
-	if err == nil && typ != msgHello {
+	var h ctrlmsg.Hello
+	typ, body, err := ctrlmsg.Read(str)
+	if err == nil && typ != ctrlmsg.TypeHello {
 		err = fmt.Errorf("first control message is %q, not hello", typ)
 	}
 	if err == nil {
 		err = json.Unmarshal(body, &h)
 	}
 	if err == nil {
-		err = h.check()
+		err = checkHello(&h)
 	}
 	if err != nil {
 		conn.CloseWithError(codeProtocol, "bad hello")
@@ -277,7 +279,7 @@ func (c *Concentrator) accept(conn *quic.Conn) (*lane, error) {
 	}
 	e := c.edges[h.EdgeID]
 	if e == nil || !c.authorized(e, conn, h.Token) {
-		writeMsg(str, &helloReply{Type: msgHelloReply, Error: "not authorized"}) // the peer learns no reason
+		ctrlmsg.Write(str, &ctrlmsg.HelloReply{Type: ctrlmsg.TypeHelloReply, Error: "not authorized"}) // the peer learns no reason
 		str.Close()
 		// Give the reply a moment to leave before the close overtakes it.
 		time.AfterFunc(100*time.Millisecond, func() { conn.CloseWithError(codeUnauthorized, "not authorized") })
@@ -292,12 +294,12 @@ func (c *Concentrator) accept(conn *quic.Conn) (*lane, error) {
 	}
 	p, ok := e.bond.pathFor(h.Path, h.Labels)
 	if !ok {
-		writeMsg(str, &helloReply{Type: msgHelloReply, Error: "too many paths"})
+		ctrlmsg.Write(str, &ctrlmsg.HelloReply{Type: ctrlmsg.TypeHelloReply, Error: "too many paths"})
 		conn.CloseWithError(codeProtocol, "too many paths")
 		return nil, fmt.Errorf("edge %s: more than %d paths", h.EdgeID, maxPaths)
 	}
-	caps := capsOf(h.Control) // the concentrator takes every capability it knows
-	if err := writeMsg(str, &helloReply{Type: msgHelloReply, OK: true, MTU: c.opts.MTU, Control: caps.names()}); err != nil {
+	caps := ctrlmsg.CapsOf(h.Control) // the concentrator takes every capability it knows
+	if err := ctrlmsg.Write(str, &ctrlmsg.HelloReply{Type: ctrlmsg.TypeHelloReply, OK: true, MTU: c.opts.MTU, Control: caps.Names()}); err != nil {
 		conn.CloseWithError(codeProtocol, "hello reply failed")
 		return nil, err
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+
+	"github.com/bondd/bondd/tunnel/ctrlmsg"
 	"github.com/quic-go/quic-go/qlogwriter"
 	"golang.org/x/sys/unix"
 
@@ -298,17 +300,17 @@ func (e *Edge) hello(ctx context.Context, conn *quic.Conn, u UplinkOptions, lane
 	str.SetDeadline(deadline)
 	// Shutdown must not wait for the reply: cut the stream's deadline short.
 	defer context.AfterFunc(ctx, func() { str.SetDeadline(time.Now()) })()
-	err = writeMsg(str, &hello{Type: msgHello, Version: Version, EdgeID: e.opts.ID, BondID: e.bondID,
-		Path: u.Name, Lane: lane, Labels: u.Labels, Token: e.opts.Token, Control: ctrlCapsAll.names()})
+	err = ctrlmsg.Write(str, &ctrlmsg.Hello{Type: ctrlmsg.TypeHello, Version: Version, EdgeID: e.opts.ID, BondID: e.bondID,
+		Path: u.Name, Lane: lane, Labels: u.Labels, Token: e.opts.Token, Control: ctrlmsg.CapsAll.Names()})
 	if err != nil {
 		return unauthorizedOr(err)
 	}
-	typ, body, err := readMsg(str)
+	typ, body, err := ctrlmsg.Read(str)
 	if err != nil {
 		return unauthorizedOr(err)
 	}
-	var r helloReply
-	if typ != msgHelloReply || json.Unmarshal(body, &r) != nil {
+	var r ctrlmsg.HelloReply
+	if typ != ctrlmsg.TypeHelloReply || json.Unmarshal(body, &r) != nil {
 		return errors.New("concentrator sent no hello reply")
 	}
 	if !r.OK {
@@ -320,7 +322,7 @@ func (e *Edge) hello(ctx context.Context, conn *quic.Conn, u UplinkOptions, lane
 	}
 	str.SetDeadline(time.Time{})
 	// The stream stays open for the control plane (ctrl_edge.go).
-	e.attachControl(conn, str, u.Name, lane, capsOf(r.Control)&ctrlCapsAll)
+	e.attachControl(conn, str, u.Name, lane, ctrlmsg.CapsOf(r.Control)&ctrlmsg.CapsAll)
 	return nil
 }
 
