@@ -35,10 +35,9 @@ type Concentrator struct {
 	tr *quic.Transport
 	ln *quic.Listener
 
-	noRoute        atomic.Uint64 // downlink packets with no bond for their destination
+	drops          dropCounters // concentrator-scope reasons: TUN packets of no bond (DropNoRoute, DropLinkLocal)
 	authFailed     atomic.Uint64
-	lastRefusalLog atomic.Int64  // unix ns of the last refusal logged
-	linkLocal      atomic.Uint64 // downlink packets to link-scope destinations
+	lastRefusalLog atomic.Int64 // unix ns of the last refusal logged
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -185,11 +184,11 @@ func (c *Concentrator) Bond(edgeID string) *Bond {
 
 // NoRoute returns the number of downlink packets dropped because no edge's
 // allowed prefixes held their destination.
-func (c *Concentrator) NoRoute() uint64 { return c.noRoute.Load() }
+func (c *Concentrator) NoRoute() uint64 { return c.drops.get(DropNoRoute) }
 
 // LinkLocal returns the number of packets read from the TUN for a
 // link-local or link-scope multicast destination, which are not routed.
-func (c *Concentrator) LinkLocal() uint64 { return c.linkLocal.Load() }
+func (c *Concentrator) LinkLocal() uint64 { return c.drops.get(DropLinkLocal) }
 
 // AuthFailures returns the number of path connections refused at the hello.
 func (c *Concentrator) AuthFailures() uint64 { return c.authFailed.Load() }
@@ -198,7 +197,7 @@ func (c *Concentrator) AuthFailures() uint64 { return c.authFailed.Load() }
 func (c *Concentrator) route(pkt []byte) *Bond {
 	dst, ok := innerDest(pkt)
 	if ok && linkScope(dst) { // not routed: see Bond.send
-		c.linkLocal.Add(1)
+		c.drops.add(DropLinkLocal)
 		return nil
 	}
 	if ok {
@@ -208,7 +207,7 @@ func (c *Concentrator) route(pkt []byte) *Bond {
 			}
 		}
 	}
-	c.noRoute.Add(1)
+	c.drops.add(DropNoRoute)
 	return nil
 }
 

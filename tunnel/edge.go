@@ -189,10 +189,7 @@ func (e *Edge) routineUplink(p *path, u UplinkOptions) {
 
 // laneSample reads what policy.LaneController needs from p at now.
 func (p *path) laneSample(now time.Time) policy.LaneSample {
-	var drops uint64
-	for _, n := range p.queue.drops() {
-		drops += n
-	}
+	drops := p.drops.get(DropQueueFull) + p.drops.get(DropExpired) + p.drops.get(DropDeadline)
 	return policy.LaneSample{Now: now, Active: p.state.Status(now) == policy.StatusActive,
 		QueueBytes: p.state.QueueBytes(), Cwnd: p.state.CongestionWindow(), Inflight: p.state.BytesInFlight(),
 		SRTT: p.state.SmoothedRTT(), MinRTT: p.state.MinRTT(), Lost: p.state.PacketsLost(), TxBytes: p.txBytes.Load(),

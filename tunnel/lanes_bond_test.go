@@ -40,7 +40,7 @@ func TestBondLanesFixed(t *testing.T) {
 	tb.exchange(t, tb.edgeDev, tb.concDev, edgeAddr, srvAddr, 300)
 	tb.waitLanes(t, 3)
 	tb.exchange(t, tb.edgeDev, tb.concDev, edgeAddr, srvAddr, 300)
-	if d := tb.edge.Bond().Stats().Drops.NoPath; d != 0 {
+	if d := tb.edge.Bond().Stats().Drops[DropNoPath]; d != 0 {
 		t.Errorf("%d packets found no path while one lane of three was down", d)
 	}
 }
