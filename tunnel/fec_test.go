@@ -3,8 +3,6 @@ package tunnel
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -30,22 +28,11 @@ func lossyBond(t *testing.T, loss []float64, fopts FECOptions) *testBond {
 	t.Helper()
 	tb := newTestBondWith(t, token, len(loss), func(o *EdgeOptions) {
 		o.FEC = fopts
-		for i, l := range loss {
-			lc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			link := emu.LinkConfig{Delay: 20 * time.Millisecond, Rate: 20 * emu.Mbps}
-			up := link
-			up.Loss = l
-			r, err := emu.NewRelay(emu.Options{Listen: lc, Upstream: netip.MustParseAddrPort(o.Concentrator),
-				Up: up, Down: link, Seed: uint64(i + 1)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { r.Close() }) // after the bond's own cleanup
-			o.Uplinks[i].Remote = r.Addr().String()
+		var links []emu.RelayLink
+		for _, l := range loss {
+			links = append(links, symmetric(20*time.Millisecond, 20*emu.Mbps, l))
 		}
+		viaRelays(t, o, links, 1)
 	})
 	tb.waitActive(t, len(loss))
 	return tb

@@ -3,8 +3,6 @@ package tunnel
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -54,19 +52,7 @@ func TestBondLanesAuto(t *testing.T) {
 	}
 	tb := newTestBondWith(t, token, 1, func(o *EdgeOptions) {
 		o.FEC = FECOptions{Mode: FECOff}
-		lc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		link := emu.LinkConfig{Delay: 20 * time.Millisecond, Rate: 100 * emu.Mbps}
-		up := link
-		up.Loss = 0.02
-		r, err := emu.NewRelay(emu.Options{Listen: lc, Upstream: netip.MustParseAddrPort(o.Concentrator), Up: up, Down: link, Seed: 7})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Close() })
-		o.Uplinks[0].Remote = r.Addr().String()
+		viaRelays(t, o, []emu.RelayLink{symmetric(20*time.Millisecond, 100*emu.Mbps, 0.02)}, 7)
 	})
 	tb.waitActive(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)

@@ -3,8 +3,6 @@ package tunnel
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -42,19 +40,7 @@ func TestSchedulersOnEmuPaths(t *testing.T) {
 			}
 			tb := newTestBondWith(t, token, 2, func(o *EdgeOptions) {
 				o.Picker, o.FEC = picker, FECOptions{Mode: FECOff}
-				for i, delay := range []time.Duration{10 * time.Millisecond, 60 * time.Millisecond} {
-					lc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-					if err != nil {
-						t.Fatal(err)
-					}
-					link := emu.LinkConfig{Delay: delay, Rate: 20 * emu.Mbps}
-					r, err := emu.NewRelay(emu.Options{Listen: lc, Upstream: netip.MustParseAddrPort(o.Concentrator), Up: link, Down: link, Seed: uint64(i + 1)})
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { r.Close() })
-					o.Uplinks[i].Remote = r.Addr().String()
-				}
+				viaRelays(t, o, []emu.RelayLink{symmetric(10*time.Millisecond, 20*emu.Mbps, 0), symmetric(60*time.Millisecond, 20*emu.Mbps, 0)}, 1)
 			})
 			tb.waitActive(t, 2)
 			waitFor(t, func() bool { // both paths have an RTT sample
