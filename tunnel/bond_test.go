@@ -305,6 +305,24 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
+// waitSettled waits until count stops growing: it has not changed for
+// quiet (longer than the time a packet still on its way can take), or
+// 10 s have passed. It is how a test drains what is in flight on a lossy
+// path, where the final count is not known in advance, without a fixed
+// wait that a slow machine (the race detector) outruns.
+func waitSettled(count func() int, quiet time.Duration) {
+	deadline := time.Now().Add(10 * time.Second)
+	last, since := count(), time.Now()
+	for time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		if n := count(); n != last {
+			last, since = n, time.Now()
+		} else if time.Since(since) >= quiet {
+			return
+		}
+	}
+}
+
 // checkGoroutines fails the test if goroutines started after the call are
 // still running after the test's later cleanups (which close the bond).
 func checkGoroutines(t *testing.T) {

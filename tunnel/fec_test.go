@@ -3,6 +3,7 @@ package tunnel
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,14 +47,18 @@ func runLossy(t *testing.T, fopts FECOptions, count, pps int) (float64, *FECStat
 	edge, conc, edgeDev, concDev := tb.edge, tb.conc, tb.edgeDev, tb.concDev
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	var mu sync.Mutex
 	got := map[string]bool{}
+	arrived := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
 			select {
 			case pkt := <-concDev.Outbound():
+				mu.Lock()
 				got[string(pkt[28:])] = true
+				mu.Unlock()
 			case <-ctx.Done():
 				return
 			}
@@ -66,7 +71,9 @@ func runLossy(t *testing.T, fopts FECOptions, count, pps int) (float64, *FECStat
 		}
 		edgeDev.Inject(udp4(edgeAddr, srvAddr, fmt.Appendf(nil, "%08d %0900d", i, 0)))
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Drain: the paths delay 20 ms, parity follows its block within the
+	// 20-ms budget; 300 ms without a new packet means nothing is on its way.
+	waitSettled(arrived, 300*time.Millisecond)
 	cancel()
 	<-done
 	return 1 - float64(len(got))/float64(count), edge.Bond().Stats().FEC, conc.Bond("van-1").Stats().FEC
