@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"encoding/json"
 	"fmt"
 	"sync/atomic"
 )
@@ -122,6 +123,25 @@ var (
 // reason of its scope, zeros included. In JSON an object keyed by the
 // reason names.
 type DropCounts map[DropReason]uint64
+
+// UnmarshalJSON reads the object json.Marshal writes (reason names as
+// keys, through MarshalText), skipping reason
+// names this build does not know (a newer daemon's), so that a status
+// client reads what it can.
+func (d *DropCounts) UnmarshalJSON(b []byte) error {
+	var m map[string]uint64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*d = make(DropCounts, len(m))
+	for name, n := range m {
+		var r DropReason
+		if r.UnmarshalText([]byte(name)) == nil {
+			(*d)[r] = n
+		}
+	}
+	return nil
+}
 
 // dropCounters count drops by reason; safe for concurrent use and
 // allocation-free.

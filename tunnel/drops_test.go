@@ -45,6 +45,10 @@ func TestDropCountsJSON(t *testing.T) {
 	if back[DropSpoofed] != 1 || back[DropDuplicate] != 3 || len(back) != len(BondDropReasons) {
 		t.Fatalf("%s → %v", b, back)
 	}
+	// A newer daemon's reason is skipped, not an error.
+	if err := json.Unmarshal([]byte(`{"spoofed":2,"from_the_future":9}`), &back); err != nil || back[DropSpoofed] != 2 || len(back) != 1 {
+		t.Fatalf("unknown reason: %v, %v", back, err)
+	}
 }
 
 // TestBadFECCountedOnce sends a concentrator bond an FEC data packet whose
