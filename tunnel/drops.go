@@ -125,9 +125,8 @@ var (
 type DropCounts map[DropReason]uint64
 
 // UnmarshalJSON reads the object json.Marshal writes (reason names as
-// keys, through MarshalText), skipping reason
-// names this build does not know (a newer daemon's), so that a status
-// client reads what it can.
+// keys, through MarshalText), skipping reason names this build does not
+// know (a newer daemon's), so that a status client reads what it can.
 func (d *DropCounts) UnmarshalJSON(b []byte) error {
 	var m map[string]uint64
 	if err := json.Unmarshal(b, &m); err != nil {
