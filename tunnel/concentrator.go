@@ -16,9 +16,8 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/bondd/bondd/tunnel/ctrlmsg"
-
 	"github.com/bondd/bondd/tun"
+	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
 
 // Concentrator is the cloud end: it accepts path connections from edges,

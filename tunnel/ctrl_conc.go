@@ -14,11 +14,10 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/bondd/bondd/tunnel/ctrlmsg"
-
 	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
+	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
 
 // The concentrator's side of the control plane (MoMQ appendix A.2). Every

@@ -13,9 +13,8 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/bondd/bondd/tunnel/ctrlmsg"
-
 	"github.com/bondd/bondd/rules"
+	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
 
 // The edge's side of the control plane (MoMQ appendix A.2). Every

@@ -15,11 +15,10 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/bondd/bondd/tunnel/ctrlmsg"
-
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tun/tuntest"
+	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
 
 // swapRules is a RuleSource whose set a test swaps.

@@ -15,13 +15,12 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
-
-	"github.com/bondd/bondd/tunnel/ctrlmsg"
 	"github.com/quic-go/quic-go/qlogwriter"
 	"golang.org/x/sys/unix"
 
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tun"
+	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
 
 // Edge is the vehicle end of a bond: it dials 1 to MaxLanes QUIC
