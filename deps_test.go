@@ -13,7 +13,7 @@ import (
 var layer = map[string]int{
 	"classify": 0, "classify/capture": 0, "fec": 0, "tun": 0, "tun/tuntest": 0, "emu": 0, "internal/testbed": 0, "internal/yamlfile": 0,
 	"rules": 1, "internal/emuconfig": 1,
-	"policy":          2,
+	"policy": 2, "tunnel/ctrlmsg": 2,
 	"tunnel":          3,
 	"internal/config": 4, "internal/demo": 4,
 	"internal/bench": 5, "internal/inspect": 5,

@@ -6,9 +6,9 @@ import (
 	"github.com/bondd/bondd/classify"
 )
 
-// Object names the object a packet belongs to (DESIGN.md "Rules"): a video
-// frame for RTP video, Key classify.KeyFrameID and ID the frame id (SSRC and
-// RTP timestamp). The zero Object (Key classify.KeyInvalid) means the packet
+// Object names the object a packet belongs to (docs/rules.md: the unit a
+// rule keeps together): a video frame for RTP video, Key
+// classify.KeyFrameID and ID the frame id (SSRC and RTP timestamp). The zero Object (Key classify.KeyInvalid) means the packet
 // is an object of its own, so nothing keeps it with others.
 type Object struct {
 	Key classify.Key

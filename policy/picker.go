@@ -16,8 +16,8 @@ type Picker interface {
 // at once. When no path has window room it picks the path with the earliest
 // expected delivery (Path.ExpectedDelivery), which spreads a load above any
 // one path's rate in proportion to the paths' rates. DEGRADED paths are used
-// only when no path is ACTIVE. It is the interim default until rule-driven
-// selection lands.
+// only when no path is ACTIVE. It is the default scheduler
+// (SchedulerLowestRTT), the base choice under the rules (Select).
 type LowestRTT struct{}
 
 // Pick implements [Picker].

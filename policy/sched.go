@@ -145,23 +145,33 @@ func (Redundant) Pick(paths []*Path, now time.Time, out []int) int {
 	return 0
 }
 
-// Scheduler names accepted by NewPicker.
+// Scheduler names accepted by NewPicker. A scheduler is the base choice
+// of a path: the rules (a rule file) apply on top of whichever is chosen
+// (Select), and no scheduler name turns them on or off.
 const (
-	SchedulerDefault    = "rules" // the rule set plus LowestRTT's default choice
+	SchedulerLowestRTT  = "lowestrtt" // LowestRTT, the default
 	SchedulerRoundRobin = "roundrobin"
 	SchedulerMinRTT     = "minrtt"
 	SchedulerBLEST      = "blest"
 	SchedulerRedundant  = "redundant"
+
+	// SchedulerDefault is the scheduler of an empty name.
+	SchedulerDefault = SchedulerLowestRTT
+	// SchedulerRulesAlias, "rules", is the name earlier versions gave
+	// SchedulerLowestRTT; NewPicker still accepts it, so that configs and
+	// --scheduler flags written for them keep working. It does not turn
+	// the rules on: a rule file does.
+	SchedulerRulesAlias = "rules"
 )
 
-// Schedulers lists the names NewPicker accepts.
-var Schedulers = []string{SchedulerDefault, SchedulerRoundRobin, SchedulerMinRTT, SchedulerBLEST, SchedulerRedundant}
+// Schedulers lists the names NewPicker accepts, SchedulerRulesAlias aside.
+var Schedulers = []string{SchedulerLowestRTT, SchedulerRoundRobin, SchedulerMinRTT, SchedulerBLEST, SchedulerRedundant}
 
-// NewPicker returns the picker named name ("" is the default), or an error
-// naming the choices.
+// NewPicker returns the picker named name ("" and SchedulerRulesAlias are
+// SchedulerLowestRTT), or an error naming the choices.
 func NewPicker(name string) (Picker, error) {
 	switch name {
-	case "", SchedulerDefault:
+	case "", SchedulerLowestRTT, SchedulerRulesAlias:
 		return LowestRTT{}, nil
 	case SchedulerRoundRobin:
 		return &RoundRobin{}, nil

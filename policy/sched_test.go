@@ -96,6 +96,12 @@ func TestNewPicker(t *testing.T) {
 	if _, err := NewPicker("fastest"); err == nil {
 		t.Error("unknown scheduler accepted")
 	}
+	// The default and the old name "rules" are the lowest-RTT picker.
+	for _, name := range []string{"", SchedulerDefault, SchedulerRulesAlias, SchedulerLowestRTT} {
+		if p, _ := NewPicker(name); p != (LowestRTT{}) {
+			t.Errorf("NewPicker(%q) = %T, want LowestRTT", name, p)
+		}
+	}
 }
 
 func TestSchedulerAllocs(t *testing.T) {

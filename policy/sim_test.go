@@ -88,7 +88,7 @@ func (s *simPath) publish(now time.Time) {
 	s.p.OnReceive(now)
 }
 
-// The S2 video of DESIGN.md ("Measuring it"): 50 fps, a 1-s GOP, an
+// The S2 video of docs/evaluation.md ("S2, LEO plus terrestrial"): 50 fps, a 1-s GOP, an
 // I-frame of about 230 KB, P-frames of 15, 10 and 8 KB (temporal layers 0,
 // 1 and 2), cut into packets of simPacket bytes.
 const (

@@ -60,7 +60,8 @@ type Bond struct {
 		dedupe     dedupe
 	}
 
-	ctr bondCounters
+	ctr   bondCounters
+	drops dropCounters // bond-scope reasons (DropReason)
 }
 
 // pathSet is an immutable snapshot of a bond's paths, with the policy view
@@ -70,13 +71,10 @@ type pathSet struct {
 	states []*policy.Path
 }
 
-// bondCounters count per-packet events; each is a drop reason or a total.
+// bondCounters count per-packet events that are not drops (drops.go).
 type bondCounters struct {
-	txPackets, rxPackets                    atomic.Uint64
-	noPath, oversize, badHeader, duplicate  atomic.Uint64
-	tooOld, spoofed, malformed, unsupported atomic.Uint64
-	tunWrite, icmpSent, mssClamped          atomic.Uint64
-	paritySkipped, linkLocal                atomic.Uint64
+	txPackets, rxPackets atomic.Uint64
+	icmpSent, mssClamped atomic.Uint64
 }
 
 // bondOptions are what newBond needs beyond the edge id and device.
@@ -165,9 +163,6 @@ func (b *Bond) pathFor(name string, labels map[string]string) (p *path, ok bool)
 	return p, true
 }
 
-// maxPaths bounds the paths of one bond.
-const maxPaths = 16
-
 // adoptBondID records the edge's bond id. A new id means the edge restarted:
 // its sequence numbers start over, so the duplicate filter is reset and the
 // old process's connections are closed.
@@ -201,24 +196,13 @@ func (b *Bond) Stats() BondStats {
 	id := b.rx.bondID
 	b.rx.Unlock()
 	s := BondStats{
-		EdgeID:    b.edgeID,
-		BondID:    id,
-		Uptime:    time.Duration(time.Now().UnixNano() - b.started.Load()),
-		MTU:       b.mtu,
-		TxPackets: b.ctr.txPackets.Load(),
-		RxPackets: b.ctr.rxPackets.Load(),
-		Drops: BondDrops{
-			NoPath:      b.ctr.noPath.Load(),
-			Oversize:    b.ctr.oversize.Load(),
-			BadHeader:   b.ctr.badHeader.Load(),
-			Duplicate:   b.ctr.duplicate.Load(),
-			TooOld:      b.ctr.tooOld.Load(),
-			Spoofed:     b.ctr.spoofed.Load(),
-			Malformed:   b.ctr.malformed.Load(),
-			Unsupported: b.ctr.unsupported.Load(),
-			TUNWrite:    b.ctr.tunWrite.Load(),
-			LinkLocal:   b.ctr.linkLocal.Load(),
-		},
+		EdgeID:     b.edgeID,
+		BondID:     id,
+		Uptime:     time.Duration(time.Now().UnixNano() - b.started.Load()),
+		MTU:        b.mtu,
+		TxPackets:  b.ctr.txPackets.Load(),
+		RxPackets:  b.ctr.rxPackets.Load(),
+		Drops:      b.drops.snapshot(BondDropReasons),
 		ICMPSent:   b.ctr.icmpSent.Load(),
 		MSSClamped: b.ctr.mssClamped.Load(),
 		FEC:        b.fecStats(),

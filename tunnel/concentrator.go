@@ -17,6 +17,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/bondd/bondd/tun"
+	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
 
 // Concentrator is the cloud end: it accepts path connections from edges,
@@ -33,10 +34,9 @@ type Concentrator struct {
 	tr *quic.Transport
 	ln *quic.Listener
 
-	noRoute        atomic.Uint64 // downlink packets with no bond for their destination
+	drops          dropCounters // concentrator-scope reasons: TUN packets of no bond (DropNoRoute, DropLinkLocal)
 	authFailed     atomic.Uint64
-	lastRefusalLog atomic.Int64  // unix ns of the last refusal logged
-	linkLocal      atomic.Uint64 // downlink packets to link-scope destinations
+	lastRefusalLog atomic.Int64 // unix ns of the last refusal logged
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -183,11 +183,11 @@ func (c *Concentrator) Bond(edgeID string) *Bond {
 
 // NoRoute returns the number of downlink packets dropped because no edge's
 // allowed prefixes held their destination.
-func (c *Concentrator) NoRoute() uint64 { return c.noRoute.Load() }
+func (c *Concentrator) NoRoute() uint64 { return c.drops.get(DropNoRoute) }
 
 // LinkLocal returns the number of packets read from the TUN for a
 // link-local or link-scope multicast destination, which are not routed.
-func (c *Concentrator) LinkLocal() uint64 { return c.linkLocal.Load() }
+func (c *Concentrator) LinkLocal() uint64 { return c.drops.get(DropLinkLocal) }
 
 // AuthFailures returns the number of path connections refused at the hello.
 func (c *Concentrator) AuthFailures() uint64 { return c.authFailed.Load() }
@@ -196,7 +196,7 @@ func (c *Concentrator) AuthFailures() uint64 { return c.authFailed.Load() }
 func (c *Concentrator) route(pkt []byte) *Bond {
 	dst, ok := innerDest(pkt)
 	if ok && linkScope(dst) { // not routed: see Bond.send
-		c.linkLocal.Add(1)
+		c.drops.add(DropLinkLocal)
 		return nil
 	}
 	if ok {
@@ -206,7 +206,7 @@ func (c *Concentrator) route(pkt []byte) *Bond {
 			}
 		}
 	}
-	c.noRoute.Add(1)
+	c.drops.add(DropNoRoute)
 	return nil
 }
 
@@ -260,16 +260,16 @@ func (c *Concentrator) accept(conn *quic.Conn) (*lane, error) {
 		return nil, fmt.Errorf("waiting for the control stream: %w", err)
 	}
 	str.SetDeadline(time.Now().Add(DefaultHandshakeTimeout))
-	var h hello
-	typ, body, err := readMsg(str)
-	if err == nil && typ != msgHello {
+	var h ctrlmsg.Hello
+	typ, body, err := ctrlmsg.Read(str)
+	if err == nil && typ != ctrlmsg.TypeHello {
 		err = fmt.Errorf("first control message is %q, not hello", typ)
 	}
 	if err == nil {
 		err = json.Unmarshal(body, &h)
 	}
 	if err == nil {
-		err = h.check()
+		err = checkHello(&h)
 	}
 	if err != nil {
 		conn.CloseWithError(codeProtocol, "bad hello")
@@ -277,7 +277,7 @@ func (c *Concentrator) accept(conn *quic.Conn) (*lane, error) {
 	}
 	e := c.edges[h.EdgeID]
 	if e == nil || !c.authorized(e, conn, h.Token) {
-		writeMsg(str, &helloReply{Type: msgHelloReply, Error: "not authorized"}) // the peer learns no reason
+		ctrlmsg.Write(str, &ctrlmsg.HelloReply{Type: ctrlmsg.TypeHelloReply, Error: "not authorized"}) // the peer learns no reason
 		str.Close()
 		// Give the reply a moment to leave before the close overtakes it.
 		time.AfterFunc(100*time.Millisecond, func() { conn.CloseWithError(codeUnauthorized, "not authorized") })
@@ -292,17 +292,17 @@ func (c *Concentrator) accept(conn *quic.Conn) (*lane, error) {
 	}
 	p, ok := e.bond.pathFor(h.Path, h.Labels)
 	if !ok {
-		writeMsg(str, &helloReply{Type: msgHelloReply, Error: "too many paths"})
+		ctrlmsg.Write(str, &ctrlmsg.HelloReply{Type: ctrlmsg.TypeHelloReply, Error: "too many paths"})
 		conn.CloseWithError(codeProtocol, "too many paths")
 		return nil, fmt.Errorf("edge %s: more than %d paths", h.EdgeID, maxPaths)
 	}
-	caps := capsOf(h.Control) // the concentrator takes every capability it knows
-	if err := writeMsg(str, &helloReply{Type: msgHelloReply, OK: true, MTU: c.opts.MTU, Control: caps.names()}); err != nil {
+	caps := ctrlmsg.CapsOf(h.Control) // the concentrator takes every capability it knows
+	if err := ctrlmsg.Write(str, &ctrlmsg.HelloReply{Type: ctrlmsg.TypeHelloReply, OK: true, MTU: c.opts.MTU, Control: caps.Names()}); err != nil {
 		conn.CloseWithError(codeProtocol, "hello reply failed")
 		return nil, err
 	}
 	str.SetDeadline(time.Time{})
-	c.wg.Go(func() { e.bond.ctl.routineControl(conn, str, p, h.BondID, caps) }) // later control messages (ctrl_conc.go)
+	c.wg.Go(func() { e.bond.ctl.routineServeControl(conn, str, p, h.BondID, caps) }) // later control messages (ctrl_conc.go)
 	return &p.lanes[h.Lane], nil
 }
 

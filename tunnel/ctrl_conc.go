@@ -17,10 +17,11 @@ import (
 	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
+	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
 
 // The concentrator's side of the control plane (MoMQ appendix A.2). Every
-// connection of an edge reads its control stream in routineControl; the
+// connection of an edge reads its control stream in routineServeControl; the
 // state the messages change belongs to the edge's bond (bondControl) and
 // to its session, the edge process that sent the hello's bond id:
 //
@@ -76,7 +77,7 @@ type bondControl struct {
 	bondID   uint64     // the session's bond id
 	live     int        // control streams of the session being read
 	seq      uint64     // sequence number of the report applied last
-	report   *stateReport
+	report   *ctrlmsg.StateReport
 	reportAt time.Time
 	labels   map[string]map[string]string // by path name: the edge's labels of that path, as sent
 	rules    []rules.Rule                 // the session's rules, ids prefixed, in install order
@@ -236,56 +237,50 @@ func (c *bondControl) resetLocked() {
 	}
 }
 
-// routineControl reads the control stream of one connection of the edge
+// routineServeControl reads the control stream of one connection of the edge
 // after the hello, until the stream or the connection ends. caps are what
 // the hello negotiated; a control message outside them, a message only the
 // concentrator sends, or one that does not parse is a protocol violation:
 // the connection is closed with codeProtocol and the violation counted.
-func (c *bondControl) routineControl(conn *quic.Conn, str *quic.Stream, p *path, bondID uint64, caps ctrlCaps) {
+func (c *bondControl) routineServeControl(conn *quic.Conn, str *quic.Stream, p *path, bondID uint64, caps ctrlmsg.Caps) {
 	log := c.log.With("path", p.name)
-	log.Debug("routineControl started")
-	defer log.Debug("routineControl stopped")
+	log.Debug("routineServeControl started")
+	defer log.Debug("routineServeControl stopped")
 	c.begin(bondID, p)
 	defer c.end(bondID)
 	ctr := &c.bond.ctlCtr
 	for {
-		typ, body, err := readMsg(str)
+		typ, body, err := ctrlmsg.Read(str)
 		if err != nil {
-			if errors.Is(err, errControl) {
+			if errors.Is(err, ctrlmsg.ErrBadMessage) {
 				c.violation(conn, log, err.Error())
 			}
 			return // the stream or the connection ended
 		}
 		ctr.received.Add(1)
-		need, known := capFor(typ)
+		known, why := screenType(typ, caps, ctrlmsg.FromEdge)
 		switch {
-		case typ == msgHello || typ == msgHelloReply:
-			c.violation(conn, log, typ+" after the hello")
+		case why != "":
+			c.violation(conn, log, why)
 			return
 		case !known:
 			ctr.unknown.Add(1)
 			continue
-		case caps&need == 0:
-			c.violation(conn, log, typ+" was not negotiated")
-			return
-		case typ == msgMappingResult:
-			c.violation(conn, log, typ+" sent by the edge")
-			return
 		}
-		msg, err := parseControl(typ, body)
+		msg, err := ctrlmsg.Parse(typ, body)
 		if err != nil {
 			c.violation(conn, log, err.Error())
 			return
 		}
 		switch m := msg.(type) {
-		case *stateReport:
+		case *ctrlmsg.StateReport:
 			c.onReport(bondID, p, m)
-		case *labelUpdate:
+		case *ctrlmsg.LabelUpdate:
 			c.onLabels(bondID, m)
-		case *mappingRule:
+		case *ctrlmsg.MappingRule:
 			res := c.onRule(bondID, m)
 			str.SetWriteDeadline(time.Now().Add(ctrlWriteTimeout))
-			err := writeMsg(str, res)
+			err := ctrlmsg.Write(str, res)
 			str.SetWriteDeadline(time.Time{})
 			if err != nil {
 				return
@@ -303,7 +298,7 @@ func (c *bondControl) violation(conn *quic.Conn, log *slog.Logger, why string) {
 }
 
 // onReport applies a PATH_STATE_REPORT that arrived on path from.
-func (c *bondControl) onReport(bondID uint64, from *path, m *stateReport) {
+func (c *bondControl) onReport(bondID uint64, from *path, m *ctrlmsg.StateReport) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if bondID != c.bondID {
@@ -316,7 +311,7 @@ func (c *bondControl) onReport(bondID uint64, from *path, m *stateReport) {
 	c.seq, c.report, c.reportAt = m.Seq, m, time.Now()
 	for _, p := range c.bond.paths.Load().paths {
 		down := false
-		if i := slices.IndexFunc(m.Paths, func(e pathReport) bool { return e.Path == p.name }); i >= 0 {
+		if i := slices.IndexFunc(m.Paths, func(e ctrlmsg.PathReport) bool { return e.Path == p.name }); i >= 0 {
 			down = m.Paths[i].Status == policy.StatusUnavailable.String()
 		}
 		p.state.SetPeerUnavailable(down && p != from)
@@ -326,7 +321,7 @@ func (c *bondControl) onReport(bondID uint64, from *path, m *stateReport) {
 // onLabels applies a PATH_LABEL_UPDATE. The labels of a path the bond does
 // not have yet are kept, for up to maxPaths path names, and applied when
 // the path connects.
-func (c *bondControl) onLabels(bondID uint64, m *labelUpdate) {
+func (c *bondControl) onLabels(bondID uint64, m *ctrlmsg.LabelUpdate) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if bondID != c.bondID {
@@ -379,54 +374,55 @@ func (c *bondControl) effectiveLabelsLocked(st *policy.Path, edge map[string]str
 // (INVALID_RULE, with the compiler's reason) and the session's rules with
 // the concentrator's (REJECTED when they do not fit together). Only OK
 // changes the rules in force.
-func (c *bondControl) onRule(bondID uint64, m *mappingRule) *mappingResult {
-	res := &mappingResult{Type: msgMappingResult, Request: m.Request, ID: m.ID}
+func (c *bondControl) onRule(bondID uint64, m *ctrlmsg.MappingRule) *ctrlmsg.MappingResult {
+	res := &ctrlmsg.MappingResult{Type: ctrlmsg.TypeMappingResult, Request: m.Request, ID: m.ID}
 	status, reason := c.ruleOp(bondID, m)
 	res.Status, res.Reason = status, truncateReason(reason)
 	ctr := &c.bond.ctlCtr
 	switch status {
-	case resultOK:
+	case ctrlmsg.ResultOK:
 		ctr.rulesOK.Add(1)
-	case resultRejected:
+	case ctrlmsg.ResultRejected:
 		ctr.rulesRejected.Add(1)
-	case resultNotAuthorized:
+	case ctrlmsg.ResultNotAuthorized:
 		ctr.rulesNotAuthorized.Add(1)
 		res.Reason = "" // the edge learns nothing of the policy (MoMQ A.2)
-	case resultInvalidRule:
+	case ctrlmsg.ResultInvalidRule:
 		ctr.rulesInvalid.Add(1)
-	case resultNotFound:
+	case ctrlmsg.ResultNotFound:
 		ctr.rulesNotFound.Add(1)
 	}
 	return res
 }
 
-func (c *bondControl) ruleOp(bondID uint64, m *mappingRule) (status, reason string) {
+func (c *bondControl) ruleOp(bondID uint64, m *ctrlmsg.MappingRule) (status, reason string) {
 	if !c.allowRules {
-		return resultNotAuthorized, ""
+		return ctrlmsg.ResultNotAuthorized, ""
 	}
 	if !c.limiter.Allow() {
-		return resultRejected, fmt.Sprintf("more than %d rule operations per second", rules.MaxInstallsPerSecond)
+		return ctrlmsg.ResultRejected, fmt.Sprintf("more than %d rule operations per second", rules.MaxInstallsPerSecond)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if bondID != c.bondID {
-		return resultRejected, "session ended"
+		return ctrlmsg.ResultRejected, "session ended"
 	}
 	id := edgeRulePrefix + m.ID
 	i := slices.IndexFunc(c.rules, func(r rules.Rule) bool { return r.ID == id })
-	if m.Op == opRemove {
+	if m.Op == ctrlmsg.OpRemove {
 		if i < 0 {
-			return resultNotFound, "rule " + m.ID + " is not installed"
+			return ctrlmsg.ResultNotFound, "rule " + m.ID + " is not installed"
 		}
 		if err := c.publishLocked(slices.Delete(slices.Clone(c.rules), i, i+1)); err != nil {
-			return resultRejected, "the remaining rules do not fit the concentrator's rule set"
+			return ctrlmsg.ResultRejected, "the remaining rules do not fit the concentrator's rule set"
 		}
-		return resultOK, ""
+		return ctrlmsg.ResultOK, ""
 	}
 	if why := ruleLimits(m); why != "" {
-		return resultRejected, why
+		return ctrlmsg.ResultRejected, why
 	}
-	r := m.toRule()
+	r := m.Rule()
+	r.ID = id
 	alone := r
 	alone.ID = m.ID // errors name the rule as the edge knows it
 	classes := c.classes
@@ -437,7 +433,7 @@ func (c *bondControl) ruleOp(bondID uint64, m *mappingRule) (status, reason stri
 		}
 	}
 	if _, err := rules.Compile(&rules.File{Name: "edge rule", Rules: []rules.Rule{alone}}, rules.Options{Classes: classes}); err != nil {
-		return resultInvalidRule, strings.ReplaceAll(err.Error(), "\n", "; ")
+		return ctrlmsg.ResultInvalidRule, strings.ReplaceAll(err.Error(), "\n", "; ")
 	}
 	next := slices.Clone(c.rules)
 	if i >= 0 {
@@ -446,20 +442,20 @@ func (c *bondControl) ruleOp(bondID uint64, m *mappingRule) (status, reason stri
 		next = append(next, r)
 	}
 	if room := rules.MaxRules - base.Len(); len(next) > room {
-		return resultRejected, fmt.Sprintf("at most %d rules per session", max(room, 0))
+		return ctrlmsg.ResultRejected, fmt.Sprintf("at most %d rules per session", max(room, 0))
 	}
 	if base.Index(r.ID) >= 0 {
-		return resultRejected, "rule id in use by the concentrator"
+		return ctrlmsg.ResultRejected, "rule id in use by the concentrator"
 	}
 	if err := c.publishLocked(next); err != nil {
-		return resultRejected, "the rule does not fit the concentrator's rule set"
+		return ctrlmsg.ResultRejected, "the rule does not fit the concentrator's rule set"
 	}
-	return resultOK, ""
+	return ctrlmsg.ResultOK, ""
 }
 
 // ruleLimits checks an install against the per-rule limits of MoMQ Table 8
 // (rules/limits.go) and returns what it breaks, or "".
-func ruleLimits(m *mappingRule) string {
+func ruleLimits(m *ctrlmsg.MappingRule) string {
 	switch {
 	case len(m.Match) > rules.MaxMatchEntries:
 		return fmt.Sprintf("%d match entries, at most %d", len(m.Match), rules.MaxMatchEntries)
@@ -484,12 +480,12 @@ func ruleLimits(m *mappingRule) string {
 	return ""
 }
 
-// truncateReason cuts s to at most maxReasonLen bytes at a rune boundary.
+// truncateReason cuts s to at most ctrlmsg.MaxReasonLen bytes at a rune boundary.
 func truncateReason(s string) string {
-	if len(s) <= maxReasonLen {
+	if len(s) <= ctrlmsg.MaxReasonLen {
 		return s
 	}
-	s = s[:maxReasonLen]
+	s = s[:ctrlmsg.MaxReasonLen]
 	for len(s) > 0 && !utf8.ValidString(s) {
 		s = s[:len(s)-1]
 	}

@@ -14,12 +14,13 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/bondd/bondd/rules"
+	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
 
 // The edge's side of the control plane (MoMQ appendix A.2). Every
-// connection's hello offers all capabilities (ctrlCapsAll); its control
+// connection's hello offers all capabilities (ctrlmsg.CapsAll); its control
 // stream is then read by routineControlReader, which takes the
-// PATH_MAPPING_RESULTs. One goroutine, routineControl, writes: on the
+// PATH_MAPPING_RESULTs. One goroutine, routineControlWriter, writes: on the
 // carrier, the control stream of the first live connection (uplinks in
 // configuration order, lane 0 first), it sends
 //
@@ -38,7 +39,7 @@ import (
 // Timing of the edge's control plane.
 const (
 	// ctrlMinReportInterval is the shortest gap between two reports, and
-	// the poll period of routineControl on a path without an RTT sample.
+	// the poll period of routineControlWriter on a path without an RTT sample.
 	ctrlMinReportInterval = 50 * time.Millisecond
 	// ctrlRuleRetry is how long a rule the concentrator REJECTED waits
 	// before it is sent again.
@@ -58,7 +59,7 @@ type edgeControl struct {
 	mu      sync.Mutex                   // guards the following
 	streams []*ctrlConn                  // live control streams
 	labels  map[string]map[string]string // by uplink: labels from SetLabels (nil: back to the configured ones)
-	results []mappingResult              // received, not yet handled by routineControl
+	results []ctrlmsg.MappingResult      // received, not yet handled by routineControlWriter
 }
 
 // ctrlConn is one connection's control stream on the edge.
@@ -67,17 +68,17 @@ type ctrlConn struct {
 	str  *quic.Stream
 	path int // index in Edge.paths
 	lane int
-	caps ctrlCaps
+	caps ctrlmsg.Caps
 	dead atomic.Bool // a write failed: not a carrier any more
 }
 
-// doorbell returns the channel that wakes routineControl.
+// doorbell returns the channel that wakes routineControlWriter.
 func (ec *edgeControl) doorbell() chan struct{} {
 	ec.bellOnce.Do(func() { ec.bell = make(chan struct{}, 1) })
 	return ec.bell
 }
 
-// ring wakes routineControl; it never blocks.
+// ring wakes routineControlWriter; it never blocks.
 func (ec *edgeControl) ring() {
 	select {
 	case ec.doorbell() <- struct{}{}:
@@ -87,10 +88,10 @@ func (ec *edgeControl) ring() {
 
 // attachControl takes over a connection's control stream after a hello
 // reply that accepted caps: it starts the stream's reader and, once, the
-// edge's routineControl. It is called from the dial, inside e.wg.
-func (e *Edge) attachControl(conn *quic.Conn, str *quic.Stream, pathName string, lane int, caps ctrlCaps) {
+// edge's routineControlWriter. It is called from the dial, inside e.wg.
+func (e *Edge) attachControl(conn *quic.Conn, str *quic.Stream, pathName string, lane int, caps ctrlmsg.Caps) {
 	ec := &e.ctl
-	ec.start.Do(func() { e.wg.Go(e.routineControl) })
+	ec.start.Do(func() { e.wg.Go(e.routineControlWriter) })
 	idx := 0
 	for i, p := range e.paths {
 		if p.name == pathName {
@@ -130,36 +131,34 @@ func (e *Edge) routineControlReader(cc *ctrlConn) {
 		cc.conn.CloseWithError(codeProtocol, "control: protocol violation")
 	}
 	for {
-		typ, body, err := readMsg(cc.str)
+		typ, body, err := ctrlmsg.Read(cc.str)
 		if err != nil {
-			if errors.Is(err, errControl) {
+			if errors.Is(err, ctrlmsg.ErrBadMessage) {
 				violation(err.Error())
 			}
 			return
 		}
 		ctr.received.Add(1)
-		need, known := capFor(typ)
+		known, why := screenType(typ, cc.caps, ctrlmsg.FromConcentrator)
 		switch {
-		case typ == msgHello || typ == msgHelloReply:
-			violation(typ + " after the hello")
+		case why != "":
+			violation(why)
 			return
 		case !known:
 			ctr.unknown.Add(1)
 			continue
-		case cc.caps&need == 0:
-			violation(typ + " was not negotiated")
-			return
-		case typ != msgMappingResult:
-			violation(typ + " sent by the concentrator")
-			return
 		}
-		res, err := parseMappingResult(body)
+		msg, err := ctrlmsg.Parse(typ, body)
 		if err != nil {
 			violation(err.Error())
 			return
 		}
+		res, ok := msg.(*ctrlmsg.MappingResult)
+		if !ok {
+			continue // a concentrator message this side does not act on
+		}
 		ec.mu.Lock()
-		if len(ec.results) < 4*rules.MaxRules { // bounded: routineControl drains it
+		if len(ec.results) < 4*rules.MaxRules { // bounded: routineControlWriter drains it
 			ec.results = append(ec.results, *res)
 		}
 		ec.mu.Unlock()
@@ -185,7 +184,7 @@ func (e *Edge) SetLabels(uplink string, labels map[string]string) error {
 	if p == nil {
 		return fmt.Errorf("tunnel: no uplink %q", uplink)
 	}
-	if err := checkLabels(labels); err != nil {
+	if err := ctrlmsg.CheckLabels(labels); err != nil {
 		return fmt.Errorf("tunnel: labels of %s: %w", uplink, err)
 	}
 	labels = maps.Clone(labels)
@@ -223,7 +222,7 @@ func (ec *edgeControl) carrier(cur *ctrlConn) *ctrlConn {
 	return best
 }
 
-// edgeRuleState is routineControl's view of the rules the carrier's
+// edgeRuleState is routineControlWriter's view of the rules the carrier's
 // session holds.
 type edgeRuleState struct {
 	sent    map[string][]byte      // rule id → the install sent
@@ -240,11 +239,11 @@ type pendingRule struct {
 	install bool
 }
 
-// routineControl writes the edge's control messages on the carrier (see
+// routineControlWriter writes the edge's control messages on the carrier (see
 // the top of this file). It stops with the edge.
-func (e *Edge) routineControl() {
-	e.log.Debug("routineControl started")
-	defer e.log.Debug("routineControl stopped")
+func (e *Edge) routineControlWriter() {
+	e.log.Debug("routineControlWriter started")
+	defer e.log.Debug("routineControlWriter stopped")
 	ec := &e.ctl
 	var (
 		carrier    *ctrlConn
@@ -269,7 +268,7 @@ func (e *Edge) routineControl() {
 			carrier, lastReport, labelsSent = cur, nil, map[string]map[string]string{}
 			rs = edgeRuleState{sent: map[string][]byte{}, pending: map[uint64]pendingRule{}, retry: map[string]time.Time{}, req: rs.req}
 			if carrier != nil {
-				e.log.Debug("control carrier", "path", e.paths[carrier.path].name, "lane", carrier.lane, "caps", carrier.caps.names())
+				e.log.Debug("control carrier", "path", e.paths[carrier.path].name, "lane", carrier.lane, "caps", carrier.caps.Names())
 			}
 		}
 		interval := ctrlMinReportInterval
@@ -280,7 +279,7 @@ func (e *Edge) routineControl() {
 		interval = max(interval, e.paths[carrier.path].state.SmoothedRTT())
 		send := func(v any) bool {
 			carrier.str.SetWriteDeadline(time.Now().Add(ctrlWriteTimeout))
-			err := writeMsg(carrier.str, v)
+			err := ctrlmsg.Write(carrier.str, v)
 			carrier.str.SetWriteDeadline(time.Time{})
 			if err != nil {
 				e.log.Debug("control write failed", "err", err)
@@ -291,7 +290,7 @@ func (e *Edge) routineControl() {
 			e.bond.ctlCtr.sent.Add(1)
 			return true
 		}
-		if carrier.caps&ctrlCapState != 0 && now.Sub(reportAt) >= interval {
+		if carrier.caps&ctrlmsg.CapState != 0 && now.Sub(reportAt) >= interval {
 			rep := e.stateReport(now)
 			if b, _ := json.Marshal(rep); !bytes.Equal(b, lastReport) {
 				seq++
@@ -302,12 +301,12 @@ func (e *Edge) routineControl() {
 				lastReport, reportAt = b, now
 			}
 		}
-		if carrier.caps&ctrlCapLabels != 0 {
+		if carrier.caps&ctrlmsg.CapLabels != 0 {
 			ec.mu.Lock()
-			var updates []labelUpdate
+			var updates []ctrlmsg.LabelUpdate
 			for name, l := range ec.labels {
 				if sent, ok := labelsSent[name]; !ok || !maps.Equal(sent, l) || (sent == nil) != (l == nil) {
-					updates = append(updates, labelUpdate{Type: msgLabelUpdate, Path: name, Labels: l})
+					updates = append(updates, ctrlmsg.LabelUpdate{Type: ctrlmsg.TypeLabelUpdate, Path: name, Labels: l})
 				}
 			}
 			ec.mu.Unlock()
@@ -318,7 +317,7 @@ func (e *Edge) routineControl() {
 				labelsSent[u.Path] = u.Labels
 			}
 		}
-		if carrier.caps&ctrlCapMapping != 0 && e.opts.DownlinkRules != nil && !carrier.dead.Load() {
+		if carrier.caps&ctrlmsg.CapMapping != 0 && e.opts.DownlinkRules != nil && !carrier.dead.Load() {
 			e.syncRules(&rs, send, now)
 		}
 		timer.Reset(interval)
@@ -327,10 +326,10 @@ func (e *Edge) routineControl() {
 
 // stateReport builds a PATH_STATE_REPORT of every uplink, without its
 // sequence number.
-func (e *Edge) stateReport(now time.Time) *stateReport {
-	rep := &stateReport{Type: msgStateReport}
+func (e *Edge) stateReport(now time.Time) *ctrlmsg.StateReport {
+	rep := &ctrlmsg.StateReport{Type: ctrlmsg.TypeStateReport}
 	for _, p := range e.paths {
-		rep.Paths = append(rep.Paths, pathReport{Path: p.name, Status: p.state.Status(now).String(), Labels: p.state.CurrentLabels()})
+		rep.Paths = append(rep.Paths, ctrlmsg.PathReport{Path: p.name, Status: p.state.Status(now).String(), Labels: p.state.CurrentLabels()})
 	}
 	return rep
 }
@@ -364,7 +363,7 @@ func (e *Edge) syncRules(rs *edgeRuleState, send func(any) bool, now time.Time) 
 			return
 		}
 		rs.req++
-		if !send(&mappingRule{Type: msgMappingRule, Request: rs.req, Op: opRemove, ID: id}) {
+		if !send(&ctrlmsg.MappingRule{Type: ctrlmsg.TypeMappingRule, Request: rs.req, Op: ctrlmsg.OpRemove, ID: id}) {
 			return
 		}
 		rs.pending[rs.req] = pendingRule{id: id}
@@ -372,10 +371,10 @@ func (e *Edge) syncRules(rs *edgeRuleState, send func(any) bool, now time.Time) 
 	}
 	for i := range set.Len() {
 		r := set.Rule(i)
-		if len(r.ID) > maxRuleIDLen || now.Before(rs.retry[r.ID]) {
+		if len(r.ID) > ctrlmsg.MaxRuleIDLen || now.Before(rs.retry[r.ID]) {
 			continue
 		}
-		m := mappingRuleFor(0, &r)
+		m := ctrlmsg.InstallOf(0, &r)
 		b, _ := json.Marshal(m)
 		if bytes.Equal(rs.sent[r.ID], b) {
 			continue
@@ -396,7 +395,7 @@ func (e *Edge) syncRules(rs *edgeRuleState, send func(any) bool, now time.Time) 
 // onResult takes one PATH_MAPPING_RESULT: counts it, logs a refusal with
 // the rule's place in the edge's file, and schedules a REJECTED install
 // for another try.
-func (e *Edge) onResult(rs *edgeRuleState, set *rules.Set, r *mappingResult, now time.Time) {
+func (e *Edge) onResult(rs *edgeRuleState, set *rules.Set, r *ctrlmsg.MappingResult, now time.Time) {
 	ctr := &e.bond.ctlCtr
 	op, ok := rs.pending[r.Request]
 	if !ok || op.id != r.ID {
@@ -409,21 +408,21 @@ func (e *Edge) onResult(rs *edgeRuleState, set *rules.Set, r *mappingResult, now
 	}
 	level := slog.LevelWarn
 	switch r.Status {
-	case resultOK:
+	case ctrlmsg.ResultOK:
 		ctr.rulesOK.Add(1)
 		level = slog.LevelDebug
-	case resultRejected:
+	case ctrlmsg.ResultRejected:
 		ctr.rulesRejected.Add(1)
 		if op.install {
 			delete(rs.sent, r.ID)
 			rs.retry[r.ID] = now.Add(ctrlRuleRetry)
 		}
-	case resultNotAuthorized:
+	case ctrlmsg.ResultNotAuthorized:
 		ctr.rulesNotAuthorized.Add(1)
 		rs.denied = true
-	case resultInvalidRule:
+	case ctrlmsg.ResultInvalidRule:
 		ctr.rulesInvalid.Add(1)
-	case resultNotFound:
+	case ctrlmsg.ResultNotFound:
 		ctr.rulesNotFound.Add(1)
 	}
 	e.log.Log(e.ctx, level, "downlink rule "+r.Status, "rule", r.ID, "at", where, "reason", r.Reason)

@@ -18,6 +18,7 @@ import (
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tun/tuntest"
+	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
 
 // swapRules is a RuleSource whose set a test swaps.
@@ -108,7 +109,7 @@ func (env *ctrlEnv) concStats() BondStats { return env.conc.Bond("van-1").Stats(
 type rawClient struct {
 	conn  *quic.Conn
 	str   *quic.Stream
-	reply helloReply
+	reply ctrlmsg.HelloReply
 }
 
 func (env *ctrlEnv) dialRaw(t *testing.T, bondID uint64, caps []string) *rawClient {
@@ -124,13 +125,13 @@ func (env *ctrlEnv) dialRaw(t *testing.T, bondID uint64, caps []string) *rawClie
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := hello{Type: msgHello, Version: Version, EdgeID: "van-1", BondID: bondID, Path: "raw", Token: token, Control: caps}
-	if err := writeMsg(str, &h); err != nil {
+	h := ctrlmsg.Hello{Type: ctrlmsg.TypeHello, Version: Version, EdgeID: "van-1", BondID: bondID, Path: "raw", Token: token, Control: caps}
+	if err := ctrlmsg.Write(str, &h); err != nil {
 		t.Fatal(err)
 	}
 	rc := &rawClient{conn: conn, str: str}
-	typ, body, err := readMsg(str)
-	if err != nil || typ != msgHelloReply || json.Unmarshal(body, &rc.reply) != nil || !rc.reply.OK {
+	typ, body, err := ctrlmsg.Read(str)
+	if err != nil || typ != ctrlmsg.TypeHelloReply || json.Unmarshal(body, &rc.reply) != nil || !rc.reply.OK {
 		t.Fatalf("hello reply %q %s: %v", typ, body, err)
 	}
 	return rc
@@ -138,23 +139,23 @@ func (env *ctrlEnv) dialRaw(t *testing.T, bondID uint64, caps []string) *rawClie
 
 func (rc *rawClient) send(t *testing.T, v any) {
 	t.Helper()
-	if err := writeMsg(rc.str, v); err != nil {
+	if err := ctrlmsg.Write(rc.str, v); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // rule sends a PATH_MAPPING_RULE and returns the result.
-func (rc *rawClient) rule(t *testing.T, m *mappingRule) *mappingResult {
+func (rc *rawClient) rule(t *testing.T, m *ctrlmsg.MappingRule) *ctrlmsg.MappingResult {
 	t.Helper()
-	m.Type = msgMappingRule
+	m.Type = ctrlmsg.TypeMappingRule
 	rc.send(t, m)
 	rc.str.SetReadDeadline(time.Now().Add(5 * time.Second))
-	typ, body, err := readMsg(rc.str)
+	typ, body, err := ctrlmsg.Read(rc.str)
 	if err != nil {
 		t.Fatalf("no result for %+v: %v", m, err)
 	}
-	res, err := parseMappingResult(body)
-	if typ != msgMappingResult || err != nil || res.Request != m.Request || res.ID != m.ID {
+	res, err := ctrlmsg.ParseMappingResult(body)
+	if typ != ctrlmsg.TypeMappingResult || err != nil || res.Request != m.Request || res.ID != m.ID {
 		t.Fatalf("result %q %s: %v", typ, body, err)
 	}
 	return res
@@ -174,13 +175,13 @@ func (rc *rawClient) waitClosed(t *testing.T, code quic.ApplicationErrorCode) {
 	}
 }
 
-var allCaps = []string{capPathState, capPathLabels, capPathMapping}
+var allCaps = ctrlmsg.CapsAll.Names()
 
 // install returns a valid install of a downlink rule.
-func install(req uint64, id string) *mappingRule {
-	return &mappingRule{Request: req, Op: opInstall, ID: id, Priority: 10,
-		Match:   []ruleMatch{{Key: "dscp", Op: matchEquals, Value: "46"}},
-		Actions: []ruleAction{{Name: "prefer", Key: "link_type", Value: "satellite"}}}
+func install(req uint64, id string) *ctrlmsg.MappingRule {
+	return &ctrlmsg.MappingRule{Request: req, Op: ctrlmsg.OpInstall, ID: id, Priority: 10,
+		Match:   []ctrlmsg.RuleMatch{{Key: "dscp", Op: ctrlmsg.MatchEquals, Value: "46"}},
+		Actions: []ctrlmsg.RuleAction{{Name: "prefer", Key: "link_type", Value: "satellite"}}}
 }
 
 func ruleIDs(s BondStats) []string {
@@ -201,34 +202,34 @@ func TestControlMappingResults(t *testing.T) {
 		t.Fatalf("negotiated %q", got)
 	}
 
-	if r := rc.rule(t, install(1, "voice")); r.Status != resultOK {
+	if r := rc.rule(t, install(1, "voice")); r.Status != ctrlmsg.ResultOK {
 		t.Fatalf("install: %+v", r)
 	}
 	if ids := ruleIDs(env.concStats()); len(ids) != 1 || ids[0] != "edge.voice" {
 		t.Fatalf("rules in force %v", ids)
 	}
-	if r := rc.rule(t, install(2, "voice")); r.Status != resultOK { // replace
+	if r := rc.rule(t, install(2, "voice")); r.Status != ctrlmsg.ResultOK { // replace
 		t.Fatalf("replace: %+v", r)
 	}
 
 	bad := install(3, "typo")
 	bad.Match[0].Key = "dscpp"
-	if r := rc.rule(t, bad); r.Status != resultInvalidRule || !strings.Contains(r.Reason, "dscpp") {
+	if r := rc.rule(t, bad); r.Status != ctrlmsg.ResultInvalidRule || !strings.Contains(r.Reason, "dscpp") {
 		t.Fatalf("invalid rule: %+v", r)
 	}
 
 	big := install(4, "big")
 	for i := range rules.MaxMatchEntries {
-		big.Match = append(big.Match, ruleMatch{Key: fmt.Sprintf("k%d", i), Op: matchExists})
+		big.Match = append(big.Match, ctrlmsg.RuleMatch{Key: fmt.Sprintf("k%d", i), Op: ctrlmsg.MatchExists})
 	}
-	if r := rc.rule(t, big); r.Status != resultRejected || !strings.Contains(r.Reason, "match entries") {
+	if r := rc.rule(t, big); r.Status != ctrlmsg.ResultRejected || !strings.Contains(r.Reason, "match entries") {
 		t.Fatalf("over the limits: %+v", r)
 	}
 
-	if r := rc.rule(t, &mappingRule{Request: 5, Op: opRemove, ID: "nope"}); r.Status != resultNotFound {
+	if r := rc.rule(t, &ctrlmsg.MappingRule{Request: 5, Op: ctrlmsg.OpRemove, ID: "nope"}); r.Status != ctrlmsg.ResultNotFound {
 		t.Fatalf("remove unknown: %+v", r)
 	}
-	if r := rc.rule(t, &mappingRule{Request: 6, Op: opRemove, ID: "voice"}); r.Status != resultOK {
+	if r := rc.rule(t, &ctrlmsg.MappingRule{Request: 6, Op: ctrlmsg.OpRemove, ID: "voice"}); r.Status != ctrlmsg.ResultOK {
 		t.Fatalf("remove: %+v", r)
 	}
 	if ids := ruleIDs(env.concStats()); ids != nil {
@@ -239,8 +240,8 @@ func TestControlMappingResults(t *testing.T) {
 	// operations; a quick burst must meet REJECTED.
 	rejected := 0
 	for i := range 12 {
-		r := rc.rule(t, &mappingRule{Request: uint64(10 + i), Op: opRemove, ID: "nope"})
-		if r.Status == resultRejected && strings.Contains(r.Reason, "per second") {
+		r := rc.rule(t, &ctrlmsg.MappingRule{Request: uint64(10 + i), Op: ctrlmsg.OpRemove, ID: "nope"})
+		if r.Status == ctrlmsg.ResultRejected && strings.Contains(r.Reason, "per second") {
 			rejected++
 		}
 	}
@@ -254,7 +255,7 @@ func TestControlMappingResults(t *testing.T) {
 
 	// A result is the concentrator's message: from the edge it is a
 	// protocol violation.
-	rc.send(t, &mappingResult{Type: msgMappingResult, Request: 1, ID: "x", Status: resultOK})
+	rc.send(t, &ctrlmsg.MappingResult{Type: ctrlmsg.TypeMappingResult, Request: 1, ID: "x", Status: ctrlmsg.ResultOK})
 	rc.waitClosed(t, codeProtocol)
 	waitFor(t, func() bool { return env.concStats().Control.Violations == 1 })
 }
@@ -263,10 +264,10 @@ func TestControlNotAuthorized(t *testing.T) {
 	env := newCtrlEnv(t, nil) // AllowEdgeRules false
 	rc := env.dialRaw(t, 1, allCaps)
 	r := rc.rule(t, install(1, "voice"))
-	if r.Status != resultNotAuthorized || r.Reason != "" {
+	if r.Status != ctrlmsg.ResultNotAuthorized || r.Reason != "" {
 		t.Fatalf("result %+v", r)
 	}
-	if r := rc.rule(t, &mappingRule{Request: 2, Op: opRemove, ID: "voice"}); r.Status != resultNotAuthorized || r.Reason != "" {
+	if r := rc.rule(t, &ctrlmsg.MappingRule{Request: 2, Op: ctrlmsg.OpRemove, ID: "voice"}); r.Status != ctrlmsg.ResultNotAuthorized || r.Reason != "" {
 		t.Fatalf("result %+v", r) // not NOT_FOUND: nothing about the session leaks
 	}
 	if s := env.concStats(); s.Rules != nil || s.Control.RulesNotAuthorized != 2 {
@@ -281,11 +282,11 @@ func TestControlNotNegotiated(t *testing.T) {
 		caps []string
 		msg  any
 	}{
-		{"old edge sends a report", nil, &stateReport{Type: msgStateReport, Seq: 1}},
-		{"state only sends a rule", []string{capPathState}, &mappingRule{Type: msgMappingRule, Request: 1, Op: opRemove, ID: "x"}},
-		{"mapping only sends labels", []string{capPathMapping}, &labelUpdate{Type: msgLabelUpdate, Path: "raw"}},
-		{"malformed report", allCaps, &stateReport{Type: msgStateReport, Seq: 0}},
-		{"second hello", allCaps, &hello{Type: msgHello}},
+		{"old edge sends a report", nil, &ctrlmsg.StateReport{Type: ctrlmsg.TypeStateReport, Seq: 1}},
+		{"state only sends a rule", ctrlmsg.CapState.Names(), &ctrlmsg.MappingRule{Type: ctrlmsg.TypeMappingRule, Request: 1, Op: ctrlmsg.OpRemove, ID: "x"}},
+		{"mapping only sends labels", ctrlmsg.CapMapping.Names(), &ctrlmsg.LabelUpdate{Type: ctrlmsg.TypeLabelUpdate, Path: "raw"}},
+		{"malformed report", allCaps, &ctrlmsg.StateReport{Type: ctrlmsg.TypeStateReport, Seq: 0}},
+		{"second hello", allCaps, &ctrlmsg.Hello{Type: ctrlmsg.TypeHello}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -301,7 +302,7 @@ func TestControlNotNegotiated(t *testing.T) {
 	// An unknown type is skipped, not a violation.
 	rc := env.dialRaw(t, 1, allCaps)
 	rc.send(t, map[string]string{"type": "path_future_thing"})
-	if r := rc.rule(t, install(1, "still-open")); r.Status != resultOK {
+	if r := rc.rule(t, install(1, "still-open")); r.Status != ctrlmsg.ResultOK {
 		t.Fatalf("after an unknown type: %+v", r)
 	}
 	if s := env.concStats().Control; s.Unknown != 1 || s.Violations != uint64(len(tests)) {
@@ -312,9 +313,9 @@ func TestControlNotNegotiated(t *testing.T) {
 func TestControlStaleReport(t *testing.T) {
 	env := newCtrlEnv(t, nil)
 	rc := env.dialRaw(t, 1, allCaps)
-	rc.send(t, &stateReport{Type: msgStateReport, Seq: 5, Paths: []pathReport{{Path: "raw", Status: "DEGRADED"}}})
+	rc.send(t, &ctrlmsg.StateReport{Type: ctrlmsg.TypeStateReport, Seq: 5, Paths: []ctrlmsg.PathReport{{Path: "raw", Status: "DEGRADED"}}})
 	waitFor(t, func() bool { p := env.concStats().PeerPaths; return p != nil && p.Seq == 5 })
-	rc.send(t, &stateReport{Type: msgStateReport, Seq: 3, Paths: []pathReport{{Path: "raw", Status: "ACTIVE"}}})
+	rc.send(t, &ctrlmsg.StateReport{Type: ctrlmsg.TypeStateReport, Seq: 3, Paths: []ctrlmsg.PathReport{{Path: "raw", Status: "ACTIVE"}}})
 	waitFor(t, func() bool { return env.concStats().Control.StaleReports == 1 })
 	if p := env.concStats().PeerPaths; p.Seq != 5 || p.Paths[0].Status != "DEGRADED" {
 		t.Fatalf("peer paths %+v", p)
@@ -449,17 +450,17 @@ func TestBondControlSession(t *testing.T) {
 
 	// Peer-reported UNAVAILABLE takes a path out of the picker, except the
 	// path the report came on.
-	c.onReport(1, pb, &stateReport{Seq: 1, Paths: []pathReport{{Path: "a", Status: "UNAVAILABLE"}, {Path: "b", Status: "UNAVAILABLE"}}})
+	c.onReport(1, pb, &ctrlmsg.StateReport{Seq: 1, Paths: []ctrlmsg.PathReport{{Path: "a", Status: "UNAVAILABLE"}, {Path: "b", Status: "UNAVAILABLE"}}})
 	if pa.state.Status(now) != policy.StatusUnavailable || pb.state.Status(now) != policy.StatusActive {
 		t.Fatalf("status a %v, b %v", pa.state.Status(now), pb.state.Status(now))
 	}
-	c.onReport(1, pb, &stateReport{Seq: 2, Paths: []pathReport{{Path: "a", Status: "DEGRADED"}}})
+	c.onReport(1, pb, &ctrlmsg.StateReport{Seq: 2, Paths: []ctrlmsg.PathReport{{Path: "a", Status: "DEGRADED"}}})
 	if pa.state.Status(now) != policy.StatusActive {
 		t.Fatalf("status a %v after DEGRADED", pa.state.Status(now))
 	}
 
 	// Labels: tier is a policy key by configuration.
-	c.onLabels(1, &labelUpdate{Path: "a", Labels: map[string]string{"tier": "bronze", "link_type": "satellite"}})
+	c.onLabels(1, &ctrlmsg.LabelUpdate{Path: "a", Labels: map[string]string{"tier": "bronze", "link_type": "satellite"}})
 	if v, _ := pa.state.Label("tier"); v != "gold" {
 		t.Fatalf("tier %q", v)
 	}
@@ -468,7 +469,7 @@ func TestBondControlSession(t *testing.T) {
 	}
 
 	// Rules: the session's join the concentrator's.
-	if r := c.onRule(1, install(1, "x")); r.Status != resultOK {
+	if r := c.onRule(1, install(1, "x")); r.Status != ctrlmsg.ResultOK {
 		t.Fatalf("%+v", r)
 	}
 	if s := c.Current(); s.Len() != 2 || s.Index("edge.x") != 0 || s.Index("own") != 1 { // by priority: 10, then 5
@@ -496,7 +497,7 @@ func TestBondControlSession(t *testing.T) {
 	}
 
 	// The edge restarts: a new bond id ends the session.
-	c.onReport(1, pb, &stateReport{Seq: 3, Paths: []pathReport{{Path: "a", Status: "UNAVAILABLE"}}})
+	c.onReport(1, pb, &ctrlmsg.StateReport{Seq: 3, Paths: []ctrlmsg.PathReport{{Path: "a", Status: "UNAVAILABLE"}}})
 	b.adoptBondID(2)
 	c.begin(2, pb)
 	if c.Current().Len() != 1 || c.sessionRules() != 0 || pa.state.PeerUnavailable() || c.peerReport() != nil {
@@ -517,7 +518,7 @@ func TestBondControlSession(t *testing.T) {
 		t.Fatal("the last stream's end did not end the session")
 	}
 	// Messages of a session that ended change nothing.
-	if r := c.onRule(1, install(3, "z")); r.Status != resultRejected || c.sessionRules() != 0 {
+	if r := c.onRule(1, install(3, "z")); r.Status != ctrlmsg.ResultRejected || c.sessionRules() != 0 {
 		t.Fatalf("%+v", r)
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tun"
+	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
 
 // Edge is the vehicle end of a bond: it dials 1 to MaxLanes QUIC
@@ -135,7 +136,7 @@ func (e *Edge) Close() error {
 }
 
 // routineUplink runs the lanes of one uplink: a fixed number, or with
-// LanesAuto as many as laneControl asks for, each kept connected by its own
+// LanesAuto as many as policy.LaneController asks for, each kept connected by its own
 // routineDial. Every change of the number of lanes is logged.
 func (e *Edge) routineUplink(p *path, u UplinkOptions) {
 	log := e.log.With("path", u.Name)
@@ -157,43 +158,41 @@ func (e *Edge) routineUplink(p *path, u UplinkOptions) {
 	}
 	mode = "auto"
 	p.laneMode.Store(&mode)
-	ctl := newLaneControl(MaxLanes, time.Now())
+	ctl := policy.NewLaneController(MaxLanes, time.Now())
 	start(0)
-	tick := time.NewTicker(laneSampleEvery)
+	tick := time.NewTicker(policy.LaneSampleEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case <-e.ctx.Done():
 			return
 		case now := <-tick.C:
-			d := ctl.sample(p.laneSample(now))
-			if d.delta == 0 {
+			d := ctl.Sample(p.laneSample(now))
+			if d.Delta == 0 {
 				continue
 			}
-			for i := ctl.n - d.delta; i < ctl.n; i++ { // added
+			n := ctl.Lanes()
+			for i := n - d.Delta; i < n; i++ { // added
 				start(i)
 			}
-			for i := ctl.n; i < ctl.n-d.delta; i++ { // removed
+			for i := n; i < n-d.Delta; i++ { // removed
 				cancels[i]()
 			}
-			log.Info("lanes changed", "lanes", ctl.n, "was", ctl.n-d.delta, "reason", d.reason,
-				"window_limited", d.limited, "loss_rate", d.lossRate, "demand_mbps", d.demandBps/1e6,
-				"used_mbps", d.usedBps/1e6, "capacity_mbps", d.capBps/1e6,
+			log.Info("lanes changed", "lanes", n, "was", n-d.Delta, "reason", d.Reason,
+				"window_limited", d.Limited, "loss_rate", d.LossRate, "demand_mbps", d.DemandBps/1e6,
+				"used_mbps", d.UsedBps/1e6, "capacity_mbps", d.CapacityBps/1e6,
 				"srtt", p.state.SmoothedRTT(), "min_rtt", p.state.MinRTT())
 		}
 	}
 }
 
-// laneSample reads what laneControl needs from p at now.
-func (p *path) laneSample(now time.Time) laneSample {
-	var drops uint64
-	for _, n := range p.queue.drops() {
-		drops += n
-	}
-	return laneSample{now: now, active: p.state.Status(now) == policy.StatusActive,
-		queueBytes: p.state.QueueBytes(), cwnd: p.state.CongestionWindow(), inflight: p.state.BytesInFlight(),
-		srtt: p.state.SmoothedRTT(), minRTT: p.state.MinRTT(), lost: p.state.PacketsLost(), txBytes: p.txBytes.Load(),
-		offeredBytes: p.queue.offeredBytes(), queueDrops: drops}
+// laneSample reads what policy.LaneController needs from p at now.
+func (p *path) laneSample(now time.Time) policy.LaneSample {
+	drops := p.drops.get(DropQueueFull) + p.drops.get(DropExpired) + p.drops.get(DropDeadline)
+	return policy.LaneSample{Now: now, Active: p.state.Status(now) == policy.StatusActive,
+		QueueBytes: p.state.QueueBytes(), Cwnd: p.state.CongestionWindow(), Inflight: p.state.BytesInFlight(),
+		SRTT: p.state.SmoothedRTT(), MinRTT: p.state.MinRTT(), Lost: p.state.PacketsLost(), TxBytes: p.txBytes.Load(),
+		OfferedBytes: p.queue.offeredBytes(), QueueDrops: drops}
 }
 
 // routineDial keeps one lane of an uplink connected until ctx ends: dial,
@@ -297,17 +296,17 @@ func (e *Edge) hello(ctx context.Context, conn *quic.Conn, u UplinkOptions, lane
 	str.SetDeadline(deadline)
 	// Shutdown must not wait for the reply: cut the stream's deadline short.
 	defer context.AfterFunc(ctx, func() { str.SetDeadline(time.Now()) })()
-	err = writeMsg(str, &hello{Type: msgHello, Version: Version, EdgeID: e.opts.ID, BondID: e.bondID,
-		Path: u.Name, Lane: lane, Labels: u.Labels, Token: e.opts.Token, Control: ctrlCapsAll.names()})
+	err = ctrlmsg.Write(str, &ctrlmsg.Hello{Type: ctrlmsg.TypeHello, Version: Version, EdgeID: e.opts.ID, BondID: e.bondID,
+		Path: u.Name, Lane: lane, Labels: u.Labels, Token: e.opts.Token, Control: ctrlmsg.CapsAll.Names()})
 	if err != nil {
 		return unauthorizedOr(err)
 	}
-	typ, body, err := readMsg(str)
+	typ, body, err := ctrlmsg.Read(str)
 	if err != nil {
 		return unauthorizedOr(err)
 	}
-	var r helloReply
-	if typ != msgHelloReply || json.Unmarshal(body, &r) != nil {
+	var r ctrlmsg.HelloReply
+	if typ != ctrlmsg.TypeHelloReply || json.Unmarshal(body, &r) != nil {
 		return errors.New("concentrator sent no hello reply")
 	}
 	if !r.OK {
@@ -319,7 +318,7 @@ func (e *Edge) hello(ctx context.Context, conn *quic.Conn, u UplinkOptions, lane
 	}
 	str.SetDeadline(time.Time{})
 	// The stream stays open for the control plane (ctrl_edge.go).
-	e.attachControl(conn, str, u.Name, lane, capsOf(r.Control)&ctrlCapsAll)
+	e.attachControl(conn, str, u.Name, lane, ctrlmsg.CapsOf(r.Control)&ctrlmsg.CapsAll)
 	return nil
 }
 

@@ -152,11 +152,11 @@ func (b *Bond) sendParity(p *fec.Parity, picks []int, now time.Time) {
 	for j, shard := range p.Shards {
 		ref := p.ShardRef(j)
 		if len(picks) < len(set.paths) || b.picker.Pick(set.states, now, picks) == 0 {
-			b.ctr.noPath.Add(1)
+			b.drops.add(DropNoPath)
 			continue
 		}
 		if !set.states[picks[0]].HasWindow() {
-			b.ctr.paritySkipped.Add(1)
+			b.drops.add(DropParitySkipped)
 			continue
 		}
 		h := Header{Type: TypeParity, Flags: FlagFEC, Seq: b.seq.Add(1) - 1, Timestamp: uint64(now.UnixMicro()),
@@ -284,7 +284,10 @@ type FECStats struct {
 	Lost           uint64  `json:"lost"`          // data packets missing when their block timed out
 	ResidualLoss   float64 `json:"residual_loss"` // Lost / (data + recovered + lost) received in blocks
 	Duplicates     uint64  `json:"duplicates"`    // late originals of reconstructed packets, spare parity
-	Bad            uint64  `json:"bad"`           // FEC fields impossible or inconsistent
+	// Corrupt counts reconstructions discarded because their inputs were
+	// inconsistent (fec.ReasonCorrupt). A received datagram with bad FEC
+	// fields is a drop of the bond (DropBadFEC), not counted here.
+	Corrupt uint64 `json:"corrupt"`
 }
 
 func (b *Bond) fecStats() *FECStats {
@@ -293,7 +296,7 @@ func (b *Bond) fecStats() *FECStats {
 		es := b.fecTx.enc.Stats()
 		s.Mode, s.CodingRate, s.DataProtected, s.ParitySent = b.fecTx.opts.Mode, es.CodingRate(), es.Data, es.Parity
 		s.BlocksByK, s.BlocksByTimer = es.BlocksByK, es.BlocksByTimer
-		s.ParitySkipped = b.ctr.paritySkipped.Load()
+		s.ParitySkipped = b.drops.get(DropParitySkipped)
 		s.ParitySent -= min(s.ParitySent, s.ParitySkipped)
 		if total := s.DataProtected + s.ParitySent; total > 0 {
 			s.CodingRate = float64(s.DataProtected) / float64(total)
@@ -301,6 +304,6 @@ func (b *Bond) fecStats() *FECStats {
 	}
 	ds := b.dec.Stats()
 	s.ParityReceived, s.Recovered, s.Lost, s.ResidualLoss = ds.Parity, ds.Recovered, ds.Lost, ds.ResidualLoss()
-	s.Duplicates, s.Bad = ds.Duplicates, ds.Bad
+	s.Duplicates, s.Corrupt = ds.Duplicates, ds.Reasons[fec.ReasonCorrupt]
 	return s
 }

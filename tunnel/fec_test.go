@@ -3,8 +3,7 @@ package tunnel
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,22 +29,11 @@ func lossyBond(t *testing.T, loss []float64, fopts FECOptions) *testBond {
 	t.Helper()
 	tb := newTestBondWith(t, token, len(loss), func(o *EdgeOptions) {
 		o.FEC = fopts
-		for i, l := range loss {
-			lc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			link := emu.LinkConfig{Delay: 20 * time.Millisecond, Rate: 20 * emu.Mbps}
-			up := link
-			up.Loss = l
-			r, err := emu.NewRelay(emu.Options{Listen: lc, Upstream: netip.MustParseAddrPort(o.Concentrator),
-				Up: up, Down: link, Seed: uint64(i + 1)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { r.Close() }) // after the bond's own cleanup
-			o.Uplinks[i].Remote = r.Addr().String()
+		var links []emu.RelayLink
+		for _, l := range loss {
+			links = append(links, symmetric(20*time.Millisecond, 20*emu.Mbps, l))
 		}
+		viaRelays(t, o, links, 1)
 	})
 	tb.waitActive(t, len(loss))
 	return tb
@@ -59,14 +47,18 @@ func runLossy(t *testing.T, fopts FECOptions, count, pps int) (float64, *FECStat
 	edge, conc, edgeDev, concDev := tb.edge, tb.conc, tb.edgeDev, tb.concDev
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	var mu sync.Mutex
 	got := map[string]bool{}
+	arrived := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
 			select {
 			case pkt := <-concDev.Outbound():
+				mu.Lock()
 				got[string(pkt[28:])] = true
+				mu.Unlock()
 			case <-ctx.Done():
 				return
 			}
@@ -79,7 +71,9 @@ func runLossy(t *testing.T, fopts FECOptions, count, pps int) (float64, *FECStat
 		}
 		edgeDev.Inject(udp4(edgeAddr, srvAddr, fmt.Appendf(nil, "%08d %0900d", i, 0)))
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Drain: the paths delay 20 ms, parity follows its block within the
+	// 20-ms budget; 300 ms without a new packet means nothing is on its way.
+	waitSettled(arrived, 300*time.Millisecond)
 	cancel()
 	<-done
 	return 1 - float64(len(got))/float64(count), edge.Bond().Stats().FEC, conc.Bond("van-1").Stats().FEC

@@ -1,12 +1,13 @@
 package tunnel
 
 import (
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
+
+	"github.com/bondd/bondd/policy"
 )
 
 // Lanes. quic-go sends DATAGRAMs under its own loss-based congestion
@@ -25,7 +26,8 @@ import (
 const MaxLanes = 8
 
 // LanesAuto as UplinkOptions.Lanes lets the edge choose the number of lanes
-// of the uplink between 1 and MaxLanes (see laneControl).
+// of the uplink between 1 and MaxLanes (policy.LaneController decides,
+// Edge.routineUplink adds and removes the connections).
 const LanesAuto = 0
 
 // Limits on the datagrams a lane hands to quic-go ahead of its packets.
@@ -38,7 +40,7 @@ const LanesAuto = 0
 const (
 	laneMinUnsent = 2
 	laneMaxUnsent = 24
-	laneWireBytes = 1400 // a full QUIC packet on the wire, bytes, for window arithmetic
+	laneWireBytes = policy.LaneWireBytes // a full QUIC packet on the wire, for window arithmetic
 )
 
 // lane is one QUIC connection of a path: its congestion controller's view
@@ -196,166 +198,4 @@ func (p *path) liveLanes() int {
 		}
 	}
 	return n
-}
-
-// laneControl decides, for an uplink with lanes: auto, when to add and
-// remove lanes. It is fed a sample of the path every laneSampleEvery.
-//
-// It adds lanes when, over the last decision epoch (laneEpoch, at least 8
-// smoothed RTTs), the path was window-limited in at least half of the
-// samples (frames waiting in its queue, or bytes in flight within two
-// packets of the window) or dropped queued frames (a burst, such as a video
-// keyframe, that waited too long), QUIC declared packets lost, and the smoothed RTT
-// stayed within laneInflation(minRTT) of the minimum RTT: loss without
-// queueing delay, which a loss-based controller misreads as congestion. It
-// adds as many lanes as the demand asks for with laneHeadroom to spare —
-// n·1.25·demand/capacity, where demand is the rate pushed onto the path and
-// capacity its summed cwnd/srtt — but at most laneGrowth times as many
-// per epoch: the new lanes' windows are still in slow start when the next
-// epoch measures them. The headroom keeps the queue empty through Cubic's
-// sawtooth. It does not add while the RTT is inflated: that loss is a full
-// bottleneck, and more lanes would only take capacity from other flows
-// there.
-//
-// Lanes must pay off: in the epoch after an addition, unless the rate the
-// lanes took grew by at least laneGain or met 95 % of the demand, the path
-// is limited by its capacity rather than by its windows — a bottleneck
-// whose queue is too short to inflate the RTT past the guard above — and
-// the added lanes are removed again, and no lane is added for laneIdle.
-//
-// It removes a lane when the path has not been window-limited for
-// laneIdle and the rate handed to the path would fill less than half of
-// what one lane fewer can carry. Each change waits one epoch after the
-// previous one (hysteresis); the number stays within 1..max.
-type laneControl struct {
-	max int // upper bound, ≤ MaxLanes
-	n   int // lanes wanted now
-
-	epochStart, lastChange, lastLimited time.Time
-	samples, limited                    int
-	inflated, primed                    bool
-	lostAt, txAt, offeredAt, dropsAt    uint64 // counters at the epoch start
-	idleTxAt                            uint64 // tx bytes when the idle stretch began
-
-	added      int       // lanes added at the last decision, 0 if it added none
-	usedAtAdd  float64   // bit/s the lanes took in the epoch before that addition
-	noAddUntil time.Time // additions that did not pay off hold further ones until then
-}
-
-// laneSample is what laneControl reads from a path.
-type laneSample struct {
-	now            time.Time
-	active         bool // the path is ACTIVE
-	queueBytes     int
-	cwnd, inflight int // bytes, summed over the lanes
-	srtt, minRTT   time.Duration
-	lost           uint64 // QUIC packets declared lost, total
-	txBytes        uint64 // bytes handed to the lanes, total
-	offeredBytes   uint64 // bytes pushed onto the path's queue, total
-	queueDrops     uint64 // frames dropped from the path's queue (full, expired, deadline), total
-}
-
-// laneHeadroom is the capacity laneControl aims for over the demand, and
-// laneGrowth the most it multiplies the lanes by in one epoch.
-const (
-	laneHeadroom = 1.25
-	laneGrowth   = 4
-	laneGain     = 1.10 // the rate after an addition over the rate before it
-)
-
-// laneInflation is how far the smoothed RTT may sit above the minimum RTT
-// before laneControl reads it as a standing queue at a bottleneck: half the
-// minimum RTT (jitter on short paths), at least 10 ms and at most 25 ms, so
-// that on a long path (a 180-ms satellite hop) a queue of a few tens of
-// milliseconds still counts as congestion.
-func laneInflation(minRTT time.Duration) time.Duration {
-	return min(max(minRTT/2, 10*time.Millisecond), 25*time.Millisecond)
-}
-
-// Lane control timing.
-const (
-	laneSampleEvery = 100 * time.Millisecond
-	laneEpoch       = 500 * time.Millisecond
-	laneIdle        = 30 * time.Second
-)
-
-func newLaneControl(max int, now time.Time) *laneControl {
-	return &laneControl{max: max, n: 1, epochStart: now, lastChange: now, lastLimited: now}
-}
-
-// laneDecision is a change laneControl asks for, with the figures behind
-// it for the log.
-type laneDecision struct {
-	delta     int // lanes added (> 0) or removed (< 0)
-	reason    string
-	limited   float64 // share of window-limited samples in the epoch
-	lossRate  float64 // QUIC packets lost per packet handed over, approximate
-	usedBps   float64 // rate handed to the lanes, bit/s
-	demandBps float64 // rate pushed onto the path, bit/s
-	capBps    float64 // cwnd/srtt, bit/s
-}
-
-// sample records s and returns the change wanted, if any.
-func (c *laneControl) sample(s laneSample) laneDecision {
-	if !c.primed { // the first epoch starts at the first sample
-		c.lostAt, c.txAt, c.offeredAt, c.dropsAt, c.idleTxAt = s.lost, s.txBytes, s.offeredBytes, s.queueDrops, s.txBytes
-		c.epochStart, c.primed = s.now, true
-		return laneDecision{}
-	}
-	c.samples++
-	if s.queueBytes > 0 || (s.cwnd > 0 && s.inflight+2*laneWireBytes >= s.cwnd) {
-		c.limited++
-		c.lastLimited = s.now
-		c.idleTxAt = s.txBytes
-	}
-	if s.minRTT > 0 && s.srtt-s.minRTT > laneInflation(s.minRTT) {
-		c.inflated = true
-	}
-	if !s.active {
-		c.inflated = true // an outage is not random loss either
-	}
-	epoch := max(laneEpoch, 8*s.srtt)
-	if s.now.Sub(c.epochStart) < epoch {
-		return laneDecision{}
-	}
-	d := laneDecision{limited: float64(c.limited) / float64(c.samples)}
-	if s.srtt > 0 {
-		d.capBps = float64(s.cwnd) * 8 / s.srtt.Seconds()
-	}
-	elapsed := s.now.Sub(c.epochStart).Seconds()
-	lost, tx, offered := s.lost-c.lostAt, s.txBytes-c.txAt, s.offeredBytes-c.offeredAt
-	if tx > 0 {
-		d.lossRate = float64(lost) * laneWireBytes / float64(tx)
-	}
-	d.usedBps, d.demandBps = float64(tx)*8/elapsed, float64(offered)*8/elapsed
-	ready := s.now.Sub(c.lastChange) >= epoch
-	added := c.added
-	c.added = 0
-	switch {
-	case added > 0 && d.usedBps < laneGain*c.usedAtAdd && d.usedBps < 0.95*d.demandBps:
-		d.delta, d.reason = -min(added, c.n-1), "no gain from the last lanes: the link's capacity, not the windows, limits the path"
-		c.noAddUntil = s.now.Add(laneIdle)
-	case ready && c.n < c.max && !s.now.Before(c.noAddUntil) &&
-		(d.limited >= 0.5 || s.queueDrops > c.dropsAt) && lost > 0 && !c.inflated:
-		want := c.n + 1
-		if d.capBps > 0 {
-			want = max(want, int(math.Ceil(float64(c.n)*laneHeadroom*d.demandBps/d.capBps)))
-		}
-		d.delta = min(want, laneGrowth*c.n, c.max) - c.n
-		d.reason = "window-limited with loss and no RTT inflation"
-		c.added, c.usedAtAdd = d.delta, d.usedBps
-	case ready && c.n > 1 && s.now.Sub(c.lastLimited) >= laneIdle && d.capBps > 0:
-		idleBps := float64(s.txBytes-c.idleTxAt) * 8 / s.now.Sub(c.lastLimited).Seconds()
-		if idleBps < 0.5*d.capBps*float64(c.n-1)/float64(c.n) {
-			d.delta, d.reason, d.usedBps = -1, "under-used", idleBps
-			c.lastLimited, c.idleTxAt = s.now, s.txBytes // the next removal waits another laneIdle
-		}
-	}
-	if d.delta != 0 {
-		c.n += d.delta
-		c.lastChange = s.now
-	}
-	c.epochStart, c.samples, c.limited, c.inflated = s.now, 0, 0, false
-	c.lostAt, c.txAt, c.offeredAt, c.dropsAt = s.lost, s.txBytes, s.offeredBytes, s.queueDrops
-	return d
 }

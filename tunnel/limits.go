@@ -1,5 +1,7 @@
 package tunnel
 
+import "github.com/bondd/bondd/tunnel/ctrlmsg"
+
 // Limits other packages check against before they reach the tunnel (the
 // config file, internal/config): the tunnel's own values, exported so that
 // they are declared once.
@@ -12,6 +14,6 @@ const (
 	MaxNameBytes = maxNameLen
 	// MaxLabelKeyBytes and MaxLabelValueBytes bound a path label's key and
 	// value, bytes, as the control plane carries them.
-	MaxLabelKeyBytes   = maxLabelKey
-	MaxLabelValueBytes = maxLabelValue
+	MaxLabelKeyBytes   = ctrlmsg.MaxLabelKey
+	MaxLabelValueBytes = ctrlmsg.MaxLabelValue
 )

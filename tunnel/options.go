@@ -112,7 +112,7 @@ type UplinkOptions struct {
 	// Lanes is the number of QUIC connections the uplink carries, 1 to
 	// MaxLanes, each on its own socket bound like the first; LanesAuto (0,
 	// the default) starts with one and adds lanes while the path is
-	// window-limited by random loss (lanes.go). More lanes take a larger
+	// window-limited by random loss (policy.LaneController). More lanes take a larger
 	// share of a bottleneck shared with other flows: set 1 where that
 	// matters.
 	Lanes int

@@ -3,32 +3,22 @@ package tunnel
 import (
 	"encoding/binary"
 	"net/netip"
+
+	"github.com/bondd/bondd/tun/tuntest"
 )
 
 // udp4 builds an IPv4/UDP packet from src to dst carrying payload, with
-// valid IP and UDP checksums.
+// valid IP and UDP checksums (tuntest.AppendUDP4).
 func udp4(src, dst netip.AddrPort, payload []byte) []byte {
-	pkt := make([]byte, 28+len(payload))
-	pkt[0] = 0x45
-	binary.BigEndian.PutUint16(pkt[2:], uint16(len(pkt)))
-	pkt[6] = 0x40 // DF
-	pkt[8] = 64
-	pkt[9] = 17
-	s, d := src.Addr().As4(), dst.Addr().As4()
-	copy(pkt[12:], s[:])
-	copy(pkt[16:], d[:])
-	binary.BigEndian.PutUint16(pkt[10:], ^fold(sum(0, pkt[:20])))
-	u := pkt[20:]
-	binary.BigEndian.PutUint16(u[0:], src.Port())
-	binary.BigEndian.PutUint16(u[2:], dst.Port())
-	binary.BigEndian.PutUint16(u[4:], uint16(8+len(payload)))
-	copy(u[8:], payload)
-	ps := sum(0, pkt[12:20])
-	ps += 17 + uint64(len(u))
-	binary.BigEndian.PutUint16(u[6:], ^fold(sum(ps, u)))
+	pkt, err := tuntest.AppendUDP4(nil, src, dst, payload)
+	if err != nil {
+		panic(err) // a test's own addresses: IPv4 by construction
+	}
 	return pkt
 }
 
+// sum and fold compute the RFC 1071 checksums of the TCP packets the tests
+// build and check.
 func sum(s uint64, b []byte) uint64 {
 	for len(b) >= 2 {
 		s += uint64(binary.BigEndian.Uint16(b))

@@ -29,14 +29,15 @@ type path struct {
 	// (the edge decides); for the status.
 	laneMode atomic.Pointer[string]
 
-	txPackets, txBytes, rxPackets, rxBytes  atomic.Uint64
-	tooLarge, sendErr, rxQueueFull, rescued atomic.Uint64
-	lastErr                                 atomic.Pointer[string]
+	txPackets, txBytes, rxPackets, rxBytes atomic.Uint64
+	rescued                                atomic.Uint64
+	drops                                  dropCounters // path-scope reasons (DropReason)
+	lastErr                                atomic.Pointer[string]
 }
 
 func newPath(b *Bond, name string, labels map[string]string) *path {
 	p := &path{bond: b, name: name, state: policy.NewPath(name, labels, b.popts.QueuePackets)}
-	p.queue = newSendQueue(b.popts.QueuePackets, b.popts.MaxQueueDelay, p.state.SetQueueLen)
+	p.queue = newSendQueue(b.popts.QueuePackets, b.popts.MaxQueueDelay, p.state.SetQueueLen, &p.drops)
 	for i := range p.lanes {
 		p.lanes[i] = lane{path: p, idx: i, bell: make(chan struct{}, 1)}
 	}
@@ -68,7 +69,7 @@ func (p *path) serve(l *lane, conn *quic.Conn, rec *recorder, stop <-chan struct
 	}
 	l.reset()
 	l.rec.Store(rec)
-	rec.lane.Store(l)
+	rec.attach(l)
 	p.laneUp(l, conn, time.Now())
 	p.setErr(nil)
 
@@ -86,7 +87,6 @@ func (p *path) serve(l *lane, conn *quic.Conn, rec *recorder, stop <-chan struct
 	last := p.laneDown(l, conn)
 	p.aggregate()
 	wg.Wait()
-	p.rxQueueFull.Add(rec.datagramsDropped.Swap(0))
 	l.rec.CompareAndSwap(rec, nil)
 	if last {
 		p.rescue(nil)
@@ -104,7 +104,7 @@ func (p *path) rescue(first *frame) {
 	move := func(f frame) {
 		if p.bond.picker.Pick(set.states, now, picks) == 0 || set.paths[picks[0]] == p {
 			putBuf(f.buf)
-			p.bond.ctr.noPath.Add(1)
+			p.bond.drops.add(DropNoPath)
 			return
 		}
 		set.paths[picks[0]].queue.push(f)
@@ -123,7 +123,6 @@ func (p *path) rescue(first *frame) {
 }
 
 func (p *path) stats(now time.Time) PathStats {
-	drops := p.queue.drops()
 	s := PathStats{
 		Name:             p.name,
 		Labels:           p.state.CurrentLabels(),
@@ -139,15 +138,8 @@ func (p *path) stats(now time.Time) PathStats {
 		TxBytes:          p.txBytes.Load(),
 		RxPackets:        p.rxPackets.Load(),
 		RxBytes:          p.rxBytes.Load(),
-		Drops: PathDrops{
-			QueueFull:        drops[dropFull],
-			Expired:          drops[dropExpired],
-			Deadline:         drops[dropDeadline],
-			TooLarge:         p.tooLarge.Load(),
-			SendError:        p.sendErr.Load(),
-			ReceiveQueueFull: p.rxQueueFull.Load(),
-		},
-		Rescued: p.rescued.Load(),
+		Drops:            p.drops.snapshot(PathDropReasons),
+		Rescued:          p.rescued.Load(),
 	}
 	if srtt := s.SmoothedRTT; srtt > 0 {
 		s.CapacityBps = uint64(float64(s.CongestionWindow) * 8 / srtt.Seconds())
@@ -160,9 +152,6 @@ func (p *path) stats(now time.Time) PathStats {
 	}
 	for i := range p.lanes {
 		l := &p.lanes[i]
-		if rec := l.rec.Load(); rec != nil {
-			s.Drops.ReceiveQueueFull += rec.datagramsDropped.Load()
-		}
 		c := l.conn.Load()
 		if c == nil {
 			continue

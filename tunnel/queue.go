@@ -28,22 +28,16 @@ const (
 
 func bandOf(prio uint8) int { return int(prio >> bandShift) }
 
-// Drop reasons of a send queue, counted separately (PathDrops).
-const (
-	dropFull     = iota // displaced by a frame of equal or higher priority when full
-	dropExpired         // waited longer than MaxQueueDelay
-	dropDeadline        // waited past its own deadline (rule deadline_ms)
-	dropReasons
-)
-
 // sendQueue is a path's bounded, priority-ordered queue in front of
 // quic-go's SendDatagram. Frames leave highest band first, oldest first
 // within a band (MoMQ §3: the directive's priority orders each path's send
 // queue). Push never blocks: when the queue is full it drops the oldest
 // frame of the lowest non-empty band at or below the new frame's, or the
-// new frame itself when everything queued outranks it, and counts it. Pop
+// new frame itself when everything queued outranks it, and counts it
+// (DropQueueFull, in the path's drop counters). Pop
 // drops frames past their deadline (their own, from a rule's deadline_ms,
-// or maxAge after they were queued) and counts them. FEC parity is queued
+// or maxAge after they were queued) and counts them (DropDeadline,
+// DropExpired). FEC parity is queued
 // at priority 0, so under saturation redundancy is shed before data of a
 // higher priority. Safe for concurrent use: the TUN reader, the FEC flush
 // routine and a failing path's rescue push; the path's lanes pop.
@@ -52,33 +46,34 @@ type sendQueue struct {
 	cap    int                      // frames, all bands together
 	bell   chan struct{}            // doorbell, capacity 1: never blocks the pusher
 	onLen  func(packets, bytes int) // reports the depth after each change
+	drops  *dropCounters            // the path's; counts what the queue drops
 
 	mu      sync.Mutex // guards all following
-	bands   [queueBands]ring
-	n       int // frames queued, all bands
-	bytes   int // sum of the queued frames' lengths
-	dropped [dropReasons]uint64
+	bands   [queueBands]bandFIFO
+	n       int    // frames queued, all bands
+	bytes   int    // sum of the queued frames' lengths
 	offered uint64 // bytes ever pushed: the demand on the path
 }
 
-// ring is one band's FIFO.
-type ring struct {
+// bandFIFO is one priority band's frames, oldest first: a circular buffer
+// of the queue's capacity. (The queue's doorbell is rung with ring.)
+type bandFIFO struct {
 	buf     []frame
 	head, n int
 }
 
-func (r *ring) pushBack(f frame) {
+func (r *bandFIFO) pushBack(f frame) {
 	r.buf[(r.head+r.n)%len(r.buf)] = f
 	r.n++
 }
 
-func (r *ring) pushFront(f frame) {
+func (r *bandFIFO) pushFront(f frame) {
 	r.head = (r.head - 1 + len(r.buf)) % len(r.buf)
 	r.buf[r.head] = f
 	r.n++
 }
 
-func (r *ring) popFront() frame {
+func (r *bandFIFO) popFront() frame {
 	f := r.buf[r.head]
 	r.buf[r.head] = frame{}
 	r.head = (r.head + 1) % len(r.buf)
@@ -86,8 +81,14 @@ func (r *ring) popFront() frame {
 	return f
 }
 
-func newSendQueue(capacity int, maxAge time.Duration, onLen func(packets, bytes int)) *sendQueue {
-	q := &sendQueue{maxAge: int64(maxAge), cap: capacity, bell: make(chan struct{}, 1), onLen: onLen}
+// newSendQueue returns a queue of capacity frames whose frames expire
+// maxAge after they were pushed. onLen is told the depth after each change;
+// drops counts what the queue drops (nil: counters of its own).
+func newSendQueue(capacity int, maxAge time.Duration, onLen func(packets, bytes int), drops *dropCounters) *sendQueue {
+	if drops == nil {
+		drops = new(dropCounters)
+	}
+	q := &sendQueue{maxAge: int64(maxAge), cap: capacity, bell: make(chan struct{}, 1), onLen: onLen, drops: drops}
 	q.bands[0].buf = make([]frame, capacity) // the others on first use: most traffic has no priority
 	return q
 }
@@ -107,7 +108,7 @@ func (q *sendQueue) push(f frame) {
 				break
 			}
 		}
-		q.dropped[dropFull]++
+		q.drops.add(DropQueueFull)
 		if victim < 0 {
 			q.mu.Unlock()
 			putBuf(f.buf)
@@ -136,12 +137,12 @@ func (q *sendQueue) push(f frame) {
 func (q *sendQueue) requeue(f frame) {
 	q.mu.Lock()
 	if q.n == q.cap {
-		q.dropped[dropFull]++
+		q.drops.add(DropQueueFull)
 		q.mu.Unlock()
 		putBuf(f.buf)
 		return
 	}
-	q.bands[bandOf(f.prio)].pushFront(f) // its band held it: the ring exists
+	q.bands[bandOf(f.prio)].pushFront(f) // its band held it: its buffer exists
 	q.n++
 	q.bytes += f.end - f.off
 	n, b := q.n, q.bytes
@@ -182,7 +183,7 @@ func (q *sendQueue) pop(now int64) (f frame, ok, more bool) {
 			q.bytes -= f.end - f.off
 			if reason, dead := q.expired(&f, now); dead {
 				putBuf(f.buf)
-				q.dropped[reason]++
+				q.drops.add(reason)
 				continue
 			}
 			ok = true
@@ -197,11 +198,11 @@ func (q *sendQueue) pop(now int64) (f frame, ok, more bool) {
 
 // expired reports whether f is past its deadline at now (unix ns), and
 // which drop reason applies.
-func (q *sendQueue) expired(f *frame, now int64) (reason int, dead bool) {
+func (q *sendQueue) expired(f *frame, now int64) (reason DropReason, dead bool) {
 	if f.expires != 0 {
-		return dropDeadline, now > f.expires
+		return DropDeadline, now > f.expires
 	}
-	return dropExpired, q.maxAge > 0 && now-f.enqueued > q.maxAge
+	return DropExpired, q.maxAge > 0 && now-f.enqueued > q.maxAge
 }
 
 // wait blocks until a push rings the doorbell or done is closed; it reports
@@ -222,7 +223,7 @@ func (q *sendQueue) drain() {
 		for q.bands[b].n > 0 {
 			f := q.bands[b].popFront()
 			putBuf(f.buf)
-			q.dropped[dropExpired]++
+			q.drops.add(DropExpired)
 		}
 	}
 	q.n, q.bytes = 0, 0
@@ -235,11 +236,4 @@ func (q *sendQueue) offeredBytes() uint64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.offered
-}
-
-// drops returns the frames dropped so far, indexed by drop reason.
-func (q *sendQueue) drops() [dropReasons]uint64 {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.dropped
 }

@@ -7,7 +7,7 @@ import (
 
 func TestSendQueue(t *testing.T) {
 	var depth int
-	q := newSendQueue(3, 100*time.Millisecond, func(n, _ int) { depth = n })
+	q := newSendQueue(3, 100*time.Millisecond, func(n, _ int) { depth = n }, nil)
 	mk := func(id byte, at int64) frame {
 		b := getBuf()
 		b[0] = id
@@ -19,8 +19,8 @@ func TestSendQueue(t *testing.T) {
 	if depth != 3 {
 		t.Fatalf("depth %d, want 3", depth)
 	}
-	if d := q.drops(); d[dropFull] != 2 {
-		t.Fatalf("dropped %d when full, want 2 (oldest first)", d[dropFull])
+	if d := q.drops.get(DropQueueFull); d != 2 {
+		t.Fatalf("dropped %d when full, want 2 (oldest first)", d)
 	}
 	f, ok, more := q.pop(int64(10 * time.Millisecond))
 	if !ok || !more || f.bytes()[0] != 2 {
@@ -31,8 +31,8 @@ func TestSendQueue(t *testing.T) {
 	if !ok || more || f.bytes()[0] != 4 {
 		t.Fatalf("pop after expiry = %v %v, want frame 4, last", ok, more)
 	}
-	if d := q.drops(); d[dropExpired] != 1 {
-		t.Fatalf("expired %d, want 1", d[dropExpired])
+	if d := q.drops.get(DropExpired); d != 1 {
+		t.Fatalf("expired %d, want 1", d)
 	}
 	if _, ok, _ := q.pop(0); ok || depth != 0 {
 		t.Fatalf("pop on empty: ok=%v depth=%d", ok, depth)
@@ -62,7 +62,7 @@ func TestSendQueuePriority(t *testing.T) {
 		push     []in
 		popAt    int64  // ms
 		want     []byte // ids in pop order
-		drops    [dropReasons]uint64
+		drops    DropCounts
 	}{
 		{name: "higher band first, FIFO within a band", capacity: 8,
 			push: []in{{1, 0, 0}, {2, 200, 0}, {3, 0, 0}, {4, 70, 0}, {5, 255, 0}},
@@ -72,18 +72,18 @@ func TestSendQueuePriority(t *testing.T) {
 			want: []byte{1, 2, 3}},
 		{name: "full: the oldest of the lowest band goes", capacity: 3,
 			push: []in{{1, 255, 0}, {2, 0, 0}, {3, 0, 0}, {4, 128, 0}},
-			want: []byte{1, 4, 3}, drops: [dropReasons]uint64{dropFull: 1}},
+			want: []byte{1, 4, 3}, drops: DropCounts{DropQueueFull: 1}},
 		{name: "full of higher priority: the newcomer goes", capacity: 2,
 			push: []in{{1, 200, 0}, {2, 200, 0}, {3, 0, 0}},
-			want: []byte{1, 2}, drops: [dropReasons]uint64{dropFull: 1}},
+			want: []byte{1, 2}, drops: DropCounts{DropQueueFull: 1}},
 		{name: "own deadline counted apart from max age", capacity: 4,
 			push:  []in{{1, 255, 5}, {2, 0, 0}, {3, 0, 50}},
 			popAt: 20,
-			want:  []byte{2, 3}, drops: [dropReasons]uint64{dropDeadline: 1}},
+			want:  []byte{2, 3}, drops: DropCounts{DropDeadline: 1}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			q := newSendQueue(c.capacity, time.Second, func(int, int) {})
+			q := newSendQueue(c.capacity, time.Second, func(int, int) {}, nil)
 			for _, p := range c.push {
 				b := getBuf()
 				b[0] = p.id
@@ -101,15 +101,17 @@ func TestSendQueuePriority(t *testing.T) {
 			if string(got) != string(c.want) {
 				t.Errorf("popped %v, want %v", got, c.want)
 			}
-			if d := q.drops(); d != c.drops {
-				t.Errorf("drops %v, want %v", d, c.drops)
+			for _, r := range PathDropReasons {
+				if got := q.drops.get(r); got != c.drops[r] {
+					t.Errorf("%s drops %d, want %d", r, got, c.drops[r])
+				}
 			}
 		})
 	}
 }
 
 func TestSendQueueAllocs(t *testing.T) {
-	q := newSendQueue(64, time.Second, func(int, int) {})
+	q := newSendQueue(64, time.Second, func(int, int) {}, nil)
 	b := getBuf()
 	q.push(frame{buf: b, end: 10, prio: 255}) // bands are allocated on first use
 	q.pop(0)
@@ -128,7 +130,7 @@ func TestSendQueueAllocs(t *testing.T) {
 // leaves first again, is not counted as new demand, and is dropped when the
 // queue filled meanwhile.
 func TestSendQueueRequeue(t *testing.T) {
-	q := newSendQueue(2, time.Second, func(int, int) {})
+	q := newSendQueue(2, time.Second, func(int, int) {}, nil)
 	mk := func(id byte) frame {
 		b := getBuf()
 		b[0] = id
@@ -147,7 +149,7 @@ func TestSendQueueRequeue(t *testing.T) {
 	}
 	q.push(mk(3)) // full again: 2, 3
 	q.requeue(mk(4))
-	if d := q.drops(); d[dropFull] != 1 {
-		t.Errorf("requeue into a full queue: %d full drops, want 1", d[dropFull])
+	if d := q.drops.get(DropQueueFull); d != 1 {
+		t.Errorf("requeue into a full queue: %d full drops, want 1", d)
 	}
 }

@@ -17,6 +17,7 @@ import (
 //  1. conn.ReceiveDatagram returns a datagram in a slice quic-go allocated
 //     for it; bondd makes no further copy.
 //  2. ParseHeader checks the bondd header; a bad one is counted and dropped.
+//     Every drop on the way is counted once, by reason (drops.go).
 //  3. The bond's sliding window drops duplicates (DUPLICATE action, redundant
 //     scheduler, or a peer's retransmission) by sequence number.
 //  4. A packet of an FEC block goes to the bond's fec.Decoder: data is
@@ -54,7 +55,7 @@ func (b *Bond) receive(dg []byte, wbuf [][]byte, rec *fec.Recovered) {
 	var h Header
 	n, err := ParseHeader(dg, &h)
 	if err != nil {
-		b.ctr.badHeader.Add(1)
+		b.drops.add(DropBadHeader)
 		return
 	}
 	b.rx.Lock()
@@ -62,10 +63,10 @@ func (b *Bond) receive(dg []byte, wbuf [][]byte, rec *fec.Recovered) {
 	b.rx.Unlock()
 	switch verdict {
 	case seqDuplicate:
-		b.ctr.duplicate.Add(1)
+		b.drops.add(DropDuplicate)
 		return
 	case seqTooOld:
-		b.ctr.tooOld.Add(1)
+		b.drops.add(DropTooOld)
 		return
 	}
 	if h.Flags&FlagFEC == 0 {
@@ -78,12 +79,12 @@ func (b *Bond) receive(dg []byte, wbuf [][]byte, rec *fec.Recovered) {
 		case v.Deliver():
 			b.deliver(dg, n, wbuf)
 		case v == fec.Duplicate: // its reconstruction was delivered already
-			b.ctr.duplicate.Add(1)
+			b.drops.add(DropDuplicate)
 		default:
-			b.ctr.badHeader.Add(1)
+			b.drops.add(DropBadFEC)
 		}
-	} else {
-		b.dec.AddParity(now, fecRef(&h), dg[n:], rec) // the decoder counts what it rejects
+	} else if b.dec.AddParity(now, fecRef(&h), dg[n:], rec) == fec.Bad {
+		b.drops.add(DropBadFEC) // a duplicate or untracked parity shard is the decoder's to count
 	}
 	for i := range rec.Sizes {
 		b.deliver(rec.Bufs[i][:rec.Offset+rec.Sizes[i]], rec.Offset, wbuf)
@@ -95,11 +96,11 @@ func (b *Bond) receive(dg []byte, wbuf [][]byte, rec *fec.Recovered) {
 func (b *Bond) deliver(pkt []byte, n int, wbuf [][]byte) {
 	src, ok := innerSource(pkt[n:])
 	if !ok {
-		b.ctr.malformed.Add(1)
+		b.drops.add(DropMalformed)
 		return
 	}
 	if b.allowed != nil && !containsAddr(b.allowed, src) {
-		b.ctr.spoofed.Add(1)
+		b.drops.add(DropSpoofed)
 		return
 	}
 	b.writeTUN(pkt, n, wbuf)
@@ -117,7 +118,7 @@ func (b *Bond) writeTUN(dg []byte, n int, wbuf [][]byte) {
 		wbuf[0] = buf[:tun.MinWriteOffset+l]
 	}
 	if _, err := b.dev.Write(wbuf, tun.MinWriteOffset); err != nil {
-		b.ctr.tunWrite.Add(1)
+		b.drops.add(DropTUNWrite)
 		return
 	}
 	b.ctr.rxPackets.Add(1)

@@ -90,7 +90,7 @@ rules:
 	tb.exchange(t, tb.edgeDev, tb.concDev, edgeAddr, srvAddr, 30) // port 6000, each delivered once
 	// The first copies have arrived; the second may still be leaving the
 	// slower path's queue.
-	waitFor(t, func() bool { return tb.conc.Bond("van-1").Stats().Drops.Duplicate == 30 })
+	waitFor(t, func() bool { return tb.conc.Bond("van-1").Stats().Drops[DropDuplicate] == 30 })
 	if m2, f2 := tx(); m2-m1 != 30 || f2-f1 != 30 {
 		t.Errorf("duplicate 2: paths sent %d and %d, want 30 each", m2-m1, f2-f1)
 	}

@@ -3,8 +3,7 @@ package tunnel
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,19 +41,7 @@ func TestSchedulersOnEmuPaths(t *testing.T) {
 			}
 			tb := newTestBondWith(t, token, 2, func(o *EdgeOptions) {
 				o.Picker, o.FEC = picker, FECOptions{Mode: FECOff}
-				for i, delay := range []time.Duration{10 * time.Millisecond, 60 * time.Millisecond} {
-					lc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-					if err != nil {
-						t.Fatal(err)
-					}
-					link := emu.LinkConfig{Delay: delay, Rate: 20 * emu.Mbps}
-					r, err := emu.NewRelay(emu.Options{Listen: lc, Upstream: netip.MustParseAddrPort(o.Concentrator), Up: link, Down: link, Seed: uint64(i + 1)})
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { r.Close() })
-					o.Uplinks[i].Remote = r.Addr().String()
-				}
+				viaRelays(t, o, []emu.RelayLink{symmetric(10*time.Millisecond, 20*emu.Mbps, 0), symmetric(60*time.Millisecond, 20*emu.Mbps, 0)}, 1)
 			})
 			tb.waitActive(t, 2)
 			waitFor(t, func() bool { // both paths have an RTT sample
@@ -63,14 +50,14 @@ func TestSchedulersOnEmuPaths(t *testing.T) {
 			})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			got := 0
+			var got atomic.Int64
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
 				for {
 					select {
 					case <-tb.concDev.Outbound():
-						got++
+						got.Add(1)
 					case <-ctx.Done():
 						return
 					}
@@ -86,21 +73,23 @@ func TestSchedulersOnEmuPaths(t *testing.T) {
 				tb.edgeDev.Inject(udp4(edgeAddr, srvAddr, payload))
 			}
 			tick.Stop()
-			time.Sleep(300 * time.Millisecond)
+			// Drain: on 60-ms paths, 300 ms without a packet means none is
+			// on its way.
+			waitSettled(func() int { return int(got.Load()) }, 300*time.Millisecond)
 			cancel()
 			<-done
 			after := tb.edge.Bond().Stats().Paths
 			fast, slow := after[0].TxPackets-before[0].TxPackets, after[1].TxPackets-before[1].TxPackets
 			share := float64(fast) / float64(fast+slow)
-			t.Logf("%s: fast path %d, slow path %d datagrams (fast share %.2f), %d of %d delivered", c.scheduler, fast, slow, share, got, n)
+			t.Logf("%s: fast path %d, slow path %d datagrams (fast share %.2f), %d of %d delivered", c.scheduler, fast, slow, share, got.Load(), n)
 			if share < c.minFast || share > c.maxFast {
 				t.Errorf("fast path share %.2f, want %.2f..%.2f", share, c.minFast, c.maxFast)
 			}
 			if c.wantCopies && (fast < n || slow < n) {
 				t.Errorf("redundant: %d and %d datagrams for %d packets, want every packet on both", fast, slow, n)
 			}
-			if got < n*98/100 {
-				t.Errorf("%d of %d packets delivered", got, n)
+			if got.Load() < n*98/100 {
+				t.Errorf("%d of %d packets delivered", got.Load(), n)
 			}
 		})
 	}

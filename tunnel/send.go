@@ -93,11 +93,11 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 	if dst, ok := innerDest(pkt); ok && linkScope(dst) {
 		// Link-local traffic (the kernel's IPv6 router solicitations on the
 		// TUN, mDNS, …) has no business on the other side of a routed tunnel.
-		b.ctr.linkLocal.Add(1)
+		b.drops.add(DropLinkLocal)
 		return false
 	}
 	if n > b.mtu {
-		b.ctr.oversize.Add(1)
+		b.drops.add(DropOversize)
 		b.replyTooBig(pkt)
 		return false
 	}
@@ -121,7 +121,7 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 	}
 	k := policy.Select(b.picker, dir, obj, set.states, now, b.picks, &b.sel)
 	if k == 0 {
-		b.ctr.noPath.Add(1)
+		b.drops.add(DropNoPath)
 		return false
 	}
 	if dir != nil {
@@ -169,7 +169,7 @@ func (b *Bond) replyTooBig(pkt []byte) {
 	}
 	b.wbuf[0] = out
 	if _, err := b.dev.Write(b.wbuf, tun.MinWriteOffset); err != nil {
-		b.ctr.tunWrite.Add(1)
+		b.drops.add(DropTUNWrite)
 		return
 	}
 	b.ctr.icmpSent.Add(1)
@@ -220,10 +220,10 @@ func (l *lane) routineSend(conn *quic.Conn) {
 			p.state.OnBytes(f.end-f.off, time.Now()) // byte budget and per-label counts
 		case errors.As(err, &tooLarge):
 			l.unsent.Add(-1)
-			p.tooLarge.Add(1)
+			p.drops.add(DropTooLarge)
 		default:
 			l.unsent.Add(-1)
-			p.sendErr.Add(1)
+			p.drops.add(DropSendError)
 			conn.CloseWithError(codeProtocol, "sending a datagram failed") // a no-op if it is closing already
 			if p.laneDown(l, conn) {
 				p.rescue(&f)

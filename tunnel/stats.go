@@ -17,7 +17,7 @@ type BondStats struct {
 	RxPackets  uint64        `json:"rx_packets"` // delivered to the TUN
 	ICMPSent   uint64        `json:"icmp_sent"`  // "fragmentation needed" / "packet too big" replies
 	MSSClamped uint64        `json:"mss_clamped"`
-	Drops      BondDrops     `json:"drops"`
+	Drops      DropCounts    `json:"drops"` // every reason of BondDropReasons
 	FEC        *FECStats     `json:"fec"`
 	Rules      *RuleStats    `json:"rules,omitempty"` // rule hits on the send path
 	Paths      []PathStats   `json:"paths"`
@@ -32,20 +32,6 @@ type BondStats struct {
 	// the paths that carry the label: what each cost_class (or link_type,
 	// carrier, …) has carried since the bond was created.
 	LabelTxBytes map[string]uint64 `json:"label_tx_bytes,omitempty"`
-}
-
-// BondDrops counts packets a bond dropped, by reason.
-type BondDrops struct {
-	NoPath      uint64 `json:"no_path"`     // no path could take the packet
-	Oversize    uint64 `json:"oversize"`    // longer than the MTU (answered with ICMP when allowed)
-	BadHeader   uint64 `json:"bad_header"`  // datagram with a malformed bondd header
-	Duplicate   uint64 `json:"duplicate"`   // sequence number seen before
-	TooOld      uint64 `json:"too_old"`     // sequence number behind the duplicate window
-	Spoofed     uint64 `json:"spoofed"`     // inner source outside the edge's allowed prefixes
-	Malformed   uint64 `json:"malformed"`   // inner packet is not a valid IPv4/IPv6 packet
-	Unsupported uint64 `json:"unsupported"` // datagram type this build does not handle
-	TUNWrite    uint64 `json:"tun_write"`   // the TUN refused the packet
-	LinkLocal   uint64 `json:"link_local"`  // link-local or link-scope multicast destination: not routed through the tunnel
 }
 
 // PathStats is a snapshot of one path.
@@ -64,7 +50,7 @@ type PathStats struct {
 	TxBytes          uint64            `json:"tx_bytes"`
 	RxPackets        uint64            `json:"rx_packets"`
 	RxBytes          uint64            `json:"rx_bytes"`
-	Drops            PathDrops         `json:"drops"`
+	Drops            DropCounts        `json:"drops"`   // every reason of PathDropReasons
 	Rescued          uint64            `json:"rescued"` // queued frames moved to other paths when this one failed
 	// CapacityBps is what the path's congestion windows carry per smoothed
 	// RTT (cwnd/srtt, summed over its lanes), bit/s: the capacity the
@@ -90,16 +76,6 @@ type PathStats struct {
 	BudgetBytes     int64  `json:"budget_bytes,omitempty"`
 	BudgetUsedBytes int64  `json:"budget_used_bytes,omitempty"`
 	BudgetPeriod    string `json:"budget_period,omitempty"`
-}
-
-// PathDrops counts datagrams a path dropped, by reason.
-type PathDrops struct {
-	QueueFull        uint64 `json:"queue_full"`         // dropped from a full send queue: the oldest of the lowest priority
-	Expired          uint64 `json:"expired"`            // waited longer than MaxQueueDelay
-	Deadline         uint64 `json:"deadline"`           // waited past the deadline_ms of its rule
-	TooLarge         uint64 `json:"too_large"`          // above the connection's datagram size limit
-	SendError        uint64 `json:"send_error"`         // SendDatagram failed (connection closing)
-	ReceiveQueueFull uint64 `json:"receive_queue_full"` // dropped inside quic-go's receive queue
 }
 
 // LaneStats is one lane of a path: its QUIC connection's congestion

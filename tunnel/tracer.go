@@ -26,8 +26,17 @@ import (
 // that are ignored. RecordEvent runs on quic-go's goroutines: it only
 // stores atomics (and takes LossIntervals' small mutex on a loss).
 type recorder struct {
-	lane             atomic.Pointer[lane]
-	datagramsDropped atomic.Uint64 // receive queue overflow inside quic-go
+	lane atomic.Pointer[lane]
+	// early counts receive-queue overflows inside quic-go before the lane
+	// is known; attach moves them to the path's DropReceiveQueueFull.
+	early atomic.Uint64
+}
+
+// attach makes l the lane whose state the events feed, and counts the
+// drops seen before it on l's path.
+func (r *recorder) attach(l *lane) {
+	r.lane.Store(l)
+	l.path.drops.addN(DropReceiveQueueFull, r.early.Swap(0))
 }
 
 func (r *recorder) AddProducer() qlogwriter.Recorder { return r }
@@ -40,11 +49,15 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 		if e.Direction == qlog.DirectionSending { // too large for the packet after all
 			if l != nil {
 				l.onDatagramsSent(1)
-				l.path.tooLarge.Add(1)
+				l.path.drops.add(DropTooLarge)
 			}
 			return
 		}
-		r.datagramsDropped.Add(1)
+		if l != nil {
+			l.path.drops.add(DropReceiveQueueFull)
+		} else {
+			r.early.Add(1)
+		}
 	case qlog.MetricsUpdated:
 		if l != nil {
 			l.onMetrics(e.SmoothedRTT, e.MinRTT, e.CongestionWindow, e.BytesInFlight)

@@ -80,22 +80,7 @@ var (
 		{desc("fec_recovered_packets_total", "Data packets reconstructed from parity and delivered.", bondLabels...), func(f *tunnel.FECStats) uint64 { return f.Recovered }},
 		{desc("fec_lost_packets_total", "Data packets still missing when their block timed out (loss after FEC).", bondLabels...), func(f *tunnel.FECStats) uint64 { return f.Lost }},
 		{desc("fec_duplicate_packets_total", "Late originals of reconstructed packets and spare parity.", bondLabels...), func(f *tunnel.FECStats) uint64 { return f.Duplicates }},
-		{desc("fec_bad_packets_total", "Packets whose FEC fields were impossible or inconsistent.", bondLabels...), func(f *tunnel.FECStats) uint64 { return f.Bad }},
-	}
-	bondDropReasons = []struct {
-		reason string
-		get    func(*tunnel.BondDrops) uint64
-	}{
-		{"no_path", func(d *tunnel.BondDrops) uint64 { return d.NoPath }},
-		{"oversize", func(d *tunnel.BondDrops) uint64 { return d.Oversize }},
-		{"bad_header", func(d *tunnel.BondDrops) uint64 { return d.BadHeader }},
-		{"duplicate", func(d *tunnel.BondDrops) uint64 { return d.Duplicate }},
-		{"too_old", func(d *tunnel.BondDrops) uint64 { return d.TooOld }},
-		{"spoofed", func(d *tunnel.BondDrops) uint64 { return d.Spoofed }},
-		{"malformed", func(d *tunnel.BondDrops) uint64 { return d.Malformed }},
-		{"unsupported", func(d *tunnel.BondDrops) uint64 { return d.Unsupported }},
-		{"tun_write", func(d *tunnel.BondDrops) uint64 { return d.TUNWrite }},
-		{"link_local", func(d *tunnel.BondDrops) uint64 { return d.LinkLocal }},
+		{desc("fec_corrupt_reconstructions_total", "Reconstructions discarded because their inputs were inconsistent (bad FEC datagrams are bond drops, reason bad_fec).", bondLabels...), func(f *tunnel.FECStats) uint64 { return f.Corrupt }},
 	}
 )
 
@@ -121,17 +106,6 @@ var (
 		{desc("path_quic_sent_packets_total", "QUIC packets sent on the path, every connection so far.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.PacketsSent) }},
 		{desc("path_quic_lost_packets_total", "QUIC packets declared lost by loss detection (RFC 9002) on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.PacketsLost) }},
 		{desc("path_rescued_packets_total", "Queued datagrams moved to other paths when this one failed.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.Rescued) }},
-	}
-	pathDropReasons = []struct {
-		reason string
-		get    func(*tunnel.PathDrops) uint64
-	}{
-		{"queue_full", func(d *tunnel.PathDrops) uint64 { return d.QueueFull }},
-		{"expired", func(d *tunnel.PathDrops) uint64 { return d.Expired }},
-		{"deadline", func(d *tunnel.PathDrops) uint64 { return d.Deadline }},
-		{"too_large", func(d *tunnel.PathDrops) uint64 { return d.TooLarge }},
-		{"send_error", func(d *tunnel.PathDrops) uint64 { return d.SendError }},
-		{"receive_queue_full", func(d *tunnel.PathDrops) uint64 { return d.ReceiveQueueFull }},
 	}
 	pathStatuses = []string{policy.StatusActive.String(), policy.StatusDegraded.String(), policy.StatusUnavailable.String()}
 )
@@ -208,8 +182,8 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, m := range bondCounterDescs {
 			counter(m.desc, m.get(b), edge)
 		}
-		for _, d := range bondDropReasons {
-			counter(descBondDrops, d.get(&b.Drops), edge, d.reason)
+		for _, d := range tunnel.BondDropReasons {
+			counter(descBondDrops, b.Drops[d], edge, d.String())
 		}
 		if f := b.FEC; f != nil {
 			gauge(descFECMode, 1, edge, f.Mode)
@@ -253,8 +227,8 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 			for _, m := range pathCounterDescs {
 				ch <- prometheus.MustNewConstMetric(m.desc, prometheus.CounterValue, m.get(p), edge, p.Name)
 			}
-			for _, d := range pathDropReasons {
-				counter(descPathDrops, d.get(&p.Drops), edge, p.Name, d.reason)
+			for _, d := range tunnel.PathDropReasons {
+				counter(descPathDrops, p.Drops[d], edge, p.Name, d.String())
 			}
 		}
 	}

@@ -32,7 +32,7 @@ func fakeReport() statusReport {
 				BondStats: tunnel.BondStats{
 					EdgeID: "van-17", BondID: 0xb0d, Uptime: 80 * time.Second, MTU: 1280,
 					TxPackets: 100, RxPackets: 900, ICMPSent: 1, MSSClamped: 4,
-					Drops: tunnel.BondDrops{Duplicate: 7, Spoofed: 5},
+					Drops: tunnel.DropCounts{tunnel.DropDuplicate: 7, tunnel.DropSpoofed: 5},
 					FEC: &tunnel.FECStats{Mode: "adaptive", CodingRate: 0.9, DataProtected: 90, ParitySent: 10,
 						BlocksByK: 4, BlocksByTimer: 1, ParityReceived: 12, Recovered: 6, Lost: 1, ResidualLoss: 0.001},
 					Rules: &tunnel.RuleStats{Set: "/etc/bondd/rules.yaml", Rules: []tunnel.RuleHits{{ID: "video", Hits: 42}, {ID: "rest", Hits: 58}}},
@@ -42,7 +42,7 @@ func fakeReport() statusReport {
 							SmoothedRTT: 45 * time.Millisecond, MinRTT: 30 * time.Millisecond, CongestionWindow: 64000, BytesInFlight: 1200,
 							PacketsSent: 1000, PacketsLost: 10, QueueLen: 3,
 							TxPackets: 60, TxBytes: 60_000, RxPackets: 600, RxBytes: 720_000,
-							Drops:       tunnel.PathDrops{QueueFull: 1, Expired: 2},
+							Drops:       tunnel.DropCounts{tunnel.DropQueueFull: 1, tunnel.DropExpired: 2},
 							CapacityBps: 11_377_777, LaneMode: "auto",
 							Lanes: []tunnel.LaneStats{{Index: 0, CongestionWindow: 40000}, {Index: 1, CongestionWindow: 24000}},
 						},
@@ -151,8 +151,8 @@ bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="too_large
 	if err := testutil.CollectAndCompare(c, strings.NewReader(wantDrops), "bondd_path_dropped_packets_total"); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(c, "bondd_bond_dropped_packets_total"); n != 2*len(bondDropReasons) {
-		t.Errorf("%d bond drop series, want %d (2 bonds × %d reasons)", n, 2*len(bondDropReasons), len(bondDropReasons))
+	if n := testutil.CollectAndCount(c, "bondd_bond_dropped_packets_total"); n != 2*len(tunnel.BondDropReasons) {
+		t.Errorf("%d bond drop series, want %d (2 bonds × %d reasons)", n, 2*len(tunnel.BondDropReasons), len(tunnel.BondDropReasons))
 	}
 }
 

@@ -390,7 +390,7 @@ func TestNetnsBond(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		before := status(t, b.concSock).Bonds[0].Drops.Spoofed
+		before := status(t, b.concSock).Bonds[0].Drops[tunnel.DropSpoofed]
 		cli, err := b.edge.ListenUDP("10.99.0.5:40002")
 		if err != nil {
 			t.Fatal(err)
@@ -400,7 +400,7 @@ func TestNetnsBond(t *testing.T) {
 			cli.WriteTo([]byte("spoofed"), net.UDPAddrFromAddrPort(netip.MustParseAddrPort("10.78.0.1:7")))
 		}
 		waitCond(t, "5 spoofed drops", 5*time.Second, func() bool {
-			return status(t, b.concSock).Bonds[0].Drops.Spoofed == before+5
+			return status(t, b.concSock).Bonds[0].Drops[tunnel.DropSpoofed] == before+5
 		})
 	})
 

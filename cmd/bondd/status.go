@@ -334,11 +334,13 @@ func printStatus(w io.Writer, r *statusReport, now time.Time) {
 		fmt.Fprintf(w, "refused connections: %d, downlink packets without a bond: %d, link-local packets not routed: %d\n", r.AuthFailures, r.NoRoute, r.LinkLocal)
 	}
 	for _, b := range r.Bonds {
-		d := b.Drops
 		fmt.Fprintf(w, "\nbond %s (id %x), up %s, mtu %d, addresses %s: tx %d rx %d packets\n", b.EdgeID, b.BondID,
 			b.Uptime.Round(time.Second), b.MTU, formatPrefixes(b.Addresses), b.TxPackets, b.RxPackets)
-		fmt.Fprintf(w, "  drops: no_path %d oversize %d bad_header %d duplicate %d too_old %d spoofed %d malformed %d unsupported %d tun_write %d link_local %d\n",
-			d.NoPath, d.Oversize, d.BadHeader, d.Duplicate, d.TooOld, d.Spoofed, d.Malformed, d.Unsupported, d.TUNWrite, d.LinkLocal)
+		fmt.Fprintf(w, "  drops:")
+		for _, r := range tunnel.BondDropReasons {
+			fmt.Fprintf(w, " %s %d", r, b.Drops[r])
+		}
+		fmt.Fprintln(w)
 		if f := b.FEC; f != nil {
 			fmt.Fprintf(w, "  fec %s: coding rate %.3f, %d parity sent, %d skipped, %d blocks by k, %d by timer; received %d parity, recovered %d, lost %d (residual %.2f %%)\n",
 				f.Mode, f.CodingRate, f.ParitySent, f.ParitySkipped, f.BlocksByK, f.BlocksByTimer, f.ParityReceived, f.Recovered, f.Lost, 100*f.ResidualLoss)
@@ -355,17 +357,39 @@ func printStatus(w io.Writer, r *statusReport, now time.Time) {
 			total += p.TxPackets + p.RxPackets
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  path\tstatus\tlanes\tshare\tsrtt\tmin rtt\tcwnd\tcapacity\tlost/sent\ttx pkts\ttx bytes\trx pkts\trx bytes\tqueue\tdrops full/expired/deadline/large/send/rxq\tlabels\tlast error")
+		fmt.Fprintln(tw, "  path\tstatus\tlanes\tshare\tsrtt\tmin rtt\tcwnd\tcapacity\tlost/sent\ttx pkts\ttx bytes\trx pkts\trx bytes\tqueue\tdrops "+pathDropsHeader+"\tlabels\tlast error")
 		for _, p := range b.Paths {
-			pd := p.Drops
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%d\t%s\t%d\t%s\t%d\t%d/%d/%d/%d/%d/%d\t%s\t%s\n", p.Name, p.Status,
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%d\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", p.Name, p.Status,
 				formatLanes(p), formatShare(p.TxPackets+p.RxPackets, total),
 				p.SmoothedRTT.Round(10*time.Microsecond), p.MinRTT.Round(10*time.Microsecond), p.CongestionWindow,
 				formatRate(p.CapacityBps), p.PacketsLost, p.PacketsSent, p.TxPackets, formatBytes(p.TxBytes), p.RxPackets, formatBytes(p.RxBytes), p.QueueLen,
-				pd.QueueFull, pd.Expired, pd.Deadline, pd.TooLarge, pd.SendError, pd.ReceiveQueueFull, formatLabels(p.Labels), p.LastError)
+				formatPathDrops(p.Drops), formatLabels(p.Labels), p.LastError)
 		}
 		tw.Flush()
 	}
+}
+
+// pathDropsHeader names the path drop reasons in the order formatPathDrops
+// prints them.
+var pathDropsHeader = func() string {
+	var names []string
+	for _, r := range tunnel.PathDropReasons {
+		names = append(names, r.String())
+	}
+	return strings.Join(names, "/")
+}()
+
+// formatPathDrops is a path's drops in the order of pathDropsHeader,
+// separated by slashes.
+func formatPathDrops(d tunnel.DropCounts) string {
+	var b strings.Builder
+	for i, r := range tunnel.PathDropReasons {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		fmt.Fprint(&b, d[r])
+	}
+	return b.String()
 }
 
 // formatLanes is the number of live lanes, with the lane mode when the

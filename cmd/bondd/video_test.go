@@ -177,7 +177,7 @@ func TestNetnsVideo(t *testing.T) {
 	if videoHits < uint64(sent) || videoHits > tx {
 		t.Errorf("rule video matched %d packets, want between the %d frames and the %d packets sent", videoHits, sent, tx)
 	}
-	if o, n := edgeAfter.Drops.Oversize-edgeBefore.Drops.Oversize, edgeAfter.Drops.NoPath-edgeBefore.Drops.NoPath; o != 0 || n != 0 {
+	if o, n := edgeAfter.Drops[tunnel.DropOversize]-edgeBefore.Drops[tunnel.DropOversize], edgeAfter.Drops[tunnel.DropNoPath]-edgeBefore.Drops[tunnel.DropNoPath]; o != 0 || n != 0 {
 		t.Errorf("the edge dropped %d packets as oversize and %d for want of a path", o, n)
 	}
 	t.Logf("whole test: %v", time.Since(began).Round(time.Millisecond))

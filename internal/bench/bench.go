@@ -255,7 +255,7 @@ type pathCounterSet struct{ txBytes, txPackets, drops uint64 }
 
 // pathCounters takes the counters of p that a run differences.
 func pathCounters(p tunnel.PathStats) pathCounterSet {
-	return pathCounterSet{txBytes: p.TxBytes, txPackets: p.TxPackets, drops: p.Drops.QueueFull + p.Drops.Expired + p.Drops.Deadline}
+	return pathCounterSet{txBytes: p.TxBytes, txPackets: p.TxPackets, drops: p.Drops[tunnel.DropQueueFull] + p.Drops[tunnel.DropExpired] + p.Drops[tunnel.DropDeadline]}
 }
 
 // benchPath is one path's part of a configuration's traffic.

@@ -229,7 +229,7 @@ func runLanesConfig(ctx context.Context, o Options, sc emu.Scenario, lanes int, 
 	res.FinalLanes = lastLanes
 	mu.Unlock()
 	a, b := run.edge1.Paths[0], run.edge0.Paths[0]
-	res.QueueFull, res.Expired, res.Deadline = a.Drops.QueueFull-b.Drops.QueueFull, a.Drops.Expired-b.Drops.Expired, a.Drops.Deadline-b.Drops.Deadline
+	res.QueueFull, res.Expired, res.Deadline = a.Drops[tunnel.DropQueueFull]-b.Drops[tunnel.DropQueueFull], a.Drops[tunnel.DropExpired]-b.Drops[tunnel.DropExpired], a.Drops[tunnel.DropDeadline]-b.Drops[tunnel.DropDeadline]
 	lost := a.PacketsLost - b.PacketsLost
 	if s := a.PacketsSent - b.PacketsSent; s > 0 {
 		res.QUICLoss = float64(lost) / float64(s)

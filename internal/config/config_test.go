@@ -203,7 +203,7 @@ edge:
 		{"uplink bind family", strings.Replace(strings.Replace(edgeOK, "interface: wwan0", `bind: "2001:db8::2"`, 1), "concentrator.example.net:4433", "203.0.113.10:4433", 1), "bondd.yaml:9: edge.uplinks[0].bind: expected an IPv4 address to reach the concentrator at 203.0.113.10, got 2001:db8::2"},
 		{"uplink interface too long", strings.Replace(edgeOK, "interface: wwan0", "interface: wwan0123456789abc", 1), `bondd.yaml:9: edge.uplinks[0].interface: expected an interface name of 1 to 15 bytes without '/', ':' or white space, got "wwan0123456789abc"`},
 		{"scheduler blest", edgeOK + "scheduler: blest\n", ""},
-		{"scheduler unknown", edgeOK + "scheduler: fastest\n", `bondd.yaml:10: scheduler: expected one of rules, roundrobin, minrtt, blest, redundant, got "fastest"`},
+		{"scheduler unknown", edgeOK + "scheduler: fastest\n", `bondd.yaml:10: scheduler: expected one of lowestrtt, roundrobin, minrtt, blest, redundant, got "fastest"`},
 		{"fec adaptive", edgeOK + "fec: {mode: adaptive, k: 20, alpha: 2}\n", ""},
 		{"fec off", edgeOK + "fec: {mode: off}\n", ""},
 		{"fec bad mode", edgeOK + "fec: {mode: sometimes}\n", `bondd.yaml:10: fec.mode: expected adaptive, fixed or off, got "sometimes"`},

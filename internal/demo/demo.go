@@ -246,7 +246,7 @@ func buildReport(bed *Bed, sc emu.Scenario, o Options, fs *demoFlow, before, aft
 	rep := demoReport{
 		Mode: bed.Mode, DurationS: o.Duration.Seconds(), RateMbps: o.RateMbps,
 		OWDms: owd, GoodputMbps: goodput, PacketsSent: sent, PacketsReceived: recvd,
-		Bond: &bondSummary{Duplicates: after.Drops.Duplicate, NoPath: after.Drops.NoPath - before.Drops.NoPath},
+		Bond: &bondSummary{Duplicates: after.Drops[tunnel.DropDuplicate], NoPath: after.Drops[tunnel.DropNoPath] - before.Drops[tunnel.DropNoPath]},
 	}
 	if sent > 0 {
 		rep.LossRate = 1 - float64(recvd)/float64(sent)
@@ -276,9 +276,9 @@ func buildReport(bed *Bed, sc emu.Scenario, o Options, fs *demoFlow, before, aft
 		if s := p.PacketsSent - b.PacketsSent; s > 0 {
 			dp.LossRate = float64(p.PacketsLost-b.PacketsLost) / float64(s)
 		}
-		rep.Bond.QueueFull += p.Drops.QueueFull - b.Drops.QueueFull
-		rep.Bond.Expired += p.Drops.Expired - b.Drops.Expired
-		rep.Bond.Deadline += p.Drops.Deadline - b.Drops.Deadline
+		rep.Bond.QueueFull += p.Drops[tunnel.DropQueueFull] - b.Drops[tunnel.DropQueueFull]
+		rep.Bond.Expired += p.Drops[tunnel.DropExpired] - b.Drops[tunnel.DropExpired]
+		rep.Bond.Deadline += p.Drops[tunnel.DropDeadline] - b.Drops[tunnel.DropDeadline]
 		rep.Paths = append(rep.Paths, dp)
 	}
 	rep.Bond.QueueDrops = rep.Bond.QueueFull + rep.Bond.Expired + rep.Bond.Deadline

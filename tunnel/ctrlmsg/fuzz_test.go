@@ -1,4 +1,4 @@
-package tunnel
+package ctrlmsg
 
 import (
 	"bytes"
@@ -10,7 +10,14 @@ import (
 	"github.com/bondd/bondd/rules"
 )
 
-// FuzzControlMessage feeds framed bytes to readMsg and the parse function
+// Version and lanes are what the tunnel checks hellos against (tunnel.Version,
+// tunnel.MaxLanes) in the tests of this package.
+const (
+	Version = 1
+	lanes   = 8
+)
+
+// FuzzControlMessage feeds framed bytes to Read and the parse function
 // of the type found. It must never panic, and a message that parses must
 // marshal to bytes that parse to the same message and marshal to the same
 // bytes again.
@@ -21,18 +28,18 @@ func FuzzControlMessage(f *testing.F) {
 	f.Add([]byte{0, 2}, []byte("{}"))
 	f.Fuzz(func(t *testing.T, prefix, body []byte) {
 		in := append(append([]byte(nil), prefix...), body...)
-		typ, b, err := readMsg(bytes.NewReader(in))
+		typ, b, err := Read(bytes.NewReader(in))
 		if err != nil {
 			return
 		}
-		if typ == msgHello {
-			var h hello
+		if typ == TypeHello {
+			var h Hello
 			if json.Unmarshal(b, &h) == nil {
-				h.check()
+				h.Check(Version, lanes)
 			}
 			return
 		}
-		m, err := parseControl(typ, b)
+		m, err := Parse(typ, b)
 		if err != nil {
 			return
 		}
@@ -49,19 +56,17 @@ func FuzzMappingRule(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		m, err := parseMappingRule(body)
+		m, err := ParseMappingRule(body)
 		if err != nil {
 			return
 		}
-		checkRoundTrip(t, msgMappingRule, m)
-		if m.Op != opInstall {
+		checkRoundTrip(t, TypeMappingRule, m)
+		if m.Op != OpInstall {
 			return
 		}
-		ruleLimits(m)
-		r := m.toRule()
-		r.ID = m.ID
+		r := m.Rule()
 		rules.Compile(&rules.File{Name: "fuzz", Rules: []rules.Rule{r}}, rules.Options{})
-		back := mappingRuleFor(m.Request, &r)
+		back := InstallOf(m.Request, &r)
 		if !reflect.DeepEqual(back, m) {
 			t.Fatalf("rule trip changed the message:\n%+v\n%+v", m, back)
 		}
@@ -75,17 +80,17 @@ func FuzzLabels(f *testing.F) {
 	f.Add("-x", "v")
 	f.Add("a b", "")
 	f.Fuzz(func(t *testing.T, k, v string) {
-		err := checkLabels(map[string]string{k: v})
-		okKey := len(k) >= 1 && len(k) <= maxLabelKey
+		err := CheckLabels(map[string]string{k: v})
+		okKey := len(k) >= 1 && len(k) <= MaxLabelKey
 		for i, c := range []byte(k) {
 			alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 			if !alnum && (i == 0 || !bytes.ContainsRune([]byte("_.:/-"), rune(c))) {
 				okKey = false
 			}
 		}
-		okVal := len(v) >= 1 && len(v) <= maxLabelValue && validUTF8(v)
+		okVal := len(v) >= 1 && len(v) <= MaxLabelValue && validUTF8(v)
 		if (err == nil) != (okKey && okVal) {
-			t.Fatalf("checkLabels(%q: %q) = %v", k, v, err)
+			t.Fatalf("CheckLabels(%q: %q) = %v", k, v, err)
 		}
 	})
 }

@@ -1,0 +1,195 @@
+package policy
+
+import (
+	"math"
+	"time"
+)
+
+// Lanes: an uplink may carry several QUIC connections, lanes, that
+// together are one Path (tunnel/lanes.go has why: quic-go's loss-based
+// congestion control reads random radio loss as congestion, and one
+// connection's window stays far below what a lossy link carries). The
+// LaneController below is the pure decision of how many lanes a path wants,
+// from samples of its state; it keeps no clock of its own (each sample
+// carries its time) and knows no QUIC. The tunnel package adds and removes
+// the connections it asks for.
+
+// LaneController decides, for an uplink with lanes: auto, when to add and
+// remove lanes. It is fed a sample of the path every LaneSampleEvery.
+//
+// It adds lanes when, over the last decision epoch (LaneEpoch, at least 8
+// smoothed RTTs), the path was window-limited in at least half of the
+// samples (frames waiting in its queue, or bytes in flight within two
+// packets of the window) or dropped queued frames (a burst, such as a video
+// keyframe, that waited too long), QUIC declared packets lost, and the smoothed RTT
+// stayed within LaneInflation(minRTT) of the minimum RTT: loss without
+// queueing delay, which a loss-based controller misreads as congestion. It
+// adds as many lanes as the demand asks for with LaneHeadroom to spare —
+// n·1.25·demand/capacity, where demand is the rate pushed onto the path and
+// capacity its summed cwnd/srtt — but at most LaneGrowth times as many
+// per epoch: the new lanes' windows are still in slow start when the next
+// epoch measures them. The headroom keeps the queue empty through Cubic's
+// sawtooth. It does not add while the RTT is inflated: that loss is a full
+// bottleneck, and more lanes would only take capacity from other flows
+// there.
+//
+// Lanes must pay off: in the epoch after an addition, unless the rate the
+// lanes took grew by at least LaneGain or met 95 % of the demand, the path
+// is limited by its capacity rather than by its windows — a bottleneck
+// whose queue is too short to inflate the RTT past the guard above — and
+// the added lanes are removed again, and no lane is added for LaneIdle.
+//
+// It removes a lane when the path has not been window-limited for
+// LaneIdle and the rate handed to the path would fill less than half of
+// what one lane fewer can carry. Each change waits one epoch after the
+// previous one (hysteresis); the number stays within 1..max.
+type LaneController struct {
+	max int // upper bound, ≥ 1
+	n   int // lanes wanted now
+
+	epochStart, lastChange, lastLimited time.Time
+	samples, limited                    int
+	inflated, primed                    bool
+	lostAt, txAt, offeredAt, dropsAt    uint64 // counters at the epoch start
+	idleTxAt                            uint64 // tx bytes when the idle stretch began
+
+	added      int       // lanes added at the last decision, 0 if it added none
+	usedAtAdd  float64   // bit/s the lanes took in the epoch before that addition
+	noAddUntil time.Time // additions that did not pay off hold further ones until then
+}
+
+// LaneSample is what LaneController reads from a path.
+// Counters are totals since the path was created; the controller takes
+// their differences over an epoch.
+type LaneSample struct {
+	Now            time.Time // when the sample was taken: the controller's only clock
+	Active         bool      // the path is ACTIVE
+	QueueBytes     int       // bytes waiting in the path's send queue
+	Cwnd, Inflight int       // congestion window and bytes in flight, bytes, summed over the lanes
+	SRTT, MinRTT   time.Duration
+	Lost           uint64 // QUIC packets declared lost (RFC 9002), total
+	TxBytes        uint64 // bytes handed to the lanes, total
+	OfferedBytes   uint64 // bytes pushed onto the path's queue, total
+	QueueDrops     uint64 // frames dropped from the path's queue (full, expired, deadline), total
+}
+
+// Lanes returns the number of lanes the controller wants now, 1..max.
+func (c *LaneController) Lanes() int { return c.n }
+
+// LaneWireBytes is a full QUIC packet on the wire, in bytes, for window
+// arithmetic: a lane is window-limited when its bytes in flight are within
+// two of them of its congestion window.
+const LaneWireBytes = 1400
+
+// LaneHeadroom is the capacity LaneController aims for over the demand, and
+// LaneGrowth the most it multiplies the lanes by in one epoch.
+const (
+	LaneHeadroom = 1.25
+	LaneGrowth   = 4
+	LaneGain     = 1.10 // the rate after an addition over the rate before it
+)
+
+// LaneInflation is how far the smoothed RTT may sit above the minimum RTT
+// before LaneController reads it as a standing queue at a bottleneck: half the
+// minimum RTT (jitter on short paths), at least 10 ms and at most 25 ms, so
+// that on a long path (a 180-ms satellite hop) a queue of a few tens of
+// milliseconds still counts as congestion.
+func LaneInflation(minRTT time.Duration) time.Duration {
+	return min(max(minRTT/2, 10*time.Millisecond), 25*time.Millisecond)
+}
+
+// Lane control timing: LaneSampleEvery is the period at which the caller
+// feeds samples, LaneEpoch the shortest decision epoch, LaneIdle how long
+// a path must not be window-limited before a lane is removed.
+const (
+	LaneSampleEvery = 100 * time.Millisecond
+	LaneEpoch       = 500 * time.Millisecond
+	LaneIdle        = 30 * time.Second
+)
+
+// NewLaneController returns a controller of one path that starts with one
+// lane and never asks for more than max (≥ 1) lanes. now starts the first
+// epoch and the idle stretch.
+func NewLaneController(max int, now time.Time) *LaneController {
+	return &LaneController{max: max, n: 1, epochStart: now, lastChange: now, lastLimited: now}
+}
+
+// LaneDecision is a change LaneController asks for, with the figures behind
+// it for the log.
+type LaneDecision struct {
+	Delta       int     // lanes added (> 0) or removed (< 0); 0: no change
+	Reason      string  // why, for the log; empty when Delta is 0
+	Limited     float64 // share of window-limited samples in the epoch, 0..1
+	LossRate    float64 // QUIC packets lost per packet handed over, approximate
+	UsedBps     float64 // rate handed to the lanes, bit/s
+	DemandBps   float64 // rate pushed onto the path, bit/s
+	CapacityBps float64 // cwnd/srtt, bit/s
+}
+
+// Sample records s, taken at s.Now (one every LaneSampleEvery, times not
+// decreasing), and returns the change wanted, if any; Lanes gives the
+// number after it. The caller adds or removes the connections. Not safe
+// for concurrent use; it does not allocate.
+func (c *LaneController) Sample(s LaneSample) LaneDecision {
+	if !c.primed { // the first epoch starts at the first sample
+		c.lostAt, c.txAt, c.offeredAt, c.dropsAt, c.idleTxAt = s.Lost, s.TxBytes, s.OfferedBytes, s.QueueDrops, s.TxBytes
+		c.epochStart, c.primed = s.Now, true
+		return LaneDecision{}
+	}
+	c.samples++
+	if s.QueueBytes > 0 || (s.Cwnd > 0 && s.Inflight+2*LaneWireBytes >= s.Cwnd) {
+		c.limited++
+		c.lastLimited = s.Now
+		c.idleTxAt = s.TxBytes
+	}
+	if s.MinRTT > 0 && s.SRTT-s.MinRTT > LaneInflation(s.MinRTT) {
+		c.inflated = true
+	}
+	if !s.Active {
+		c.inflated = true // an outage is not random loss either
+	}
+	epoch := max(LaneEpoch, 8*s.SRTT)
+	if s.Now.Sub(c.epochStart) < epoch {
+		return LaneDecision{}
+	}
+	d := LaneDecision{Limited: float64(c.limited) / float64(c.samples)}
+	if s.SRTT > 0 {
+		d.CapacityBps = float64(s.Cwnd) * 8 / s.SRTT.Seconds()
+	}
+	elapsed := s.Now.Sub(c.epochStart).Seconds()
+	lost, tx, offered := s.Lost-c.lostAt, s.TxBytes-c.txAt, s.OfferedBytes-c.offeredAt
+	if tx > 0 {
+		d.LossRate = float64(lost) * LaneWireBytes / float64(tx)
+	}
+	d.UsedBps, d.DemandBps = float64(tx)*8/elapsed, float64(offered)*8/elapsed
+	ready := s.Now.Sub(c.lastChange) >= epoch
+	added := c.added
+	c.added = 0
+	switch {
+	case added > 0 && d.UsedBps < LaneGain*c.usedAtAdd && d.UsedBps < 0.95*d.DemandBps:
+		d.Delta, d.Reason = -min(added, c.n-1), "no gain from the last lanes: the link's capacity, not the windows, limits the path"
+		c.noAddUntil = s.Now.Add(LaneIdle)
+	case ready && c.n < c.max && !s.Now.Before(c.noAddUntil) &&
+		(d.Limited >= 0.5 || s.QueueDrops > c.dropsAt) && lost > 0 && !c.inflated:
+		want := c.n + 1
+		if d.CapacityBps > 0 {
+			want = max(want, int(math.Ceil(float64(c.n)*LaneHeadroom*d.DemandBps/d.CapacityBps)))
+		}
+		d.Delta = min(want, LaneGrowth*c.n, c.max) - c.n
+		d.Reason = "window-limited with loss and no RTT inflation"
+		c.added, c.usedAtAdd = d.Delta, d.UsedBps
+	case ready && c.n > 1 && s.Now.Sub(c.lastLimited) >= LaneIdle && d.CapacityBps > 0:
+		idleBps := float64(s.TxBytes-c.idleTxAt) * 8 / s.Now.Sub(c.lastLimited).Seconds()
+		if idleBps < 0.5*d.CapacityBps*float64(c.n-1)/float64(c.n) {
+			d.Delta, d.Reason, d.UsedBps = -1, "under-used", idleBps
+			c.lastLimited, c.idleTxAt = s.Now, s.TxBytes // the next removal waits another LaneIdle
+		}
+	}
+	if d.Delta != 0 {
+		c.n += d.Delta
+		c.lastChange = s.Now
+	}
+	c.epochStart, c.samples, c.limited, c.inflated = s.Now, 0, 0, false
+	c.lostAt, c.txAt, c.offeredAt, c.dropsAt = s.Lost, s.TxBytes, s.OfferedBytes, s.QueueDrops
+	return d
+}
