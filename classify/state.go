@@ -72,6 +72,7 @@ func (k *streamKey) hash() uint64 {
 type frameSlot struct {
 	ts     uint32
 	typ    FrameType
+	hinted bool // typ came from a hint only; a packet's word replaces it
 	valid  bool
 	hasTL  bool
 	hasSL  bool
@@ -87,14 +88,17 @@ type stream struct {
 	pt    uint8 // the payload type the codec belongs to
 	ptSet bool
 	// sniffing (codec detection from the payload)
-	alive    uint8 // candidate bits over sniffCodecs not yet ruled out
-	strongs  uint8 // candidate bits that showed a signature
-	pkts     uint8 // packets sniffed
-	gaveUp   bool
-	sniffed  bool  // codec came from sniffing (may be re-learned)
-	bad      uint8 // consecutive payloads contradicting the codec
-	lastTS   uint32
-	haveTS   bool
+	alive   uint8 // candidate bits over sniffCodecs not yet ruled out
+	strongs uint8 // candidate bits that showed a signature
+	pkts    uint8 // packets sniffed
+	gaveUp  bool
+	sniffed bool  // codec came from sniffing (may be re-learned)
+	bad     uint8 // consecutive payloads contradicting the codec
+	lastTS  uint32
+	haveTS  bool
+	// noHints: a payload contradicted its own frame-type hint (a VP9
+	// packetizer that leaves P = 0), so hints are ignored.
+	noHints  bool
 	nextSlot uint8
 	frames   [FramesPerStream]frameSlot
 	ts       tsState
@@ -117,11 +121,17 @@ func (s *stream) frame(ts uint32, ev *evidence) *frameSlot {
 	}
 	switch ev.frame {
 	case FrameKey:
-		f.typ = FrameKey
+		f.typ, f.hinted = FrameKey, false
 	case FrameDelta:
-		if f.typ == FrameUnknown {
-			f.typ = FrameDelta
+		if f.typ == FrameUnknown || f.hinted {
+			f.typ, f.hinted = FrameDelta, false
 		}
+	}
+	if ev.hintWrong {
+		s.noHints = true
+	}
+	if f.typ == FrameUnknown && ev.hint != FrameUnknown && !s.noHints {
+		f.typ, f.hinted = ev.hint, true
 	}
 	if ev.hasTL {
 		f.hasTL, f.tl = true, ev.tl
@@ -173,7 +183,7 @@ func (s *stream) sniff(p []byte, newFrame, partial bool) (Codec, evidence) {
 			evs[i].valid = false
 		}
 		switch {
-		case !evs[i].valid:
+		case !evs[i].valid || evs[i].unlikely:
 			s.alive &^= bit
 		case evs[i].strong:
 			s.strongs |= bit
