@@ -103,6 +103,10 @@ type evidence struct {
 	// the stream showed the field wrong once (hintWrong).
 	hint      FrameType
 	hintWrong bool
+	// startKey hints a keyframe for a stream's first frame only (H.264
+	// unregistered user data SEI, which encoders send before their first
+	// IDR).
+	startKey bool
 	// unlikely: allowed by the payload format but not sent by real
 	// encoders (H.264 data partitions, H.265 reserved NAL unit types or a
 	// layer above 0), so sniffing rules the codec out on it.

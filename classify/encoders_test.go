@@ -72,6 +72,9 @@ func probePackets(t *testing.T, file string) []probePkt {
 	var pkts []probePkt
 	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Split(l, ",")
+		if l == "" {
+			continue
+		}
 		if len(f) < 3 {
 			t.Fatalf("ffprobe line %q", l)
 		}
@@ -360,6 +363,10 @@ func scoreRTP(t *testing.T, mds []Metadata, rtp [][]byte, truth []bool, codec Co
 			keyTS[ts] = true
 		}
 		got := md.FrameType == FrameKey
+		if key != got && s.missed+s.falseKey < 5 {
+			pl := rtp[i][12:]
+			t.Logf("packet %d seq %d ts %d: keyframe %v, truth %v; payload % x", i, binary.BigEndian.Uint16(rtp[i][2:]), ts, got, key, pl[:min(len(pl), 8)])
+		}
 		switch {
 		case key && !got:
 			s.missed++

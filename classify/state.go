@@ -114,7 +114,9 @@ func (s *stream) frame(ts uint32, ev *evidence) *frameSlot {
 			break
 		}
 	}
+	first := false
 	if f == nil {
+		first = !s.frames[0].valid && !s.frames[FramesPerStream-1].valid
 		f = &s.frames[s.nextSlot]
 		s.nextSlot = (s.nextSlot + 1) % FramesPerStream
 		*f = frameSlot{ts: ts, valid: true}
@@ -132,6 +134,9 @@ func (s *stream) frame(ts uint32, ev *evidence) *frameSlot {
 	}
 	if f.typ == FrameUnknown && ev.hint != FrameUnknown && !s.noHints {
 		f.typ, f.hinted = ev.hint, true
+	}
+	if f.typ == FrameUnknown && ev.startKey && first {
+		f.typ, f.hinted = FrameKey, true
 	}
 	if ev.hasTL {
 		f.hasTL, f.tl = true, ev.tl
