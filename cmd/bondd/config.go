@@ -363,6 +363,11 @@ type ClassifyConfig struct {
 	// SDP a=rtpmap lines say. classify.CodecUnknown (YAML "auto") means
 	// "RTP; learn the codec from the payload". Optional.
 	PayloadTypes map[uint8]classify.Codec
+	// SDP is an SDP file, like the one the encoder writes (ffmpeg
+	// -sdp_file), whose a=rtpmap lines add the payload types PayloadTypes
+	// does not set (classify.LoadSDP); relative to the config file.
+	// Optional; errors name the SDP file's line.
+	SDP string
 	// NoRTPHeuristic turns off finding RTP on UDP that matches neither
 	// RTPPorts nor PayloadTypes (YAML rtp_heuristic: false). Default false:
 	// the heuristic is on.
@@ -697,7 +702,7 @@ var (
 	concentratorKeys = []string{"listen", "cert_file", "key_file", "client_ca_file", "edges"}
 	edgeEntryKeys    = []string{"id", "token_file", "cert_cn", "allowed_prefixes", "allow_edge_rules", "policy_label_keys"}
 	pathsKeys        = []string{"queue_packets", "max_queue_delay", "keepalive", "idle_timeout", "redial_min", "redial_max", "initial_packet_size_bytes"}
-	classifyKeys     = []string{"rtp_ports", "payload_types", "rtp_heuristic", "classes"}
+	classifyKeys     = []string{"rtp_ports", "payload_types", "rtp_heuristic", "classes", "sdp"}
 	classKeys        = []string{"name", "match", "labels"}
 	classMatchKeys   = []string{"proto", "src", "dst", "src_ports", "dst_ports", "ports", "dscp"}
 )
@@ -1278,6 +1283,7 @@ func (d *configDecoder) classify(n *yaml.Node, c *ClassifyConfig) {
 	if pt := f["payload_types"]; pt != nil {
 		c.PayloadTypes = d.payloadTypes(pt, "classify.payload_types")
 	}
+	c.SDP = d.str(f["sdp"], "classify.sdp", "the path of an SDP file")
 	if h := f["rtp_heuristic"]; h != nil {
 		if on, ok := d.boolean(h, "classify.rtp_heuristic"); ok {
 			c.NoRTPHeuristic = !on
@@ -1545,7 +1551,7 @@ func (c *Config) fileRefs() []fileRef {
 // resolvePaths makes relative file and directory paths relative to the
 // config file's directory.
 func (c *Config) resolvePaths() {
-	paths := []*string{&c.QlogDir}
+	paths := []*string{&c.QlogDir, &c.Classify.SDP}
 	for _, r := range c.fileRefs() {
 		paths = append(paths, r.path)
 	}
@@ -2057,6 +2063,9 @@ func (c *ClassifyConfig) compile(v *configValidator) *classify.ClassSet {
 		}
 	}
 
+	if _, err := c.sdpPayloadTypes(); err != nil {
+		v.errorf("classify.sdp", "%v", err)
+	}
 	if n := len(c.Classes); n > classify.MaxClasses {
 		v.errorf(indexField("classify.classes", classify.MaxClasses), "at most %d classes are allowed, got %d", classify.MaxClasses, n)
 	}
@@ -2185,12 +2194,25 @@ func (c *ClassifyConfig) Options() (classify.Options, error) {
 		v.errs.sort()
 		return classify.Options{}, v.errs
 	}
+	pts, _ := c.sdpPayloadTypes()
+	for pt, codec := range c.PayloadTypes {
+		pts[pt] = codec // payload_types override the SDP file
+	}
 	return classify.Options{
 		RTPPorts:     slices.Clone(c.RTPPorts),
-		PayloadTypes: maps.Clone(c.PayloadTypes),
+		PayloadTypes: pts,
 		NoHeuristic:  c.NoRTPHeuristic,
 		Classes:      set,
 	}, nil
+}
+
+// sdpPayloadTypes reads the SDP file's payload types (an empty map when
+// there is none); the error is a *classify.SDPError.
+func (c *ClassifyConfig) sdpPayloadTypes() (map[uint8]classify.Codec, error) {
+	if c.SDP == "" {
+		return map[uint8]classify.Codec{}, nil
+	}
+	return classify.LoadSDP(c.SDP)
 }
 
 // checkPortRanges checks that each range of a list has Lo ≤ Hi and
