@@ -94,10 +94,37 @@ func TestEncoderRTP(t *testing.T) {
 					opts.PayloadTypes = ptMap
 				}
 				mds := classifyPcap(t, pcap, opts)
-				scoreRTP(t, mds, rtp, truth, tc.codec).check(t, tc.name+" | "+mode)
+				scoreRTP(t, mds, rtp, truth, tc.codec, false).check(t, tc.name+" | "+mode)
+			}
+			// Joined mid-stream: the capture starts with the sixth frame,
+			// after the first keyframe. Packets before the codec is learned
+			// (no keyframe among them) may have no codec.
+			j := joinIndex(rtp, 5)
+			pcap = writePcap(t, filepath.Join(dir, "rtp-joined.pcap"), rtp[j:])
+			for _, mode := range []string{"no map", "map"} {
+				opts := Options{}
+				if mode == "map" {
+					opts.PayloadTypes = ptMap
+				}
+				mds := classifyPcap(t, pcap, opts)
+				scoreRTP(t, mds, rtp[j:], truth[j:], tc.codec, true).check(t, tc.name+" joined at frame 6 | "+mode)
 			}
 		})
 	}
+}
+
+// joinIndex returns the index of the first packet of frame n (0-based, a
+// new RTP timestamp starts a frame).
+func joinIndex(rtp [][]byte, n int) int {
+	k := 0
+	for i := 1; i < len(rtp); i++ {
+		if binary.BigEndian.Uint32(rtp[i][4:]) != binary.BigEndian.Uint32(rtp[i-1][4:]) {
+			if k++; k == n {
+				return i
+			}
+		}
+	}
+	return 0
 }
 
 // TestEncoderMPEGTS checks H.264 in MPEG-TS from ffmpeg, raw over UDP and

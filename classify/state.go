@@ -90,6 +90,7 @@ type stream struct {
 	// sniffing (codec detection from the payload)
 	alive   uint8 // candidate bits over sniffCodecs not yet ruled out
 	strongs uint8 // candidate bits that showed a signature
+	wrongs  uint8 // candidate bits whose payload contradicted its hint
 	pkts    uint8 // packets sniffed
 	gaveUp  bool
 	sniffed bool  // codec came from sniffing (may be re-learned)
@@ -187,6 +188,9 @@ func (s *stream) sniff(p []byte, newFrame, partial bool) (Codec, evidence) {
 		if newFrame && !startsFrame(c, p) {
 			evs[i].valid = false
 		}
+		if evs[i].hintWrong {
+			s.wrongs |= bit
+		}
 		switch {
 		case !evs[i].valid || evs[i].unlikely:
 			s.alive &^= bit
@@ -203,6 +207,7 @@ func (s *stream) sniff(p []byte, newFrame, partial bool) (Codec, evidence) {
 	}
 	if pick >= 0 {
 		s.codec, s.sniffed, s.bad = sniffCodecs[pick], true, 0
+		s.noHints = s.wrongs&(1<<pick) != 0
 		ev := evs[pick]
 		if s.codec == CodecMP2T {
 			ev.frame = scanTS(p, &s.ts)
@@ -243,7 +248,7 @@ func startsFrame(c Codec, p []byte) bool {
 
 func (s *stream) resetSniff() {
 	s.codec, s.sniffed, s.gaveUp = CodecUnknown, false, false
-	s.alive, s.strongs, s.pkts, s.bad = allSniffCandidates, 0, 0, 0
+	s.alive, s.strongs, s.wrongs, s.pkts, s.bad = allSniffCandidates, 0, 0, 0, 0
 }
 
 func bitIndex(b uint8) int {
