@@ -11,7 +11,7 @@ import (
 // layer is each bondd package's place in the import order: a package may
 // import only bondd packages of a strictly lower layer (see DESIGN.md).
 var layer = map[string]int{
-	"classify": 0, "classify/capture": 0, "fec": 0, "tun": 0, "tun/tuntest": 0, "emu": 0, "internal/testbed": 0,
+	"classify": 0, "classify/capture": 0, "fec": 0, "tun": 0, "tun/tuntest": 0, "emu": 0, "internal/testbed": 0, "internal/fleet": 0,
 	"rules":     1,
 	"policy":    2,
 	"tunnel":    3,
@@ -22,6 +22,7 @@ var layer = map[string]int{
 var restricted = map[string][]string{
 	"golang.zx2c4.com/wireguard/tun": {"tun", "tun/tuntest"},
 	"github.com/quic-go/quic-go":     {"tunnel", "cmd/bondd"},
+	"github.com/osrg/gobgp/v4":       {"internal/fleet"},
 }
 
 const module = "github.com/bondd/bondd/"
