@@ -15,7 +15,7 @@ var layer = map[string]int{
 	"rules":     1,
 	"policy":    2,
 	"tunnel":    3,
-	"cmd/bondd": 4,
+	"cmd/bondd": 4, "internal/debpkg": 4,
 }
 
 // restricted lists third-party packages only some bondd packages may import.
@@ -23,6 +23,7 @@ var restricted = map[string][]string{
 	"golang.zx2c4.com/wireguard/tun": {"tun", "tun/tuntest"},
 	"github.com/quic-go/quic-go":     {"tunnel", "cmd/bondd"},
 	"github.com/osrg/gobgp/v4":       {"internal/fleet"},
+	"github.com/goreleaser/nfpm/v2":  {"internal/debpkg"},
 }
 
 const module = "github.com/bondd/bondd/"
