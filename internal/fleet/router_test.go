@@ -381,7 +381,7 @@ func TestRouter(t *testing.T) {
 		n := startNode(t, n2, bad)
 		waitFor(t, 15*time.Second, "the node counts a refusal", func() bool {
 			st := n.do("stats")
-			return st.Neighbors[0].Refusals > 0
+			return st.Neighbors[0].NotificationsReceived+st.Neighbors[0].NotificationsSent > 0
 		})
 		st := n.do("stats")
 		if st.Neighbors[0].Established != 0 || r.peerState(t, "10.91.2.2") == "Established" {

@@ -1,8 +1,8 @@
 package fleet
 
 import (
+	"context"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/osrg/gobgp/v4/api"
@@ -42,12 +42,16 @@ type NeighborStats struct {
 	// Established counts the times the session reached established;
 	// Drops the times it left it.
 	Established, Drops uint64
-	// Refusals counts sessions ended because the neighbour's messages were
-	// refused or it refused ours: a wrong AS (Bad Peer AS), a malformed
-	// message, a NOTIFICATION either way other than Cease.
-	Refusals uint64
+	// NotificationsSent counts the NOTIFICATION messages (RFC 4271 §4.5)
+	// this node sent the neighbour: each is a refusal of something it
+	// sent (a malformed message, a wrong AS in its OPEN, a hold timer
+	// expiry) or a Cease when the node stops. NotificationsReceived counts
+	// those the neighbour sent (it refused this node, or ceased). Both
+	// count across sessions since Start.
+	NotificationsSent, NotificationsReceived uint64
 	// LastError is the reason the last session ended or failed to open,
-	// as GoBGP words it; "" if none.
+	// as GoBGP words it (bad-peer-as, invalid-msg, notification-received,
+	// hold-timer-expired, ...); "" if none.
 	LastError string
 }
 
@@ -72,10 +76,32 @@ func (n *NeighborStats) setState(st string, at time.Time) {
 	n.State, n.Since = st, at
 }
 
-// Stats returns a snapshot; it is cheap (no call into GoBGP).
+// Stats returns a snapshot. It asks GoBGP for the message counters (one
+// management call, well under a millisecond), so call it at the rate of a
+// status request or a metrics scrape, not per packet.
 func (s *Speaker) Stats() Stats {
 	s.mu.Lock()
+	srv, running := s.srv, s.state == stateRunning
+	s.mu.Unlock()
+	notif := map[netip.Addr][2]uint64{}
+	if running {
+		// Outside mu: GoBGP's peer-event callback takes mu.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = srv.ListPeer(ctx, &api.ListPeerRequest{}, func(p *api.Peer) {
+			a, err := netip.ParseAddr(p.GetConf().GetNeighborAddress())
+			if m := p.GetState().GetMessages(); err == nil && m != nil {
+				notif[a.Unmap()] = [2]uint64{m.GetSent().GetNotification(), m.GetReceived().GetNotification()}
+			}
+		})
+		cancel()
+	}
+	s.mu.Lock()
 	defer s.mu.Unlock()
+	for a, n := range notif {
+		if p, ok := s.peers[a]; ok {
+			p.NotificationsSent, p.NotificationsReceived = n[0], n[1]
+		}
+	}
 	st := Stats{
 		Running:        s.state == stateRunning,
 		Edges:          len(s.edges),
@@ -106,9 +132,13 @@ func (s *Speaker) onPeerEvent(ev *apiutil.WatchEventMessage_PeerEvent, at time.T
 		return
 	}
 	state := fsmName(st.SessionState)
-	if state != "established" && st.DisconnectReason != api.PeerState_DISCONNECT_REASON_UNSPECIFIED {
-		if refused(st.DisconnectReason, st.DisconnectMessage) {
-			n.Refusals++
+	switch st.DisconnectReason {
+	case api.PeerState_DISCONNECT_REASON_UNSPECIFIED, api.PeerState_DISCONNECT_REASON_IDLE_TIMER_EXPIRED,
+		api.PeerState_DISCONNECT_REASON_RESTART_TIMER_EXPIRED:
+		// no reason, or the FSM's own retry timers: keep the last real one
+	default:
+		if state == "established" {
+			break
 		}
 		if n.LastError != st.DisconnectMessage || n.State == "established" {
 			s.log.Warn("bgp session ended", "neighbor", n.Address, "as", n.AS,
@@ -117,18 +147,6 @@ func (s *Speaker) onPeerEvent(ev *apiutil.WatchEventMessage_PeerEvent, at time.T
 		n.LastError = st.DisconnectMessage
 	}
 	n.setState(state, at)
-}
-
-// refused tells a session that ended because one side refused the other
-// from one that ended by an outage or an administrative stop.
-func refused(r api.PeerState_DisconnectReason, msg string) bool {
-	switch r {
-	case api.PeerState_DISCONNECT_REASON_BAD_PEER_AS, api.PeerState_DISCONNECT_REASON_INVALID_MSG:
-		return true
-	case api.PeerState_DISCONNECT_REASON_NOTIFICATION_SENT, api.PeerState_DISCONNECT_REASON_NOTIFICATION_RECEIVED:
-		return !strings.Contains(strings.ToLower(msg), "cease")
-	}
-	return false
 }
 
 func fsmName(s bgp.FSMState) string {
