@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -119,7 +120,26 @@ func startSpeaker(t *testing.T, cfg Config) *Speaker {
 	return s
 }
 
+// goroutineLeakCheck fails the test if goroutines started during it are
+// still running a few seconds after it ends.
+func goroutineLeakCheck(t *testing.T) {
+	t.Helper()
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before {
+			if time.Now().After(deadline) {
+				buf := make([]byte, 1<<16)
+				t.Errorf("goroutine leak: %d running, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
 func TestSpeakerAPIErrors(t *testing.T) {
+	goroutineLeakCheck(t)
 	ap, _ := fakePeer(t)
 	cfg := validConfig()
 	cfg.NextHop6 = netip.Addr{}
@@ -195,6 +215,7 @@ func TestSpeakerAPIErrors(t *testing.T) {
 // OPEN of the wrong AS, is refused (the connection closed, the refusal
 // counted) and retried; the speaker keeps running.
 func TestMalformedPeer(t *testing.T) {
+	goroutineLeakCheck(t)
 	ap, conns := fakePeer(t)
 	cfg := validConfig()
 	cfg.Neighbors[0] = Neighbor{Address: ap.Addr(), AS: 65000, Port: ap.Port(), ConnectRetry: time.Second}
@@ -248,6 +269,7 @@ func marker() []byte {
 // TestUnknownPeerRefused: with a listening port, a connection from an
 // address that is not a neighbour is closed at once.
 func TestUnknownPeerRefused(t *testing.T) {
+	goroutineLeakCheck(t)
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
