@@ -293,7 +293,8 @@ func nodeConfig(as uint32, v4, v6, password string) Config {
 // edge's IPv4 and IPv6 prefixes with the node as next hop, loses them on
 // Withdraw, on a graceful stop, on a kill (the kernel closes the session)
 // and, when the node hangs without closing anything, after the hold time;
-// a node with the wrong AS or password never gets a session.
+// with two nodes announcing the same prefix, killing one leaves the
+// other's path; a node with the wrong AS or password never gets a session.
 func TestRouter(t *testing.T) {
 	bgpd, vtysh := frrBgpd(t)
 	tb := testbed.New(nsPrefix)
@@ -392,6 +393,25 @@ func TestRouter(t *testing.T) {
 			t.Errorf("refusal not logged:\n%s", n.log)
 		}
 		n.do("stop abrupt")
+	})
+
+	t.Run("two nodes, one killed", func(t *testing.T) {
+		a := startNode(t, n1, good)
+		b := startNode(t, n2, nodeConfig(65002, "10.91.2.2", "fd91:2::2", ""))
+		waitFor(t, 15*time.Second, "node1's session", a.established)
+		waitFor(t, 15*time.Second, "node2's session", b.established)
+		a.do("announce " + edge + " " + p4)
+		b.do("announce " + edge + " " + p4)
+		waitFor(t, 5*time.Second, "router has both paths", func() bool {
+			nh := r.routes(t, "ipv4")[p4]
+			return slices.Contains(nh, "10.91.1.2") && slices.Contains(nh, "10.91.2.2")
+		})
+		a.cmd.Process.Kill()
+		d := waitFor(t, 5*time.Second, "router keeps only node2's path", func() bool {
+			return slices.Equal(r.routes(t, "ipv4")[p4], []string{"10.91.2.2"})
+		})
+		t.Logf("node1 killed: the router's only path is node2's after %v", d.Round(time.Millisecond))
+		b.do("stop graceful")
 	})
 
 	t.Run("wrong password refused", func(t *testing.T) {
