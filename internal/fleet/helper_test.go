@@ -24,8 +24,9 @@ import (
 const helperEnv = "BONDD_FLEET_HELPER"
 
 type helperReply struct {
-	Err   string `json:",omitempty"`
-	Stats Stats
+	Err      string `json:",omitempty"`
+	Stats    Stats
+	RIBPaths int // after "rib": paths in the node's global RIB
 }
 
 func runHelper(cfgJSON string) int {
@@ -49,6 +50,7 @@ func runHelper(cfgJSON string) int {
 	for in.Scan() {
 		f := strings.Fields(in.Text())
 		var err error
+		rib := 0
 		switch {
 		case len(f) == 3 && f[0] == "announce":
 			var ps []netip.Prefix
@@ -66,6 +68,8 @@ func runHelper(cfgJSON string) int {
 		case len(f) == 2 && f[0] == "withdraw":
 			err = s.Withdraw(f[1])
 		case len(f) == 1 && f[0] == "stats":
+		case len(f) == 1 && f[0] == "rib":
+			rib, err = s.ribPaths()
 		case len(f) == 2 && f[0] == "stop":
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			err = s.Stop(ctx, f[1] == "graceful")
@@ -73,7 +77,7 @@ func runHelper(cfgJSON string) int {
 		default:
 			err = fmt.Errorf("helper: bad command %q", in.Text())
 		}
-		r := helperReply{Stats: s.Stats()}
+		r := helperReply{Stats: s.Stats(), RIBPaths: rib}
 		if err != nil {
 			r.Err = err.Error()
 		}

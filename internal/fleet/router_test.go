@@ -220,8 +220,12 @@ func startNode(t *testing.T, ns *testbed.NS, cfg Config) *node {
 	return n
 }
 
-// do sends one command and returns the reply; an Err in it fails the test.
-func (n *node) do(cmd string) Stats {
+// do sends one command and returns the reply's Stats; an Err in it fails
+// the test.
+func (n *node) do(cmd string) Stats { return n.reply(cmd).Stats }
+
+// reply sends one command and returns the reply; an Err in it fails the test.
+func (n *node) reply(cmd string) helperReply {
 	n.t.Helper()
 	if _, err := fmt.Fprintln(n.in, cmd); err != nil {
 		n.t.Fatalf("node %q: %v\n%s", cmd, err, n.log)
@@ -236,7 +240,7 @@ func (n *node) do(cmd string) Stats {
 	if r.Err != "" {
 		n.t.Fatalf("node %q: %s", cmd, r.Err)
 	}
-	return r.Stats
+	return r
 }
 
 func (n *node) established() bool {
@@ -406,6 +410,20 @@ func TestRouter(t *testing.T) {
 			nh := r.routes(t, "ipv4")[p4]
 			return slices.Contains(nh, "10.91.1.2") && slices.Contains(nh, "10.91.2.2")
 		})
+		// The router sends its best path (one node's) to the other node
+		// (eBGP); that node rejects it on import, so each holds only its own.
+		waitFor(t, 5*time.Second, "router advertises one node's path to the other", func() bool {
+			for _, nb := range []string{"10.91.1.2", "10.91.2.2"} {
+				out, err := r.show("show bgp ipv4 unicast neighbors " + nb + " advertised-routes")
+				if err == nil && strings.Contains(string(out), p4) {
+					return true
+				}
+			}
+			return false
+		})
+		if ra, rb := a.reply("rib").RIBPaths, b.reply("rib").RIBPaths; ra != 1 || rb != 1 {
+			t.Errorf("the nodes' RIBs hold %d and %d paths, want only their own (1 each)", ra, rb)
+		}
 		a.cmd.Process.Kill()
 		d := waitFor(t, 5*time.Second, "router keeps only node2's path", func() bool {
 			return slices.Equal(r.routes(t, "ipv4")[p4], []string{"10.91.2.2"})

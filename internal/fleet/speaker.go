@@ -111,6 +111,30 @@ func (s *Speaker) Start(ctx context.Context) error {
 		s.state = stateStopped
 		return fmt.Errorf("fleet: start bgp: %w", err)
 	}
+	// Learn nothing: every route a router sends is rejected on import, so
+	// none reaches the node's RIB and none is passed on to another
+	// neighbour (a node must never become a transit between routers).
+	// (The global import policy also sees the node's own paths, so it
+	// rejects by route type, not by default.)
+	reject := func(rt api.Conditions_RouteType) *api.Statement {
+		return &api.Statement{Name: "reject-" + rt.String(), Conditions: &api.Conditions{RouteType: rt},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}}
+	}
+	learnNothing := &api.Policy{Name: "bondd-learn-nothing", Statements: []*api.Statement{
+		reject(api.Conditions_ROUTE_TYPE_EXTERNAL), reject(api.Conditions_ROUTE_TYPE_INTERNAL)}}
+	err = srv.AddPolicy(ctx, &api.AddPolicyRequest{Policy: learnNothing})
+	if err == nil {
+		err = srv.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: &api.PolicyAssignment{
+			Name: "global", Direction: api.PolicyDirection_POLICY_DIRECTION_IMPORT,
+			Policies:      []*api.Policy{{Name: learnNothing.Name}},
+			DefaultAction: api.RouteAction_ROUTE_ACTION_ACCEPT,
+		}})
+	}
+	if err != nil {
+		srv.Stop()
+		s.state = stateStopped
+		return fmt.Errorf("fleet: start bgp: import policy: %w", err)
+	}
 	wctx, cancel := context.WithCancel(context.Background())
 	err = srv.WatchEvent(wctx, server.WatchEventMessageCallbacks{OnPeerUpdate: s.onPeerEvent}, server.WatchPeer())
 	for _, n := range s.nbrs {
@@ -402,4 +426,23 @@ func (s *Speaker) path(p netip.Prefix) (*apiutil.Path, error) {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	return &apiutil.Path{Family: bgp.RF_IPv6_UC, Nlri: nlri, Attrs: append(attrs, mp)}, nil
+}
+
+// ribPaths counts the paths in the node's global RIB, both families: with
+// the import policy, only the node's own. For tests.
+func (s *Speaker) ribPaths() (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != stateRunning {
+		return 0, ErrNotStarted
+	}
+	n := 0
+	for _, f := range []bgp.Family{bgp.RF_IPv4_UC, bgp.RF_IPv6_UC} {
+		err := s.srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: f},
+			func(_ bgp.NLRI, paths []*apiutil.Path) { n += len(paths) })
+		if err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
 }
