@@ -38,8 +38,10 @@ import (
 // Bench scenario names (the SCENARIO argument).
 const (
 	S1    = "s1"
-	S2    = "s2"
-	Lanes = "lanes"
+	S2       = "s2"     // paper 2's setting (emu.LEOPaperScenario)
+	S2ISL    = "s2-isl" // the inter-satellite-link case (emu.LEOScenario)
+	Lanes    = "lanes"
+	Capacity = "capacity"
 )
 
 // Bench timing defaults.
@@ -110,7 +112,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	switch o.Scenario {
 	case S1:
 		names = s1ConfigNames()
-	case S2:
+	case S2, S2ISL:
 		names = s2ConfigNames()
 	case Lanes:
 		names = lanesConfigNames()
@@ -150,7 +152,7 @@ func (o *Options) commandLine() string {
 	if len(o.Configs) > 0 {
 		fmt.Fprintf(&b, " --configs %s", strings.Join(o.Configs, ","))
 	}
-	if o.Scenario == S2 && !o.Align {
+	if (o.Scenario == S2 || o.Scenario == S2ISL) && !o.Align {
 		b.WriteString(" --align=false")
 	}
 	if o.Lanes != tunnel.LanesAuto && o.Scenario != Lanes {
