@@ -37,7 +37,7 @@ import (
 
 // Bench scenario names (the SCENARIO argument).
 const (
-	S1    = "s1"
+	S1       = "s1"
 	S2       = "s2"     // paper 2's setting (emu.LEOPaperScenario)
 	S2ISL    = "s2-isl" // the inter-satellite-link case (emu.LEOScenario)
 	Lanes    = "lanes"
@@ -81,13 +81,23 @@ type Options struct {
 	// Lanes is every uplink's lanes setting in S1 and S2
 	// (tunnel.LanesAuto by default); the lanes scenario sets its own.
 	Lanes int
+	// Runs is how many times each configuration runs, run r with seed
+	// Seed + r; results are medians over the runs with 95 % bootstrap
+	// intervals (runs.go). 0 means 1.
+	Runs int
+	// RateControl is who decides each path's rate in every configuration
+	// that does not set its own (S1's no-fec-quic-cc does): "" (the bond's
+	// default), demo.RateControlBondd or demo.RateControlQUIC. Validated
+	// by Run, passed to the testbed as demo.BedOptions.RateControl.
+	RateControl string
 }
 
 // benchHeader is what results.json says about the run as a whole.
 type benchHeader struct {
-	Scenario  string    `json:"scenario"` // "s1", "s2" or "lanes"
-	Mode      string    `json:"mode"`     // "netns" or "inprocess"
-	Seed      uint64    `json:"seed"`
+	Scenario  string    `json:"scenario"`   // "s1", "s2" or "lanes"
+	Mode      string    `json:"mode"`       // "netns" or "inprocess"
+	Seed      uint64    `json:"seed"`       // run r used Seed + r
+	Runs      int       `json:"runs"`       // runs per configuration
 	DurationS float64   `json:"duration_s"` // traffic time per configuration, s
 	Traces    []string  `json:"traces"`     // trace files replayed, relative to the traces folder, or ["builtin"]
 	Started   time.Time `json:"started"`    // wall clock at the start of the run
@@ -108,6 +118,12 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	if o.Drain == 0 {
 		o.Drain = benchDrain
 	}
+	if o.Runs < 0 {
+		return errors.New("--runs must be at least 1")
+	}
+	if err := demo.ValidateRateControl(o.RateControl); err != nil {
+		return err
+	}
 	var names []string
 	switch o.Scenario {
 	case S1:
@@ -116,8 +132,10 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		names = s2ConfigNames()
 	case Lanes:
 		names = lanesConfigNames()
+	case Capacity:
+		names = capConfigNames()
 	default:
-		return fmt.Errorf("unknown scenario %q; expected %s, %s or %s", o.Scenario, S1, S2, Lanes)
+		return fmt.Errorf("unknown scenario %q; expected %s, %s, %s, %s or %s", o.Scenario, S1, S2, S2ISL, Lanes, Capacity)
 	}
 	for _, c := range o.Configs {
 		if !slices.Contains(names, c) {
@@ -132,10 +150,15 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return runS1(ctx, o, out)
 	case Lanes:
 		return runLanes(ctx, o, out)
+	case Capacity:
+		return runCapacity(ctx, o, out)
 	default:
 		return runS2(ctx, o, out)
 	}
 }
+
+// isRoot reports whether bench can build netns testbeds.
+func isRoot() bool { return os.Geteuid() == 0 }
 
 // selected reports whether configuration name is to run.
 func (o *Options) selected(name string) bool {
@@ -157,6 +180,12 @@ func (o *Options) commandLine() string {
 	}
 	if o.Lanes != tunnel.LanesAuto && o.Scenario != Lanes {
 		fmt.Fprintf(&b, " --lanes %d", o.Lanes)
+	}
+	if o.runs() > 1 {
+		fmt.Fprintf(&b, " --runs %d", o.runs())
+	}
+	if o.RateControl != "" {
+		fmt.Fprintf(&b, " --rate-control %s", o.RateControl)
 	}
 	return b.String()
 }
@@ -185,6 +214,7 @@ func scenarioTraces(sc emu.Scenario, tracesDir string) []string {
 // and the concentrator's counters at the start and the end of the traffic.
 type benchRun struct {
 	mode                string
+	created             time.Time // when the bed's relays started (their links' model time 0)
 	start               time.Time // when the traffic started
 	edge0, edge1        tunnel.BondStats
 	conc0, conc1        tunnel.BondStats
@@ -222,7 +252,7 @@ func runOnBedAt(ctx context.Context, o Options, bo demo.BedOptions, anchor time.
 	if err := sleepUntil(ctx, start, nil); err != nil {
 		return benchRun{}, err
 	}
-	r := benchRun{mode: bed.Mode, start: start, edge0: bed.Edge.Stats(), conc0: bed.Conc.Stats()}
+	r := benchRun{mode: bed.Mode, created: bed.Created, start: start, edge0: bed.Edge.Stats(), conc0: bed.Conc.Stats()}
 	rctx, rcancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); bed.Recv(rctx, deliver) }()
