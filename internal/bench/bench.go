@@ -8,7 +8,14 @@
 //   - S2, LEO plus terrestrial (paper 2, MoMQ, §5): a Starlink path and a
 //     metered terrestrial path, SVC video over RTP H.264; single path, the
 //     four transport schedulers, and the MoMQ rules, also added one at a
-//     time (s2.go, video.go).
+//     time (s2.go, video.go); s2 in the paper's setting, s2-isl over the
+//     trace's inter-satellite link;
+//   - lanes: one lossy path, one QUIC connection against lanes (lanes.go);
+//   - capacity: the bond against the sum of its links, UDP at Σ capacity
+//     and one TCP flow against each path alone (capacity.go).
+//
+// With Options.Runs every configuration runs several times and the
+// results are medians with 95 % bootstrap intervals (runs.go).
 //
 // Every configuration of a scenario gets a new testbed built from the same
 // scenario, seed and trace offset, and its traffic starts the same time
@@ -61,7 +68,7 @@ const (
 
 // Options are the settings of one bench run (the flags of bondd bench).
 type Options struct {
-	Scenario  string        // S1, S2 or Lanes
+	Scenario  string        // S1, S2, S2ISL, Lanes or Capacity
 	Out       string        // output folder (created)
 	Duration  time.Duration // traffic time of each configuration
 	Seed      uint64        // emulator seed, the same for every configuration

@@ -3,7 +3,9 @@ package bench
 // Scenario S2, LEO plus terrestrial: paper 2 (MoMQ, "Media over Multipath
 // QUIC"), §5. A Starlink path replays the 100-ms Lagos trace with its
 // reconfigurations at seconds 12/27/42/57 of each UTC minute; a terrestrial
-// path is 15 ms one way and metered. The load is SVC video as RTP H.264
+// path is 15 ms one way and metered (s2: paper 2's setting, the Starlink
+// delay rebased to a bent pipe and the metered path on an LTE trace;
+// s2-isl: the trace's own delay and an ideal metered link; s2Scenario). The load is SVC video as RTP H.264
 // (video.go). Configurations: single path on each link, the four
 // transport schedulers, and the four MoMQ rules, also added one at a time
 // in the order of paper 2's Table 9.
