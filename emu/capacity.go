@@ -1,9 +1,6 @@
 package emu
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // CapacityBits returns how many bits the bottleneck of a link built from
 // cfg with NewLink(cfg, seed) can serve during model time [from, to): the
@@ -62,7 +59,7 @@ func CapacityMbps(cfg LinkConfig, seed uint64, from, to time.Duration) (float64,
 // relaySeed gives the first model of direction dir (NewLink's seed), so
 // that [CapacityBits] sees the same outage windows as the relay's link.
 func RelayLinkSeed(relaySeed uint64, dir Direction) uint64 {
-	return seedFor(relaySeed, fmt.Sprintf("%s#%d", dir, 0))
+	return relayLinkSeed(relaySeed, dir, 0)
 }
 
 // rawCapacityBits is the bottleneck's capacity over [from, to), outages

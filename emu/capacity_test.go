@@ -103,7 +103,7 @@ func TestCapacityBitsMatchesLink(t *testing.T) {
 }
 
 func TestRelayLinkSeed(t *testing.T) {
-	if RelayLinkSeed(1, Up) == RelayLinkSeed(1, Down) || RelayLinkSeed(1, Up) != seedFor(1, "up#0") {
+	if RelayLinkSeed(1, Up) == RelayLinkSeed(1, Down) || RelayLinkSeed(1, Up) != relayLinkSeed(1, Up, 0) || RelayLinkSeed(1, Up) == RelayLinkSeed(2, Up) {
 		t.Error("RelayLinkSeed does not derive the relay's per-direction seed")
 	}
 }

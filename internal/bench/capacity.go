@@ -346,7 +346,7 @@ func (t *tcpRun) run(d time.Duration) func(context.Context, *demo.Bed, time.Time
 		if err := srv.Start(); err != nil {
 			return fmt.Errorf("iperf3 server: %w", err)
 		}
-		defer srv.Wait()
+		defer func() { scancel(); srv.Wait() }() // the server has exited after its one test, or is killed
 		// Wait for the server to listen: it says so on its first line.
 		sc := bufio.NewScanner(stdout)
 		listening := false
