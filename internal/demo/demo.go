@@ -101,7 +101,18 @@ type Bed struct {
 	Recv func(ctx context.Context, deliver func(payload []byte, now time.Time))
 	// Close removes the testbed.
 	Close func()
+	// EdgeNS and ConcNS name the edge's and the concentrator's network
+	// namespaces of a netns testbed (for ip netns exec: the flow's inner
+	// addresses EdgeAddr and ConcAddr live there); empty in process.
+	EdgeNS, ConcNS string
 }
+
+// Inner addresses of the testbeds' flow: the edge side's and the
+// concentrator side's, both IPv4.
+var (
+	EdgeAddr = demoEdgeInner.Addr()
+	ConcAddr = demoServerInner.Addr()
+)
 
 // BedOptions are what a testbed is built from (newInprocessBed,
 // newNetnsBed).
@@ -117,6 +128,10 @@ type BedOptions struct {
 	LEO map[string]*policy.LEOReconf
 	// Lanes is every uplink's tunnel.UplinkOptions.Lanes (0: auto).
 	Lanes int
+	// RateControl is who decides each path's rate on both bonds: "" (the
+	// bond's default), RateControlBondd or RateControlQUIC. Optional;
+	// applied by applyRateControl.
+	RateControl string
 }
 
 // Run is bondd demo: it builds a testbed (NewBed) over the cellular
@@ -208,6 +223,9 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 // NewBed builds the netns testbed as root, unless inprocess is set, and the
 // in-process one otherwise, saying so on out when that is for want of root.
 func NewBed(o BedOptions, inprocess bool, out io.Writer) (*Bed, error) {
+	if err := applyRateControl(o.RateControl, nil, nil); err != nil {
+		return nil, err
+	}
 	if testbed.IsRoot() && !inprocess {
 		return newNetnsBed(o)
 	}
