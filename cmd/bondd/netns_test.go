@@ -47,11 +47,8 @@ type itBed struct {
 
 func requireNetns(t *testing.T) {
 	t.Helper()
-	if !testbed.IsRoot() {
-		t.Skip("skipping: needs root to create network namespaces and TUN devices (CI runs as root)")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skip("skipping: /dev/net/tun is missing")
+	if why := testbed.Unavailable(); why != "" {
+		t.Skip("skipping: " + why)
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("skipping: the ip command (iproute2) is needed to start bondd inside a namespace")
@@ -70,13 +67,8 @@ func newITBed(t *testing.T) *itBed {
 	if b.conc, err = b.tb.NewNS(); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 3 {
-		name := fmt.Sprintf("up%d", i)
-		e := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 101, byte(i), 2}), 24)
-		c := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 101, byte(i), 1}), 24)
-		if err := b.tb.Veth(b.edge, name, e, b.conc, name, c); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := b.tb.Uplinks(b.edge, b.conc, 3, 101); err != nil {
+		t.Fatal(err)
 	}
 	b.bin = filepath.Join(b.dir, "bondd")
 	if out, err := exec.Command("go", "build", "-o", b.bin, ".").CombinedOutput(); err != nil {

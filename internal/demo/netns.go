@@ -95,13 +95,12 @@ func newNetnsBed(o BedOptions) (bed *Bed, err error) {
 	// One veth and one relay per uplink.
 	var uplinks []tunnel.UplinkOptions
 	created := time.Now()
+	veths, err := tb.Uplinks(nsEdge, nsEmu, len(sc.Paths), 100)
+	if err != nil {
+		return nil, err
+	}
 	for i, p := range sc.Paths {
-		name := fmt.Sprintf("up%d", i)
-		edgeSide := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 100, byte(i), 2}), 24)
-		emuSide := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 100, byte(i), 1}), 24)
-		if err := tb.Veth(nsEdge, name, edgeSide, nsEmu, name, emuSide); err != nil {
-			return nil, err
-		}
+		name, edgeSide, emuSide := veths[i].Name, veths[i].A, veths[i].B
 		l, err := nsEmu.ListenUDP(netip.AddrPortFrom(emuSide.Addr(), 4433).String())
 		if err != nil {
 			return nil, err
