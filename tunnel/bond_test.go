@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bondd/bondd/internal/leakcheck"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tun"
 	"github.com/bondd/bondd/tun/tuntest"
@@ -196,7 +197,7 @@ func (tb *testBond) exchangeLossy(t *testing.T, from, to *tuntest.Device, src, d
 }
 
 func TestBondBothWays(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	tb := newTestBond(t, token, 3)
 	tb.waitActive(t, 3)
 	tb.exchange(t, tb.edgeDev, tb.concDev, edgeAddr, srvAddr, 500)
@@ -218,7 +219,7 @@ func TestBondBothWays(t *testing.T) {
 }
 
 func TestBondSpoofedSource(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	tb := newTestBond(t, token, 1)
 	tb.waitActive(t, 1)
 	tb.edgeDev.Inject(udp4(netip.MustParseAddrPort("10.99.0.5:1"), srvAddr, []byte("spoofed")))
@@ -234,7 +235,7 @@ func TestBondSpoofedSource(t *testing.T) {
 }
 
 func TestBondWrongToken(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	tb := newTestBond(t, []byte("wrong-token-0123456789"), 1)
 	waitFor(t, func() bool {
 		p := tb.edge.Bond().Stats().Paths[0]
@@ -254,7 +255,7 @@ func TestBondWrongToken(t *testing.T) {
 // its 32-datagram send queue plus a congestion window) may be lost; nothing
 // queued in bondd is.
 func TestBondPathLoss(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	tb := newTestBond(t, token, 2)
 	tb.waitActive(t, 2)
 	for _, name := range []string{"up0", "up1"} {
@@ -270,7 +271,7 @@ func TestBondPathLoss(t *testing.T) {
 }
 
 func TestBondOversize(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	tb := newTestBond(t, token, 1)
 	tb.waitActive(t, 1)
 	big := udp4(edgeAddr, srvAddr, make([]byte, testMTU))
@@ -323,27 +324,11 @@ func waitSettled(count func() int, quiet time.Duration) {
 	}
 }
 
-// checkGoroutines fails the test if goroutines started after the call are
-// still running after the test's later cleanups (which close the bond).
-func checkGoroutines(t *testing.T) {
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Fatalf("goroutine leak: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
-}
-
 // TestBondClampsMSS sends a TCP SYN advertising MSS 1460 into each end: it
 // leaves the other end with the MSS clamped to what the tunnel MTU carries,
 // and a valid checksum.
 func TestBondClampsMSS(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	tb := newTestBond(t, token, 1)
 	tb.waitActive(t, 1)
 	for _, dir := range []struct {
@@ -394,7 +379,7 @@ func tcpSYN4(src, dst netip.AddrPort, mss uint16) []byte {
 // concentrator accepts the certificate whose CommonName it expects and
 // refuses one with another name.
 func TestBondClientCertificate(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	for _, tc := range []struct {
 		cn string
 		ok bool
@@ -457,7 +442,7 @@ func TestBondClientCertificate(t *testing.T) {
 // dial and hello: Close must return promptly every time, even when a
 // connection comes up after it started.
 func TestEdgeCloseWhileDialling(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	for _, after := range []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond} {
 		tb := newTestBond(t, token, 3)
 		time.Sleep(after)
@@ -475,7 +460,7 @@ func TestEdgeCloseWhileDialling(t *testing.T) {
 // TestBondLinkLocal checks that link-scope traffic (here mDNS to
 // 224.0.0.251) is not sent through the tunnel, and is counted.
 func TestBondLinkLocal(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	tb := newTestBond(t, token, 1)
 	tb.waitActive(t, 1)
 	tb.edgeDev.Inject(udp4(edgeAddr, netip.MustParseAddrPort("224.0.0.251:5353"), []byte("mdns")))

@@ -10,11 +10,11 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/bondd/bondd/internal/leakcheck"
 	"github.com/vishvananda/netlink"
 )
 
@@ -27,18 +27,7 @@ func requireRoot(t *testing.T) {
 	if !IsRoot() {
 		t.Skip("skipping: needs root to create network namespaces and veth links (run as root, as CI does)")
 	}
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(3 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<16)
-				t.Errorf("goroutine leak: %d running, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
+	leakcheck.Check(t)
 }
 
 // netnsNames returns the named namespaces, as `ip netns list` shows them.

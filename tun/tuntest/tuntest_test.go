@@ -5,33 +5,16 @@ import (
 	"context"
 	"errors"
 	"os"
-	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/bondd/bondd/internal/leakcheck"
 	"github.com/bondd/bondd/tun"
 	"github.com/bondd/bondd/tun/tuntest"
 )
 
 const offset = 16
-
-// checkGoroutineLeaks fails the test if, after its cleanups, more
-// goroutines run than when it started. Call it first in a test.
-func checkGoroutineLeaks(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(3 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				t.Errorf("goroutine leak: %d running, %d before", runtime.NumGoroutine(), before)
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
-}
 
 func bufs(n, size int) ([][]byte, []int) {
 	b := make([][]byte, n)
@@ -112,7 +95,7 @@ func TestWrite(t *testing.T) {
 // bubble: synctest.Wait returns once the reader is durably blocked (or has
 // returned), so "has not returned yet" is checked without a sleep.
 func TestCloseUnblocks(t *testing.T) {
-	checkGoroutineLeaks(t)
+	leakcheck.Check(t)
 	synctest.Test(t, func(t *testing.T) {
 		d := tuntest.New(1280, 1)
 		if ev := <-d.Events(); ev != tun.EventUp {
@@ -284,7 +267,7 @@ func TestInjectContext(t *testing.T) {
 }
 
 func TestConcurrent(t *testing.T) {
-	checkGoroutineLeaks(t)
+	leakcheck.Check(t)
 	const packets = 5000
 	d := tuntest.New(1280, 8)
 	defer d.Close()
