@@ -15,7 +15,7 @@ var layer = map[string]int{
 	"rules": 1, "internal/emuconfig": 1,
 	"policy": 2, "tunnel/ctrlmsg": 2,
 	"tunnel":          3,
-	"internal/config": 4, "internal/demo": 4,
+	"internal/config": 4, "internal/demo": 4, "internal/status": 5,
 	"internal/bench": 5, "internal/inspect": 5,
 	"cmd/bondd": 6, "cmd/bondd-plot": 6,
 }

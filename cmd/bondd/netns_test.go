@@ -22,6 +22,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/bondd/bondd/internal/status"
 	"github.com/bondd/bondd/internal/testbed"
 	"github.com/bondd/bondd/tunnel"
 )
@@ -194,12 +195,12 @@ func itRules(id string) string {
 }
 
 // status reads a daemon's control socket, waiting for it to appear.
-func status(t *testing.T, sock string) *statusReport {
+func getStatus(t *testing.T, sock string) *status.Report {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		r, err := fetchStatus(ctx, sock)
+		r, err := status.Fetch(ctx, sock)
 		cancel()
 		if err == nil {
 			return r
@@ -222,7 +223,7 @@ func waitCond(t *testing.T, what string, d time.Duration, cond func() bool) {
 	}
 }
 
-func activePaths(r *statusReport) int {
+func activePaths(r *status.Report) int {
 	n := 0
 	for _, b := range r.Bonds {
 		for _, p := range b.Paths {
@@ -276,9 +277,9 @@ func TestNetnsBond(t *testing.T) {
 	b := newITBed(t)
 	pin := b.writeCreds(t)
 	b.start(t, b.conc, "concentrator", b.concConfig(), b.concSock)
-	status(t, b.concSock)
+	getStatus(t, b.concSock)
 	b.start(t, b.edge, "edge", b.edgeConfig("bondd0", `10.77.0.2/24, "fd77::2/64"`, "van.token", pin), b.edgeSock)
-	waitCond(t, "three active edge paths", 15*time.Second, func() bool { return activePaths(status(t, b.edgeSock)) == 3 })
+	waitCond(t, "three active edge paths", 15*time.Second, func() bool { return activePaths(getStatus(t, b.edgeSock)) == 3 })
 
 	t.Run("udp echo both ways", func(t *testing.T) {
 		udpEcho(t, b.edge, b.conc, "10.77.0.2:40000", "10.78.0.1:7")
@@ -293,7 +294,7 @@ func TestNetnsBond(t *testing.T) {
 	t.Run("rules apply and reload on SIGHUP", func(t *testing.T) {
 		hits := func() map[string]uint64 {
 			m := map[string]uint64{}
-			if r := status(t, b.edgeSock).Bonds[0].Rules; r != nil {
+			if r := getStatus(t, b.edgeSock).Bonds[0].Rules; r != nil {
 				for _, h := range r.Rules {
 					m[h.ID] = h.Hits
 				}
@@ -368,7 +369,7 @@ func TestNetnsBond(t *testing.T) {
 		if err := b.edge.SetLinkUp(busiest, true); err != nil {
 			t.Fatal(err)
 		}
-		waitCond(t, "the uplink's path to be redialled", 20*time.Second, func() bool { return activePaths(status(t, b.edgeSock)) == 3 })
+		waitCond(t, "the uplink's path to be redialled", 20*time.Second, func() bool { return activePaths(getStatus(t, b.edgeSock)) == 3 })
 	})
 
 	t.Run("spoofed inner source is dropped and counted", func(t *testing.T) {
@@ -382,7 +383,7 @@ func TestNetnsBond(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		before := status(t, b.concSock).Bonds[0].Drops[tunnel.DropSpoofed]
+		before := getStatus(t, b.concSock).Bonds[0].Drops[tunnel.DropSpoofed]
 		cli, err := b.edge.ListenUDP("10.99.0.5:40002")
 		if err != nil {
 			t.Fatal(err)
@@ -392,7 +393,7 @@ func TestNetnsBond(t *testing.T) {
 			cli.WriteTo([]byte("spoofed"), net.UDPAddrFromAddrPort(netip.MustParseAddrPort("10.78.0.1:7")))
 		}
 		waitCond(t, "5 spoofed drops", 5*time.Second, func() bool {
-			return status(t, b.concSock).Bonds[0].Drops[tunnel.DropSpoofed] == before+5
+			return getStatus(t, b.concSock).Bonds[0].Drops[tunnel.DropSpoofed] == before+5
 		})
 	})
 
@@ -400,19 +401,19 @@ func TestNetnsBond(t *testing.T) {
 		sock := filepath.Join(b.dir, "wrong.sock")
 		b.start(t, b.edge, "wrong-edge", b.edgeConfig("bondd1", "10.77.0.3/24", "wrong.token", pin), sock)
 		waitCond(t, "the concentrator to refuse the edge", 15*time.Second, func() bool {
-			return status(t, b.concSock).AuthFailures > 0
+			return getStatus(t, b.concSock).AuthFailures > 0
 		})
-		r := status(t, sock)
+		r := getStatus(t, sock)
 		for _, p := range r.Bonds[0].Paths {
 			if p.Status != "UNAVAILABLE" {
 				t.Errorf("path %s of the refused edge is %s", p.Name, p.Status)
 			}
 		}
 		waitCond(t, "the refused edge to report why", 10*time.Second, func() bool {
-			return strings.Contains(status(t, sock).Bonds[0].Paths[0].LastError, "refused the credentials")
+			return strings.Contains(getStatus(t, sock).Bonds[0].Paths[0].LastError, "refused the credentials")
 		})
 		// The right edge is unaffected.
-		if n := activePaths(status(t, b.edgeSock)); n != 3 {
+		if n := activePaths(getStatus(t, b.edgeSock)); n != 3 {
 			t.Errorf("%d active paths on the good edge after the refusal", n)
 		}
 	})
@@ -450,10 +451,10 @@ func TestNetnsRestart(t *testing.T) {
 	b := newITBed(t)
 	pin := b.writeCreds(t)
 	b.start(t, b.conc, "concentrator", b.concConfig(), b.concSock)
-	status(t, b.concSock)
+	getStatus(t, b.concSock)
 	edgeCfg := b.edgeConfig("bondd0", "10.77.0.2/24", "van.token", pin)
 	b.start(t, b.edge, "edge", edgeCfg, b.edgeSock)
-	waitCond(t, "three active paths at the concentrator", 15*time.Second, func() bool { return activePaths(status(t, b.concSock)) == 3 })
+	waitCond(t, "three active paths at the concentrator", 15*time.Second, func() bool { return activePaths(getStatus(t, b.concSock)) == 3 })
 
 	edge := b.procs[len(b.procs)-1]
 	stopped := time.Now()
@@ -464,14 +465,14 @@ func TestNetnsRestart(t *testing.T) {
 	b.procs = b.procs[:len(b.procs)-1]
 	// The idle timeout is 3 s in these configs: seeing the paths down in
 	// under 1 s means the close reached the concentrator.
-	waitCond(t, "the concentrator to see the edge's paths closed", time.Second, func() bool { return activePaths(status(t, b.concSock)) == 0 })
+	waitCond(t, "the concentrator to see the edge's paths closed", time.Second, func() bool { return activePaths(getStatus(t, b.concSock)) == 0 })
 	t.Logf("paths down at the concentrator %v after SIGTERM", time.Since(stopped).Round(time.Millisecond))
 	if _, err := os.Stat(b.edgeSock); !os.IsNotExist(err) {
 		t.Errorf("the edge left its control socket behind: %v", err)
 	}
 
 	b.start(t, b.edge, "edge-restarted", edgeCfg, b.edgeSock)
-	waitCond(t, "the restarted edge's paths at the concentrator", 15*time.Second, func() bool { return activePaths(status(t, b.concSock)) == 3 })
+	waitCond(t, "the restarted edge's paths at the concentrator", 15*time.Second, func() bool { return activePaths(getStatus(t, b.concSock)) == 3 })
 	udpEcho(t, b.edge, b.conc, "10.77.0.2:40010", "10.78.0.1:7")
 	udpEcho(t, b.conc, b.edge, "10.78.0.1:40011", "10.77.0.2:7")
 }
