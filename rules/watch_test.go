@@ -6,11 +6,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bondd/bondd/internal/leakcheck"
 )
 
 // syncBuffer is a goroutine-safe log sink.
@@ -90,22 +91,19 @@ func replace(t *testing.T, path, content string) {
 	}
 }
 
-// leakCheck fails the test if it leaves goroutines behind.
-func leakCheck(t *testing.T) {
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			if runtime.NumGoroutine() <= before {
-				return
-			}
-		}
-		buf := make([]byte, 1<<16)
-		t.Errorf("goroutines: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-	})
+// settle rewrites path with the contents it already has and waits until
+// the watcher has looked at them and logged that nothing changed: every
+// file event before it has been handled by then.
+func settle(t *testing.T, log *syncBuffer, path, content string) {
+	t.Helper()
+	const unchanged = "rule file unchanged"
+	before := strings.Count(log.String(), unchanged)
+	replace(t, path, content)
+	waitFor(t, "the watcher to see unchanged contents", func() bool { return strings.Count(log.String(), unchanged) > before })
 }
 
 func TestWatcherReloads(t *testing.T) {
-	leakCheck(t)
+	leakcheck.Check(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rules.yaml")
 	write(t, path, ruleA)
@@ -173,7 +171,7 @@ func TestWatcherReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chtimes(path, time.Now(), time.Now())
-	time.Sleep(100 * time.Millisecond)
+	settle(t, &log, path, ruleA)
 	if _, _, m := rl.last(); m != n {
 		t.Errorf("%d reloads for unchanged contents", m-n)
 	}
@@ -189,8 +187,9 @@ func TestWatcherReloads(t *testing.T) {
 	// An empty file seen on an event is a write in progress; Reload
 	// installs it.
 	_, _, n = rl.last()
+	empties := strings.Count(log.String(), "rule file is empty")
 	write(t, path, "")
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, "the watcher to see the empty file", func() bool { return strings.Count(log.String(), "rule file is empty") > empties })
 	if _, _, m := rl.last(); m != n || w.Current().Len() != 1 {
 		t.Error("an empty file was installed on a file event")
 	}
@@ -222,11 +221,13 @@ func TestWatcherReloads(t *testing.T) {
 // TestWatcherDebounce checks that a burst of writes reloads once or
 // twice, not once per write, and ends on the last contents.
 func TestWatcherDebounce(t *testing.T) {
-	leakCheck(t)
+	leakcheck.Check(t)
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	write(t, path, ruleA)
 	var rl reloads
-	w, err := NewWatcher(WatcherOptions{Path: path, OnReload: rl.record, Debounce: 200 * time.Millisecond})
+	var log syncBuffer
+	w, err := NewWatcher(WatcherOptions{Path: path, OnReload: rl.record, Debounce: 200 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +236,7 @@ func TestWatcherDebounce(t *testing.T) {
 		write(t, path, []string{ruleB, ruleC}[i%2])
 	}
 	waitFor(t, "burst", func() bool { return w.Current().Rule(0).ID == "c" })
-	time.Sleep(300 * time.Millisecond)
+	settle(t, &log, path, ruleC)
 	if _, _, n := rl.last(); n > 3 {
 		t.Errorf("%d reloads for a burst of 10 writes", n)
 	}
@@ -287,7 +288,7 @@ func TestWatcherSetClasses(t *testing.T) {
 // TestWatcherConcurrentReaders reads the set from several goroutines while
 // it is reloaded (meaningful under -race).
 func TestWatcherConcurrentReaders(t *testing.T) {
-	leakCheck(t)
+	leakcheck.Check(t)
 	path := filepath.Join(t.TempDir(), "r.yaml")
 	write(t, path, ruleA)
 	w, err := NewWatcher(WatcherOptions{Path: path, NoWatch: true})

@@ -186,7 +186,9 @@ func TestEmuRun(t *testing.T) {
 	if el := time.Since(t0); el < 30*time.Millisecond {
 		t.Errorf("arrived after %v, before the 30 ms delay", el)
 	}
-	time.Sleep(120 * time.Millisecond) // at least one periodic stats line
+	// At least one periodic stats line before the final one.
+	for deadline := time.Now().Add(2 * time.Second); !strings.Contains(out.String(), "r1 up") && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
