@@ -194,7 +194,7 @@ func itRules(id string) string {
 	return "rules:\n  - id: " + id + "\n    priority: 1\n    match: {proto: udp, dst_port: 7}\n    actions: {fec: off}\n"
 }
 
-// status reads a daemon's control socket, waiting for it to appear.
+// getStatus reads a daemon's control socket, waiting for it to appear.
 func getStatus(t *testing.T, sock string) *status.Report {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
