@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bondd/bondd/internal/leakcheck"
+	"github.com/bondd/bondd/internal/testkit"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tun"
 	"github.com/bondd/bondd/tun/tuntest"
@@ -197,7 +197,7 @@ func (tb *testBond) exchangeLossy(t *testing.T, from, to *tuntest.Device, src, d
 }
 
 func TestBondBothWays(t *testing.T) {
-	leakcheck.Check(t)
+	testkit.CheckLeaks(t)
 	tb := newTestBond(t, token, 3)
 	tb.waitActive(t, 3)
 	tb.exchange(t, tb.edgeDev, tb.concDev, edgeAddr, srvAddr, 500)
@@ -219,7 +219,7 @@ func TestBondBothWays(t *testing.T) {
 }
 
 func TestBondSpoofedSource(t *testing.T) {
-	leakcheck.Check(t)
+	testkit.CheckLeaks(t)
 	tb := newTestBond(t, token, 1)
 	tb.waitActive(t, 1)
 	tb.edgeDev.Inject(udp4(netip.MustParseAddrPort("10.99.0.5:1"), srvAddr, []byte("spoofed")))
@@ -235,7 +235,7 @@ func TestBondSpoofedSource(t *testing.T) {
 }
 
 func TestBondWrongToken(t *testing.T) {
-	leakcheck.Check(t)
+	testkit.CheckLeaks(t)
 	tb := newTestBond(t, []byte("wrong-token-0123456789"), 1)
 	waitFor(t, func() bool {
 		p := tb.edge.Bond().Stats().Paths[0]
@@ -255,7 +255,7 @@ func TestBondWrongToken(t *testing.T) {
 // its 32-datagram send queue plus a congestion window) may be lost; nothing
 // queued in bondd is.
 func TestBondPathLoss(t *testing.T) {
-	leakcheck.Check(t)
+	testkit.CheckLeaks(t)
 	tb := newTestBond(t, token, 2)
 	tb.waitActive(t, 2)
 	for _, name := range []string{"up0", "up1"} {
@@ -271,7 +271,7 @@ func TestBondPathLoss(t *testing.T) {
 }
 
 func TestBondOversize(t *testing.T) {
-	leakcheck.Check(t)
+	testkit.CheckLeaks(t)
 	tb := newTestBond(t, token, 1)
 	tb.waitActive(t, 1)
 	big := udp4(edgeAddr, srvAddr, make([]byte, testMTU))
@@ -295,15 +295,10 @@ func TestBondOversize(t *testing.T) {
 	}
 }
 
+// waitFor waits up to 10 s for cond.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the condition", 10*time.Second, cond)
 }
 
 // waitSettled waits until count stops growing: it has not changed for
@@ -328,7 +323,7 @@ func waitSettled(count func() int, quiet time.Duration) {
 // leaves the other end with the MSS clamped to what the tunnel MTU carries,
 // and a valid checksum.
 func TestBondClampsMSS(t *testing.T) {
-	leakcheck.Check(t)
+	testkit.CheckLeaks(t)
 	tb := newTestBond(t, token, 1)
 	tb.waitActive(t, 1)
 	for _, dir := range []struct {
@@ -379,7 +374,7 @@ func tcpSYN4(src, dst netip.AddrPort, mss uint16) []byte {
 // concentrator accepts the certificate whose CommonName it expects and
 // refuses one with another name.
 func TestBondClientCertificate(t *testing.T) {
-	leakcheck.Check(t)
+	testkit.CheckLeaks(t)
 	for _, tc := range []struct {
 		cn string
 		ok bool
@@ -442,7 +437,7 @@ func TestBondClientCertificate(t *testing.T) {
 // dial and hello: Close must return promptly every time, even when a
 // connection comes up after it started.
 func TestEdgeCloseWhileDialling(t *testing.T) {
-	leakcheck.Check(t)
+	testkit.CheckLeaks(t)
 	for _, after := range []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond} {
 		tb := newTestBond(t, token, 3)
 		time.Sleep(after)
@@ -460,7 +455,7 @@ func TestEdgeCloseWhileDialling(t *testing.T) {
 // TestBondLinkLocal checks that link-scope traffic (here mDNS to
 // 224.0.0.251) is not sent through the tunnel, and is counted.
 func TestBondLinkLocal(t *testing.T) {
-	leakcheck.Check(t)
+	testkit.CheckLeaks(t)
 	tb := newTestBond(t, token, 1)
 	tb.waitActive(t, 1)
 	tb.edgeDev.Inject(udp4(edgeAddr, netip.MustParseAddrPort("224.0.0.251:5353"), []byte("mdns")))

@@ -15,7 +15,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/bondd/bondd/internal/leakcheck"
+	"github.com/bondd/bondd/internal/testkit"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tun/tuntest"
@@ -328,7 +328,7 @@ func TestControlStaleReport(t *testing.T) {
 // but not cost_class, its downlink rules are installed, and all of it is
 // discarded when the edge goes away and a new edge process comes.
 func TestControlEdgeSession(t *testing.T) {
-	leakcheck.Check(t)
+	testkit.CheckLeaks(t)
 	env := newCtrlEnv(t, func(ea *EdgeAuth) { ea.AllowEdgeRules = true })
 	var dl swapRules
 	dl.cur.Store(mustRules(t, "downlink.yaml", `rules:

@@ -24,6 +24,7 @@ import (
 
 	"github.com/bondd/bondd/internal/status"
 	"github.com/bondd/bondd/internal/testbed"
+	"github.com/bondd/bondd/internal/testkit"
 	"github.com/bondd/bondd/tunnel"
 )
 
@@ -212,17 +213,6 @@ func getStatus(t *testing.T, sock string) *status.Report {
 	}
 }
 
-func waitCond(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func activePaths(r *status.Report) int {
 	n := 0
 	for _, b := range r.Bonds {
@@ -279,7 +269,7 @@ func TestNetnsBond(t *testing.T) {
 	b.start(t, b.conc, "concentrator", b.concConfig(), b.concSock)
 	getStatus(t, b.concSock)
 	b.start(t, b.edge, "edge", b.edgeConfig("bondd0", `10.77.0.2/24, "fd77::2/64"`, "van.token", pin), b.edgeSock)
-	waitCond(t, "three active edge paths", 15*time.Second, func() bool { return activePaths(getStatus(t, b.edgeSock)) == 3 })
+	testkit.WaitFor(t, "three active edge paths", 15*time.Second, func() bool { return activePaths(getStatus(t, b.edgeSock)) == 3 })
 
 	t.Run("udp echo both ways", func(t *testing.T) {
 		udpEcho(t, b.edge, b.conc, "10.77.0.2:40000", "10.78.0.1:7")
@@ -311,7 +301,7 @@ func TestNetnsBond(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.procs[1].Process.Signal(syscall.SIGHUP)
-		waitCond(t, "the edge to load the new rule file", 10*time.Second, func() bool {
+		testkit.WaitFor(t, "the edge to load the new rule file", 10*time.Second, func() bool {
 			_, ok := hits()["echo-renamed"]
 			return ok
 		})
@@ -369,7 +359,7 @@ func TestNetnsBond(t *testing.T) {
 		if err := b.edge.SetLinkUp(busiest, true); err != nil {
 			t.Fatal(err)
 		}
-		waitCond(t, "the uplink's path to be redialled", 20*time.Second, func() bool { return activePaths(getStatus(t, b.edgeSock)) == 3 })
+		testkit.WaitFor(t, "the uplink's path to be redialled", 20*time.Second, func() bool { return activePaths(getStatus(t, b.edgeSock)) == 3 })
 	})
 
 	t.Run("spoofed inner source is dropped and counted", func(t *testing.T) {
@@ -392,7 +382,7 @@ func TestNetnsBond(t *testing.T) {
 		for range 5 {
 			cli.WriteTo([]byte("spoofed"), net.UDPAddrFromAddrPort(netip.MustParseAddrPort("10.78.0.1:7")))
 		}
-		waitCond(t, "5 spoofed drops", 5*time.Second, func() bool {
+		testkit.WaitFor(t, "5 spoofed drops", 5*time.Second, func() bool {
 			return getStatus(t, b.concSock).Bonds[0].Drops[tunnel.DropSpoofed] == before+5
 		})
 	})
@@ -400,7 +390,7 @@ func TestNetnsBond(t *testing.T) {
 	t.Run("edge with a wrong credential is rejected", func(t *testing.T) {
 		sock := filepath.Join(b.dir, "wrong.sock")
 		b.start(t, b.edge, "wrong-edge", b.edgeConfig("bondd1", "10.77.0.3/24", "wrong.token", pin), sock)
-		waitCond(t, "the concentrator to refuse the edge", 15*time.Second, func() bool {
+		testkit.WaitFor(t, "the concentrator to refuse the edge", 15*time.Second, func() bool {
 			return getStatus(t, b.concSock).AuthFailures > 0
 		})
 		r := getStatus(t, sock)
@@ -409,7 +399,7 @@ func TestNetnsBond(t *testing.T) {
 				t.Errorf("path %s of the refused edge is %s", p.Name, p.Status)
 			}
 		}
-		waitCond(t, "the refused edge to report why", 10*time.Second, func() bool {
+		testkit.WaitFor(t, "the refused edge to report why", 10*time.Second, func() bool {
 			return strings.Contains(getStatus(t, sock).Bonds[0].Paths[0].LastError, "refused the credentials")
 		})
 		// The right edge is unaffected.
@@ -454,7 +444,7 @@ func TestNetnsRestart(t *testing.T) {
 	getStatus(t, b.concSock)
 	edgeCfg := b.edgeConfig("bondd0", "10.77.0.2/24", "van.token", pin)
 	b.start(t, b.edge, "edge", edgeCfg, b.edgeSock)
-	waitCond(t, "three active paths at the concentrator", 15*time.Second, func() bool { return activePaths(getStatus(t, b.concSock)) == 3 })
+	testkit.WaitFor(t, "three active paths at the concentrator", 15*time.Second, func() bool { return activePaths(getStatus(t, b.concSock)) == 3 })
 
 	edge := b.procs[len(b.procs)-1]
 	stopped := time.Now()
@@ -465,14 +455,14 @@ func TestNetnsRestart(t *testing.T) {
 	b.procs = b.procs[:len(b.procs)-1]
 	// The idle timeout is 3 s in these configs: seeing the paths down in
 	// under 1 s means the close reached the concentrator.
-	waitCond(t, "the concentrator to see the edge's paths closed", time.Second, func() bool { return activePaths(getStatus(t, b.concSock)) == 0 })
+	testkit.WaitFor(t, "the concentrator to see the edge's paths closed", time.Second, func() bool { return activePaths(getStatus(t, b.concSock)) == 0 })
 	t.Logf("paths down at the concentrator %v after SIGTERM", time.Since(stopped).Round(time.Millisecond))
 	if _, err := os.Stat(b.edgeSock); !os.IsNotExist(err) {
 		t.Errorf("the edge left its control socket behind: %v", err)
 	}
 
 	b.start(t, b.edge, "edge-restarted", edgeCfg, b.edgeSock)
-	waitCond(t, "the restarted edge's paths at the concentrator", 15*time.Second, func() bool { return activePaths(getStatus(t, b.concSock)) == 3 })
+	testkit.WaitFor(t, "the restarted edge's paths at the concentrator", 15*time.Second, func() bool { return activePaths(getStatus(t, b.concSock)) == 3 })
 	udpEcho(t, b.edge, b.conc, "10.77.0.2:40010", "10.78.0.1:7")
 	udpEcho(t, b.conc, b.edge, "10.78.0.1:40011", "10.77.0.2:7")
 }

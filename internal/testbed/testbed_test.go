@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bondd/bondd/internal/leakcheck"
+	"github.com/bondd/bondd/internal/testkit"
 	"github.com/vishvananda/netlink"
 )
 
@@ -27,7 +27,7 @@ func requireRoot(t *testing.T) {
 	if !IsRoot() {
 		t.Skip("skipping: needs root to create network namespaces and veth links (run as root, as CI does)")
 	}
-	leakcheck.Check(t)
+	testkit.CheckLeaks(t)
 }
 
 // netnsNames returns the named namespaces, as `ip netns list` shows them.

@@ -9,7 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/bondd/bondd/internal/leakcheck"
+	"github.com/bondd/bondd/internal/testkit"
 	"github.com/bondd/bondd/tun"
 	"github.com/bondd/bondd/tun/tuntest"
 )
@@ -95,7 +95,7 @@ func TestWrite(t *testing.T) {
 // bubble: synctest.Wait returns once the reader is durably blocked (or has
 // returned), so "has not returned yet" is checked without a sleep.
 func TestCloseUnblocks(t *testing.T) {
-	leakcheck.Check(t)
+	testkit.CheckLeaks(t)
 	synctest.Test(t, func(t *testing.T) {
 		d := tuntest.New(1280, 1)
 		if ev := <-d.Events(); ev != tun.EventUp {
@@ -267,7 +267,7 @@ func TestInjectContext(t *testing.T) {
 }
 
 func TestConcurrent(t *testing.T) {
-	leakcheck.Check(t)
+	testkit.CheckLeaks(t)
 	const packets = 5000
 	d := tuntest.New(1280, 8)
 	defer d.Close()

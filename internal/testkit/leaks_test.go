@@ -1,4 +1,4 @@
-package leakcheck
+package testkit
 
 import (
 	"strings"
@@ -21,10 +21,10 @@ func (r *recorder) run() {
 	}
 }
 
-func TestCheck(t *testing.T) {
+func TestCheckLeaks(t *testing.T) {
 	t.Run("clean", func(t *testing.T) {
 		r := &recorder{TB: t}
-		Check(r)
+		CheckLeaks(r)
 		done := make(chan struct{})
 		go func() { <-done }()
 		close(done)
@@ -35,7 +35,7 @@ func TestCheck(t *testing.T) {
 	})
 	t.Run("leak", func(t *testing.T) {
 		r := &recorder{TB: t}
-		Check(r)
+		CheckLeaks(r)
 		stop := make(chan struct{})
 		defer close(stop)
 		go func() { <-stop }()
