@@ -16,6 +16,32 @@ import (
 
 const offset = 16
 
+// blocksUntilClose runs call in a goroutine of the synctest bubble and
+// checks that it blocks until d.Close, and then returns os.ErrClosed:
+// synctest.Wait returns once the goroutine is durably blocked or done, so
+// "not returned yet" is checked without a sleep.
+func blocksUntilClose(t *testing.T, d *tuntest.Device, what string, call func() error) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- call() }()
+	synctest.Wait()
+	select {
+	case err := <-errc:
+		t.Fatalf("%s returned %v before Close; want it to block", what, err)
+	default:
+	}
+	d.Close()
+	synctest.Wait()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("blocked %s returned %v after Close, want os.ErrClosed", what, err)
+		}
+	default:
+		t.Fatalf("Close did not unblock %s", what)
+	}
+}
+
 func bufs(n, size int) ([][]byte, []int) {
 	b := make([][]byte, n)
 	for i := range b {
@@ -101,28 +127,11 @@ func TestCloseUnblocks(t *testing.T) {
 		if ev := <-d.Events(); ev != tun.EventUp {
 			t.Fatalf("first event %v, want EventUp", ev)
 		}
-		errc := make(chan error, 1)
-		go func() {
+		blocksUntilClose(t, d, "Read on an empty open device", func() error {
 			b, s := bufs(1, 100)
 			_, err := d.Read(b, s, offset)
-			errc <- err
-		}()
-		synctest.Wait()
-		select {
-		case err := <-errc:
-			t.Fatalf("Read on an empty open device returned %v before Close; want it to block", err)
-		default:
-		}
-		d.Close()
-		synctest.Wait()
-		select {
-		case err := <-errc:
-			if !errors.Is(err, os.ErrClosed) {
-				t.Errorf("blocked Read returned %v after Close, want os.ErrClosed", err)
-			}
-		default:
-			t.Fatal("Close did not unblock Read")
-		}
+			return err
+		})
 		if _, err := d.Write([][]byte{make([]byte, offset+1)}, offset); !errors.Is(err, os.ErrClosed) {
 			t.Errorf("Write after Close: %v, want os.ErrClosed", err)
 		}
@@ -190,24 +199,7 @@ func TestCloseUnblocksInject(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		errc := make(chan error, 1)
-		go func() { errc <- d.Inject([]byte{2}) }()
-		synctest.Wait()
-		select {
-		case err := <-errc:
-			t.Fatalf("Inject on a full queue returned %v before Close; want it to block", err)
-		default:
-		}
-		d.Close()
-		synctest.Wait()
-		select {
-		case err := <-errc:
-			if !errors.Is(err, os.ErrClosed) {
-				t.Errorf("blocked Inject returned %v after Close, want os.ErrClosed", err)
-			}
-		default:
-			t.Fatal("Close did not unblock Inject")
-		}
+		blocksUntilClose(t, d, "Inject on a full queue", func() error { return d.Inject([]byte{2}) })
 	})
 }
 
