@@ -234,16 +234,7 @@ func udpEcho(t *testing.T, from, to *testbed.NS, src, dst string) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, addr, err := srv.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			srv.WriteTo(buf[:n], addr)
-		}
-	}()
+	testkit.UDPEcho(srv)
 	cli, err := from.ListenUDP(src)
 	if err != nil {
 		t.Fatal(err)

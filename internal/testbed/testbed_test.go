@@ -119,20 +119,6 @@ func TestNewNSBadPrefix(t *testing.T) {
 	}
 }
 
-// udpEcho starts an echo loop on c that stops when c is closed.
-func udpEcho(c *net.UDPConn) {
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := c.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			c.WriteToUDPAddrPort(buf[:n], from)
-		}
-	}()
-}
-
 // ping sends one datagram from c to to and waits up to wait for the echo.
 func ping(c *net.UDPConn, to netip.AddrPort, wait time.Duration) error {
 	msg := []byte(time.Now().String())
@@ -176,7 +162,7 @@ func TestVethUDP(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer srv.Close()
-		udpEcho(srv)
+		testkit.UDPEcho(srv)
 		cli, err := a.ListenUDP(fam.client)
 		if err != nil {
 			t.Fatal(err)

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"bytes"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -37,4 +38,19 @@ func WaitFor(tb testing.TB, what string, d time.Duration, cond func() bool) {
 			tb.Fatalf("timed out after %v waiting for %s", d, what)
 		}
 	}
+}
+
+// UDPEcho answers every datagram c receives with the same bytes, to its
+// sender, in a goroutine that ends when c is closed.
+func UDPEcho(c net.PacketConn) {
+	go func() {
+		buf := make([]byte, 65535)
+		for {
+			n, from, err := c.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			c.WriteTo(buf[:n], from)
+		}
+	}()
 }
