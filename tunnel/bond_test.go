@@ -3,6 +3,7 @@ package tunnel
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"net"
@@ -57,37 +58,19 @@ func newTestBondWith(t testing.TB, edgeToken []byte, uplinks int, edit func(*Edg
 // newTestBondDevices is newTestBond with the TUN devices supplied.
 func newTestBondDevices(t testing.TB, edgeToken []byte, uplinks int, edgeTun, concTun tun.Device, edit func(*EdgeOptions)) *testBond {
 	t.Helper()
-	cert, pin, err := SelfSignedCert("concentrator.test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	tb := &testBond{edgeTun: edgeTun, concTun: concTun, socks: map[string]net.PacketConn{}}
 	popts := PathOptions{IdleTimeout: 2 * time.Second, Keepalive: 300 * time.Millisecond, RedialMin: 50 * time.Millisecond, RedialMax: 200 * time.Millisecond}
-	tb.conc, err = NewConcentrator(ConcentratorOptions{
-		Device: concTun, MTU: testMTU, Conn: pc, TLS: ServerTLS(cert, nil), Paths: popts,
-		Edges: []EdgeAuth{{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tb.conc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tlsConf, err := ClientTLS("concentrator.test", nil, pin, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var concAddr string
+	var tlsConf *tls.Config
+	tb.conc, concAddr, tlsConf = startTestConcentrator(t, concTun, popts,
+		EdgeAuth{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}})
 	var ups []UplinkOptions
 	for i := range uplinks {
 		ups = append(ups, UplinkOptions{Name: fmt.Sprintf("up%d", i), Bind: netip.MustParseAddr("127.0.0.1"),
 			Labels: map[string]string{"link_type": "cellular"}})
 	}
 	eo := EdgeOptions{
-		ID: "van-1", Device: edgeTun, MTU: testMTU, Concentrator: pc.LocalAddr().String(), TLS: tlsConf,
+		ID: "van-1", Device: edgeTun, MTU: testMTU, Concentrator: concAddr, TLS: tlsConf,
 		Token: edgeToken, Uplinks: ups, Paths: popts,
 		Listen: func(ctx context.Context, u UplinkOptions) (net.PacketConn, error) {
 			c, err := ListenUplink(ctx, u)
@@ -102,16 +85,46 @@ func newTestBondDevices(t testing.TB, edgeToken []byte, uplinks int, edgeTun, co
 	if edit != nil {
 		edit(&eo)
 	}
-	tb.edge, err = NewEdge(eo)
-	if err != nil {
+	var err error
+	if tb.edge, err = NewEdge(eo); err != nil {
 		t.Fatal(err)
 	}
 	tb.edge.Start()
-	t.Cleanup(func() {
-		tb.edge.Close()
-		tb.conc.Close()
-	})
+	t.Cleanup(func() { tb.edge.Close() })
 	return tb
+}
+
+// startTestConcentrator starts a concentrator for the one edge ea on a
+// loopback UDP socket, with a fresh self-signed certificate for
+// "concentrator.test", TUN dev and path options popts, and closes it at
+// cleanup. It returns the concentrator, its address and the edge's TLS
+// config, which pins the certificate.
+func startTestConcentrator(t testing.TB, dev tun.Device, popts PathOptions, ea EdgeAuth) (*Concentrator, string, *tls.Config) {
+	t.Helper()
+	cert, pin, err := SelfSignedCert("concentrator.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conc, err := NewConcentrator(ConcentratorOptions{
+		Device: dev, MTU: testMTU, Conn: pc, TLS: ServerTLS(cert, nil), Paths: popts, Edges: []EdgeAuth{ea},
+	})
+	if err != nil {
+		pc.Close()
+		t.Fatal(err)
+	}
+	if err := conc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conc.Close() })
+	tlsConf, err := ClientTLS("concentrator.test", nil, pin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conc, pc.LocalAddr().String(), tlsConf
 }
 
 // waitActive waits until n edge paths are ACTIVE.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 	"sync/atomic"
@@ -46,35 +45,13 @@ type ctrlEnv struct {
 
 func newCtrlEnv(t *testing.T, edit func(*EdgeAuth)) *ctrlEnv {
 	t.Helper()
-	cert, pin, err := SelfSignedCert("concentrator.test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ea := EdgeAuth{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}}
 	if edit != nil {
 		edit(&ea)
 	}
-	conc, err := NewConcentrator(ConcentratorOptions{
-		Device: tuntest.New(testMTU, 8), MTU: testMTU, Conn: pc, TLS: ServerTLS(cert, nil),
-		Paths: PathOptions{IdleTimeout: 2 * time.Second, Keepalive: 300 * time.Millisecond},
-		Edges: []EdgeAuth{ea},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := conc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conc.Close() })
-	tlsConf, err := ClientTLS("concentrator.test", nil, pin, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &ctrlEnv{conc: conc, addr: pc.LocalAddr().String(), tls: tlsConf}
+	conc, addr, tlsConf := startTestConcentrator(t, tuntest.New(testMTU, 8),
+		PathOptions{IdleTimeout: 2 * time.Second, Keepalive: 300 * time.Millisecond}, ea)
+	return &ctrlEnv{conc: conc, addr: addr, tls: tlsConf}
 }
 
 // startEdge starts edge van-1 with uplinks up0, up1, … labelled
