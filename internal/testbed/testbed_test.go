@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,18 +139,60 @@ func ping(c *net.UDPConn, to netip.AddrPort, wait time.Duration) error {
 	}
 }
 
-func TestVethUDP(t *testing.T) {
-	requireRoot(t)
-	tb := New(testPrefix)
-	defer tb.Close()
+// twoNS creates two namespaces owned by tb.
+func twoNS(t *testing.T, tb *Testbed) (a, b *NS) {
+	t.Helper()
 	a, err := tb.NewNS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := tb.NewNS()
+	if b, err = tb.NewNS(); err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+// TestUplinks checks the names and addresses of the veth uplinks, and that
+// each pair carries UDP.
+func TestUplinks(t *testing.T) {
+	requireRoot(t)
+	tb := New(testPrefix)
+	defer tb.Close()
+	a, b := twoNS(t, tb)
+	ups, err := tb.Uplinks(a, b, 2, 203)
 	if err != nil {
 		t.Fatal(err)
 	}
+	want := []UplinkVeth{
+		{"up0", netip.MustParsePrefix("10.203.0.2/24"), netip.MustParsePrefix("10.203.0.1/24")},
+		{"up1", netip.MustParsePrefix("10.203.1.2/24"), netip.MustParsePrefix("10.203.1.1/24")},
+	}
+	if !slices.Equal(ups, want) {
+		t.Fatalf("Uplinks = %v, want %v", ups, want)
+	}
+	for _, u := range ups {
+		srv, err := b.ListenUDP(netip.AddrPortFrom(u.B.Addr(), 7000).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		testkit.UDPEcho(srv)
+		cli, err := a.ListenUDP(netip.AddrPortFrom(u.A.Addr(), 0).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Close()
+		if err := ping(cli, netip.AddrPortFrom(u.B.Addr(), 7000), 2*time.Second); err != nil {
+			t.Errorf("%s: %v", u.Name, err)
+		}
+	}
+}
+
+func TestVethUDP(t *testing.T) {
+	requireRoot(t)
+	tb := New(testPrefix)
+	defer tb.Close()
+	a, b := twoNS(t, tb)
 	if err := tb.Veth(a, "va", netip.MustParsePrefix("10.200.0.1/24"), b, "vb", netip.MustParsePrefix("10.200.0.2/24")); err != nil {
 		t.Fatal(err)
 	}
@@ -318,14 +361,7 @@ func TestCleanup(t *testing.T) {
 func TestTestbedCloseAfterPartialFailure(t *testing.T) {
 	requireRoot(t)
 	tb := New(testPrefix)
-	a, err := tb.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := tb.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := twoNS(t, tb)
 	if err := tb.Veth(a, "x0", netip.MustParsePrefix("10.202.0.1/24"), b, "x1", netip.MustParsePrefix("10.202.0.2/24")); err != nil {
 		t.Fatal(err)
 	}
