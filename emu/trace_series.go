@@ -238,10 +238,7 @@ func canonCarrier(s string) string {
 // are *[ParseError].
 func Parse5GophersCSV(r io.Reader, name, carrier string) (*Series, error) {
 	cr := newCSV(r, -1)
-	hdr, line, err := readCSV(cr, name)
-	if err == io.EOF {
-		return nil, &ParseError{File: name, Err: errors.New("empty file, want a header")}
-	}
+	hdr, line, err := readHeader(cr, name)
 	if err != nil {
 		return nil, err
 	}
@@ -314,10 +311,7 @@ func Load5GophersCSV(path, carrier string) (*Series, error) {
 // only; errors are *[ParseError]; no matching sample is an error.
 func ParseRTTSamples(r io.Reader, name, carrier, loc string) ([]time.Duration, error) {
 	cr := newCSV(r, -1)
-	hdr, line, err := readCSV(cr, name)
-	if err == io.EOF {
-		return nil, &ParseError{File: name, Err: errors.New("empty file, want a header")}
-	}
+	hdr, line, err := readHeader(cr, name)
 	if err != nil {
 		return nil, err
 	}
@@ -385,6 +379,16 @@ func newCSV(r io.Reader, fields int) *csv.Reader {
 	cr.ReuseRecord = true
 	cr.Comment = 0
 	return cr
+}
+
+// readHeader is readCSV for the header row: an empty file is a
+// *ParseError too.
+func readHeader(cr *csv.Reader, name string) ([]string, int, error) {
+	hdr, line, err := readCSV(cr, name)
+	if err == io.EOF {
+		return nil, 0, &ParseError{File: name, Err: errors.New("empty file, want a header")}
+	}
+	return hdr, line, err
 }
 
 // readRow is readCSV for a data row under a header of fields fields: a row
