@@ -75,8 +75,8 @@ type RTPHeader struct {
 	Marker      bool   // M bit; for video, the last packet of a frame
 }
 
-// FrameID identifies the video frame (the object DESIGN.md's rules keep
-// together) the packet belongs to: the SSRC in the high 32 bits and the RTP
+// FrameID identifies the video frame (the object rules keep
+// together, docs/rules.md) the packet belongs to: the SSRC in the high 32 bits and the RTP
 // timestamp in the low 32 bits. Valid when Has(KeyFrameID).
 func (m *Metadata) FrameID() uint64 {
 	return uint64(m.RTP.SSRC)<<32 | uint64(m.RTP.Timestamp)

@@ -28,7 +28,7 @@ func TestKeyNames(t *testing.T) {
 			t.Errorf("%s is a label key", k)
 		}
 	}
-	// The keys DESIGN.md names.
+	// The keys docs/classify.md and docs/rules.md name.
 	for _, name := range []string{"proto", "src_port", "dst_port", "dscp", "rtp_ssrc", "rtp_pt", "frame_type", "frame_id", "temporal_layer", "codec", "class"} {
 		if _, ok := KeyByName(name); !ok {
 			t.Errorf("no key %q", name)

@@ -26,13 +26,9 @@ func parseVP8(p []byte, partial bool) (ev evidence) {
 		x := p[1]
 		off = 2
 		if x&0x80 != 0 { // I
-			if off >= len(p) {
+			var ok bool
+			if off, ok = skipPictureID(p, off); !ok {
 				return ev
-			}
-			if p[off]&0x80 != 0 {
-				off += 2
-			} else {
-				off++
 			}
 		}
 		if x&0x40 != 0 { // L
@@ -73,4 +69,18 @@ func parseVP8(p []byte, partial bool) (ev evidence) {
 		ev.valid = false // a key frame without its start code
 	}
 	return ev
+}
+
+// skipPictureID returns the offset past the PictureID at p[off] of a VP8
+// (RFC 7741 §4.2) or VP9 (RFC 9628 §4.2) payload descriptor: two bytes
+// when its M bit is set (15 bits), one otherwise. ok is false when
+// p[off] is missing.
+func skipPictureID(p []byte, off int) (next int, ok bool) {
+	if off >= len(p) {
+		return off, false
+	}
+	if p[off]&0x80 != 0 {
+		return off + 2, true
+	}
+	return off + 1, true
 }

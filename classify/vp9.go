@@ -24,13 +24,9 @@ func parseVP9(p []byte, partial bool) (ev evidence) {
 	pBit, fBit := b0&0x40 != 0, b0&0x10 != 0
 	off := 1
 	if b0&0x80 != 0 { // I
-		if off >= len(p) {
+		var ok bool
+		if off, ok = skipPictureID(p, off); !ok {
 			return ev
-		}
-		if p[off]&0x80 != 0 {
-			off += 2
-		} else {
-			off++
 		}
 	}
 	sid := uint8(0)

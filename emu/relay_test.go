@@ -11,6 +11,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bondd/bondd/internal/testkit"
 )
 
 // memNet is an in-process datagram network of memConns, for running the
@@ -286,7 +288,7 @@ func TestRelayReorderVirtualTime(t *testing.T) {
 // TestRelayLoopback relays real UDP on loopback: delays, one upstream
 // source per client, SetDown, and no goroutine left behind.
 func TestRelayLoopback(t *testing.T) {
-	checkGoroutines(t)
+	testkit.CheckLeaks(t)
 	lo := netip.MustParseAddr("127.0.0.1")
 	listenLo := func() *net.UDPConn {
 		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo, 0)))
@@ -408,7 +410,7 @@ func TestRelayAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	checkGoroutines(t)
+	testkit.CheckLeaks(t)
 	rig := newBenchRig(t, LinkConfig{Delay: time.Millisecond})
 	defer rig.close()
 	rig.send(t, 500, 1200, 20000) // warm the pools

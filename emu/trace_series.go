@@ -238,10 +238,7 @@ func canonCarrier(s string) string {
 // are *[ParseError].
 func Parse5GophersCSV(r io.Reader, name, carrier string) (*Series, error) {
 	cr := newCSV(r, -1)
-	hdr, line, err := readCSV(cr, name)
-	if err == io.EOF {
-		return nil, &ParseError{File: name, Err: errors.New("empty file, want a header")}
-	}
+	hdr, line, err := readHeader(cr, name)
 	if err != nil {
 		return nil, err
 	}
@@ -265,15 +262,12 @@ func Parse5GophersCSV(r io.Reader, name, carrier string) (*Series, error) {
 	hdr = slices.Clone(hdr) // the reader reuses its record
 	var prevSeq int64
 	for row := 0; ; row++ {
-		rec, line, err := readCSV(cr, name)
+		rec, line, err := readRow(cr, name, len(hdr))
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			return nil, err
-		}
-		if len(rec) != len(hdr) {
-			return nil, &ParseError{File: name, Line: line, Err: fmt.Errorf("have %d fields, header has %d", len(rec), len(hdr))}
 		}
 		seq, err := strconv.ParseInt(strings.TrimSpace(rec[seqCol]), 10, 64)
 		if err != nil {
@@ -317,10 +311,7 @@ func Load5GophersCSV(path, carrier string) (*Series, error) {
 // only; errors are *[ParseError]; no matching sample is an error.
 func ParseRTTSamples(r io.Reader, name, carrier, loc string) ([]time.Duration, error) {
 	cr := newCSV(r, -1)
-	hdr, line, err := readCSV(cr, name)
-	if err == io.EOF {
-		return nil, &ParseError{File: name, Err: errors.New("empty file, want a header")}
-	}
+	hdr, line, err := readHeader(cr, name)
 	if err != nil {
 		return nil, err
 	}
@@ -342,15 +333,12 @@ func ParseRTTSamples(r io.Reader, name, carrier, loc string) ([]time.Duration, e
 	want := canonCarrier(carrier)
 	var out []time.Duration
 	for {
-		rec, line, err := readCSV(cr, name)
+		rec, line, err := readRow(cr, name, len(hdr))
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			return nil, err
-		}
-		if len(rec) != len(hdr) {
-			return nil, &ParseError{File: name, Line: line, Err: fmt.Errorf("have %d fields, header has %d", len(rec), len(hdr))}
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(rec[rttCol]), 64)
 		if err != nil || math.IsNaN(v) || v < 0 || v > 1e7 {
@@ -391,6 +379,26 @@ func newCSV(r io.Reader, fields int) *csv.Reader {
 	cr.ReuseRecord = true
 	cr.Comment = 0
 	return cr
+}
+
+// readHeader is readCSV for the header row: an empty file is a
+// *ParseError too.
+func readHeader(cr *csv.Reader, name string) ([]string, int, error) {
+	hdr, line, err := readCSV(cr, name)
+	if err == io.EOF {
+		return nil, 0, &ParseError{File: name, Err: errors.New("empty file, want a header")}
+	}
+	return hdr, line, err
+}
+
+// readRow is readCSV for a data row under a header of fields fields: a row
+// with another number of fields is a *ParseError.
+func readRow(cr *csv.Reader, name string, fields int) ([]string, int, error) {
+	rec, line, err := readCSV(cr, name)
+	if err == nil && len(rec) != fields {
+		return nil, line, &ParseError{File: name, Line: line, Err: fmt.Errorf("have %d fields, header has %d", len(rec), fields)}
+	}
+	return rec, line, err
 }
 
 // readCSV reads one record and returns it with its line number; errors are

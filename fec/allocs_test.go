@@ -69,7 +69,7 @@ func (p *pipeline) receive() int {
 
 // TestEncodeDecodeAllocs proves the send and receive paths allocate
 // nothing in steady state, for a clean block and one that needs the full
-// r = 4 reconstruction (STYLE: TestXxxAllocs).
+// r = 4 reconstruction.
 func TestEncodeDecodeAllocs(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -52,7 +52,7 @@ func TestGFMatchesLibrary(t *testing.T) {
 
 // TestParityRowsIndependentOfR proves the property the decoder rests on:
 // with the default matrix, parity row j of New(k, r) is row j of New(k, k)
-// for every r > j (DEPS.md §3), for every k the decoder may see.
+// for every r > j (docs/fec.md, "Coding"), for every k the decoder may see.
 func TestParityRowsIndependentOfR(t *testing.T) {
 	ks := []int{1, 2, 3, 4, 5, 8, 10, 16, 20, 32, 33, 64, 100, MaxK}
 	for _, k := range ks {

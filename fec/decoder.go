@@ -226,12 +226,10 @@ func (d *Decoder) AddData(now time.Time, ref Ref, pkt []byte, rec *Recovered) Ve
 	rec.reset()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	t := d.mono(now)
-	d.expireLocked(t)
-	if ref.Class >= MaxClasses {
-		return d.rejectLocked(nil, Unprotected, ReasonClass)
+	t, cs, v := d.enterLocked(now, ref.Class)
+	if cs == nil {
+		return v
 	}
-	cs := d.classLocked(ref.Class)
 	switch {
 	case ref.K < 1 || ref.Index < 0 || ref.Index >= ref.K:
 		return d.rejectLocked(cs, Bad, ReasonIndex)
@@ -286,12 +284,10 @@ func (d *Decoder) AddParity(now time.Time, ref Ref, shard []byte, rec *Recovered
 	rec.reset()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	t := d.mono(now)
-	d.expireLocked(t)
-	if ref.Class >= MaxClasses {
-		return d.rejectLocked(nil, Unprotected, ReasonClass)
+	t, cs, v := d.enterLocked(now, ref.Class)
+	if cs == nil {
+		return v
 	}
-	cs := d.classLocked(ref.Class)
 	switch {
 	case ref.K < 1 || ref.R < 1 || ref.R > ref.K:
 		return d.rejectLocked(cs, Bad, ReasonK)
@@ -343,6 +339,18 @@ func (d *Decoder) AddParity(now time.Time, ref Ref, shard []byte, rec *Recovered
 	e.nPar++
 	d.progressLocked(cs, e, rec)
 	return Accept
+}
+
+// enterLocked begins AddData and AddParity: it returns now as the decoder's
+// clock t after expiring the blocks past their time, and the state of
+// class; or a nil cs and the verdict for a class beyond MaxClasses.
+func (d *Decoder) enterLocked(now time.Time, class uint64) (t int64, cs *classState, v Verdict) {
+	t = d.mono(now)
+	d.expireLocked(t)
+	if class >= MaxClasses {
+		return t, nil, d.rejectLocked(nil, Unprotected, ReasonClass)
+	}
+	return t, d.classLocked(class), Accept
 }
 
 // rejectLocked counts a packet the decoder will not track.

@@ -309,7 +309,7 @@ func gilbertUnrecovered(g *gilbert, k, r int) float64 {
 }
 
 // TestSimRandomLossFixedR sweeps r on three Bernoulli paths (2 %, 5 %,
-// 0.5 %, the S1 scenario of DESIGN.md) and checks the measured residual
+// 0.5 %, the S1 scenario of docs/evaluation.md) and checks the measured residual
 // loss against the exact prediction for every r: it falls as predicted.
 func TestSimRandomLossFixedR(t *testing.T) {
 	blocks := 6000

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -62,7 +63,7 @@ func TestSchedulers(t *testing.T) {
 			paths := makePaths(now, tt.paths...)
 			out := make([]int, len(paths))
 			n := tt.sched.Pick(paths, now, out)
-			if got := out[:n]; !equalInts(got, tt.want) {
+			if got := out[:n]; !slices.Equal(got, tt.want) {
 				t.Fatalf("picked %v, want %v", got, tt.want)
 			}
 		})
@@ -82,7 +83,7 @@ func TestRoundRobin(t *testing.T) {
 		}
 		got = append(got, out[0])
 	}
-	if want := []int{0, 2, 2, 3, 0, 2}; !equalInts(got, want) {
+	if want := []int{0, 2, 2, 3, 0, 2}; !slices.Equal(got, want) {
 		t.Fatalf("sequence %v, want %v (path 1 is down)", got, want)
 	}
 }
@@ -114,16 +115,4 @@ func TestSchedulerAllocs(t *testing.T) {
 			t.Errorf("%s allocates %v times per pick", name, a)
 		}
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

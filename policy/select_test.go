@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -126,7 +127,7 @@ func TestSelect(t *testing.T) {
 				tt.setup(paths, sc.hist)
 			}
 			n := Select(LowestRTT{}, tt.dir, tt.obj, paths, now, out, &sc)
-			if !equalInts(out[:n], tt.want) {
+			if !slices.Equal(out[:n], tt.want) {
 				t.Fatalf("picked %v, want %v", out[:n], tt.want)
 			}
 		})

@@ -132,7 +132,7 @@ const (
 	// configured FEC applies.
 	FECDefault FECMode = iota
 	// FECAdaptive sizes the parity of each block from the paths' loss
-	// rates: r = min(k, ceil(α·Σ k_i·p_i)) (DESIGN.md "Adaptive FEC").
+	// rates: r = min(k, ceil(α·Σ k_i·p_i)) (docs/fec.md, "Parity count").
 	FECAdaptive
 	// FECOff sends no parity.
 	FECOff

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -27,7 +28,7 @@ func TestMoMQMerge(t *testing.T) {
 	p := metadata(t, nil, videoPkt(0x41, 90000))
 	var d Directive
 	s.Evaluate(p, danger, &d)
-	if got, want := ids(&d), []string{"r1-pframe-interleave", "r3-colocate", "r4-free-path"}; !equal(got, want) {
+	if got, want := ids(&d), []string{"r1-pframe-interleave", "r3-colocate", "r4-free-path"}; !slices.Equal(got, want) {
 		t.Errorf("P-frame matched %v, want %v", got, want)
 	}
 	want := Directive{
@@ -48,7 +49,7 @@ func TestMoMQMerge(t *testing.T) {
 
 	i := metadata(t, nil, videoPkt(0x65, 93000))
 	s.Evaluate(i, danger, &d)
-	if got, want := ids(&d), []string{"r2-reconf-keyframe", "r3-colocate", "r4-free-path"}; !equal(got, want) {
+	if got, want := ids(&d), []string{"r2-reconf-keyframe", "r3-colocate", "r4-free-path"}; !slices.Equal(got, want) {
 		t.Errorf("I-frame matched %v, want %v", got, want)
 	}
 	if got := d.PreferenceList(); len(got) != 1 || got[0] != (Preference{"cost_class", "metered"}) {
@@ -60,7 +61,7 @@ func TestMoMQMerge(t *testing.T) {
 
 	// Outside the danger zone, with no I-frame in flight: R3 and R4.
 	s.Evaluate(p, nil, &d)
-	if got, want := ids(&d), []string{"r3-colocate", "r4-free-path"}; !equal(got, want) {
+	if got, want := ids(&d), []string{"r3-colocate", "r4-free-path"}; !slices.Equal(got, want) {
 		t.Errorf("quiet P-frame matched %v, want %v", got, want)
 	}
 	// A non-RTP packet: only the catch-all.
@@ -68,18 +69,6 @@ func TestMoMQMerge(t *testing.T) {
 	if got := d.String(); got != "prefer=cost_class=free" {
 		t.Errorf("TCP packet: %s", got)
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestMergeDimensions checks each dimension's merge rule on rules that all

@@ -230,6 +230,7 @@ func (w *Watcher) reloadLocked(onlyIfChanged *bool) error {
 	if err == nil {
 		sum := sha256.Sum256(data)
 		if onlyIfChanged != nil && sum == w.lastSum {
+			w.log.Debug("rules: rule file unchanged; nothing to reload", "file", w.path)
 			*onlyIfChanged = false
 			return nil
 		}

@@ -1,35 +1,17 @@
 package rules
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bondd/bondd/internal/testkit"
 )
-
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // reloads records OnReload calls.
 type reloads struct {
@@ -61,17 +43,6 @@ const (
 	broken = "rules:\n  - id: x\n    priority: nope\n    actions: {priority: 1}\n"
 )
 
-// waitFor polls cond for up to 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
 // write writes a file in place (truncate, then write).
 func write(t *testing.T, path, content string) {
 	t.Helper()
@@ -90,26 +61,23 @@ func replace(t *testing.T, path, content string) {
 	}
 }
 
-// leakCheck fails the test if it leaves goroutines behind.
-func leakCheck(t *testing.T) {
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			if runtime.NumGoroutine() <= before {
-				return
-			}
-		}
-		buf := make([]byte, 1<<16)
-		t.Errorf("goroutines: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-	})
+// settle rewrites path with the contents it already has and waits until
+// the watcher has looked at them and logged that nothing changed: every
+// file event before it has been handled by then.
+func settle(t *testing.T, log *testkit.SyncBuffer, path, content string) {
+	t.Helper()
+	const unchanged = "rule file unchanged"
+	before := strings.Count(log.String(), unchanged)
+	replace(t, path, content)
+	testkit.WaitFor(t, "the watcher to see unchanged contents", 5*time.Second, func() bool { return strings.Count(log.String(), unchanged) > before })
 }
 
 func TestWatcherReloads(t *testing.T) {
-	leakCheck(t)
+	testkit.CheckLeaks(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rules.yaml")
 	write(t, path, ruleA)
-	var log syncBuffer
+	var log testkit.SyncBuffer
 	var rl reloads
 	w, err := NewWatcher(WatcherOptions{
 		Path:     path,
@@ -130,7 +98,7 @@ func TestWatcherReloads(t *testing.T) {
 
 	// A write in place.
 	write(t, path, ruleB)
-	waitFor(t, "in-place write", current("b"))
+	testkit.WaitFor(t, "in-place write", 5*time.Second, current("b"))
 
 	// An editor's rename-write: a new file renamed over the old one.
 	tmp := filepath.Join(dir, ".rules.yaml.swp")
@@ -138,12 +106,12 @@ func TestWatcherReloads(t *testing.T) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "rename-write", current("c"))
+	testkit.WaitFor(t, "rename-write", 5*time.Second, current("c"))
 
 	// A broken file keeps the running set and reports file:line.
 	_, _, n := rl.last()
 	replace(t, path, broken)
-	waitFor(t, "failed reload", func() bool { _, _, m := rl.last(); return m > n })
+	testkit.WaitFor(t, "failed reload", 5*time.Second, func() bool { _, _, m := rl.last(); return m > n })
 	s, err, _ := rl.last()
 	var e *Error
 	if !errors.As(err, &e) || e.Line != 3 || !strings.HasPrefix(err.Error(), path+":3: ") {
@@ -152,7 +120,7 @@ func TestWatcherReloads(t *testing.T) {
 	if s != w.Current() || w.Current().Rule(0).ID != "c" {
 		t.Error("the old set did not stay in force")
 	}
-	waitFor(t, "error log", func() bool {
+	testkit.WaitFor(t, "error log", 5*time.Second, func() bool {
 		return strings.Contains(log.String(), "reload failed") && strings.Contains(log.String(), "line=3")
 	})
 
@@ -161,7 +129,7 @@ func TestWatcherReloads(t *testing.T) {
 		t.Error("Reload of a broken file succeeded")
 	}
 	replace(t, path, ruleA)
-	waitFor(t, "fixed file", current("a"))
+	testkit.WaitFor(t, "fixed file", 5*time.Second, current("a"))
 	if err := w.Reload(); err != nil {
 		t.Error(err)
 	}
@@ -173,7 +141,7 @@ func TestWatcherReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chtimes(path, time.Now(), time.Now())
-	time.Sleep(100 * time.Millisecond)
+	settle(t, &log, path, ruleA)
 	if _, _, m := rl.last(); m != n {
 		t.Errorf("%d reloads for unchanged contents", m-n)
 	}
@@ -182,15 +150,16 @@ func TestWatcherReloads(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "reload of a removed file", func() bool { _, err, m := rl.last(); return m > n && err != nil })
+	testkit.WaitFor(t, "reload of a removed file", 5*time.Second, func() bool { _, err, m := rl.last(); return m > n && err != nil })
 	replace(t, path, ruleB)
-	waitFor(t, "restored file", current("b"))
+	testkit.WaitFor(t, "restored file", 5*time.Second, current("b"))
 
 	// An empty file seen on an event is a write in progress; Reload
 	// installs it.
 	_, _, n = rl.last()
+	empties := strings.Count(log.String(), "rule file is empty")
 	write(t, path, "")
-	time.Sleep(100 * time.Millisecond)
+	testkit.WaitFor(t, "the watcher to see the empty file", 5*time.Second, func() bool { return strings.Count(log.String(), "rule file is empty") > empties })
 	if _, _, m := rl.last(); m != n || w.Current().Len() != 1 {
 		t.Error("an empty file was installed on a file event")
 	}
@@ -222,11 +191,13 @@ func TestWatcherReloads(t *testing.T) {
 // TestWatcherDebounce checks that a burst of writes reloads once or
 // twice, not once per write, and ends on the last contents.
 func TestWatcherDebounce(t *testing.T) {
-	leakCheck(t)
+	testkit.CheckLeaks(t)
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	write(t, path, ruleA)
 	var rl reloads
-	w, err := NewWatcher(WatcherOptions{Path: path, OnReload: rl.record, Debounce: 200 * time.Millisecond})
+	var log testkit.SyncBuffer
+	w, err := NewWatcher(WatcherOptions{Path: path, OnReload: rl.record, Debounce: 200 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,8 +205,8 @@ func TestWatcherDebounce(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		write(t, path, []string{ruleB, ruleC}[i%2])
 	}
-	waitFor(t, "burst", func() bool { return w.Current().Rule(0).ID == "c" })
-	time.Sleep(300 * time.Millisecond)
+	testkit.WaitFor(t, "burst", 5*time.Second, func() bool { return w.Current().Rule(0).ID == "c" })
+	settle(t, &log, path, ruleC)
 	if _, _, n := rl.last(); n > 3 {
 		t.Errorf("%d reloads for a burst of 10 writes", n)
 	}
@@ -287,7 +258,7 @@ func TestWatcherSetClasses(t *testing.T) {
 // TestWatcherConcurrentReaders reads the set from several goroutines while
 // it is reloaded (meaningful under -race).
 func TestWatcherConcurrentReaders(t *testing.T) {
-	leakCheck(t)
+	testkit.CheckLeaks(t)
 	path := filepath.Join(t.TempDir(), "r.yaml")
 	write(t, path, ruleA)
 	w, err := NewWatcher(WatcherOptions{Path: path, NoWatch: true})

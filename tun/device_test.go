@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/bondd/bondd/internal/testbed"
+	"github.com/bondd/bondd/internal/testkit"
 	"github.com/bondd/bondd/tun"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/vishvananda/netlink"
@@ -84,7 +85,7 @@ func newTunHost(t *testing.T) *tunHost {
 	if !testbed.IsRoot() {
 		t.Skip("skipping: creating a TUN in a network namespace needs root (run as root, as CI does)")
 	}
-	checkGoroutineLeaks(t)
+	testkit.CheckLeaks(t)
 	testbed.Cleanup("bondd-tuntest-")
 	tb := testbed.New("bondd-tuntest-")
 	t.Cleanup(func() {
@@ -444,7 +445,7 @@ func TestOpenFailureClosesDevice(t *testing.T) {
 	if !testbed.IsRoot() {
 		t.Skip("skipping: creating a TUN in a network namespace needs root (run as root, as CI does)")
 	}
-	checkGoroutineLeaks(t)
+	testkit.CheckLeaks(t)
 	tb := testbed.New("bondd-tuntest-")
 	defer tb.Close()
 	ns, err := tb.NewNS()

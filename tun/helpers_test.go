@@ -4,9 +4,7 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
-	"runtime"
 	"testing"
-	"time"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -171,22 +169,3 @@ func (p *gopayloadLayer) SerializeTo(b gopacket.SerializeBuffer, _ gopacket.Seri
 }
 
 func (p *gopayloadLayer) LayerType() gopacket.LayerType { return gopacket.LayerTypePayload }
-
-// checkGoroutineLeaks fails the test if, after its cleanups, more
-// goroutines run than when it started. Call it first in a test, so that
-// its cleanup runs last.
-func checkGoroutineLeaks(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(3 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<16)
-				t.Errorf("goroutine leak: %d running, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
-}

@@ -233,12 +233,14 @@ func BenchmarkThroughput(b *testing.B) {
 func benchLatency(b *testing.B, f flow, rateMbps float64) {
 	interval := time.Duration(benchPacket * 8 / (rateMbps * 1e6) * float64(time.Second))
 	ctx, cancel := context.WithCancel(context.Background())
-	var delays []time.Duration
+	var delays []time.Duration // written by the receiver until done
+	var arrived atomic.Int64
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		f.recv(ctx, func(p []byte) {
 			delays = append(delays, time.Duration(time.Now().UnixNano()-int64(binary.BigEndian.Uint64(p))))
+			arrived.Add(1)
 		})
 	}()
 	payload := make([]byte, benchPacket-28)
@@ -253,7 +255,7 @@ func benchLatency(b *testing.B, f flow, rateMbps float64) {
 		binary.BigEndian.PutUint64(payload, uint64(time.Now().UnixNano()))
 		f.send(payload)
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitSettled(func() int { return int(arrived.Load()) }, 100*time.Millisecond) // what is still on its way
 	cancel()
 	<-done
 	b.StopTimer()

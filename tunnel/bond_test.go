@@ -3,6 +3,7 @@ package tunnel
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bondd/bondd/internal/testkit"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tun"
 	"github.com/bondd/bondd/tun/tuntest"
@@ -56,37 +58,19 @@ func newTestBondWith(t testing.TB, edgeToken []byte, uplinks int, edit func(*Edg
 // newTestBondDevices is newTestBond with the TUN devices supplied.
 func newTestBondDevices(t testing.TB, edgeToken []byte, uplinks int, edgeTun, concTun tun.Device, edit func(*EdgeOptions)) *testBond {
 	t.Helper()
-	cert, pin, err := SelfSignedCert("concentrator.test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	tb := &testBond{edgeTun: edgeTun, concTun: concTun, socks: map[string]net.PacketConn{}}
 	popts := PathOptions{IdleTimeout: 2 * time.Second, Keepalive: 300 * time.Millisecond, RedialMin: 50 * time.Millisecond, RedialMax: 200 * time.Millisecond}
-	tb.conc, err = NewConcentrator(ConcentratorOptions{
-		Device: concTun, MTU: testMTU, Conn: pc, TLS: ServerTLS(cert, nil), Paths: popts,
-		Edges: []EdgeAuth{{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tb.conc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tlsConf, err := ClientTLS("concentrator.test", nil, pin, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var concAddr string
+	var tlsConf *tls.Config
+	tb.conc, concAddr, tlsConf = startTestConcentrator(t, concTun, popts,
+		EdgeAuth{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}})
 	var ups []UplinkOptions
 	for i := range uplinks {
 		ups = append(ups, UplinkOptions{Name: fmt.Sprintf("up%d", i), Bind: netip.MustParseAddr("127.0.0.1"),
 			Labels: map[string]string{"link_type": "cellular"}})
 	}
 	eo := EdgeOptions{
-		ID: "van-1", Device: edgeTun, MTU: testMTU, Concentrator: pc.LocalAddr().String(), TLS: tlsConf,
+		ID: "van-1", Device: edgeTun, MTU: testMTU, Concentrator: concAddr, TLS: tlsConf,
 		Token: edgeToken, Uplinks: ups, Paths: popts,
 		Listen: func(ctx context.Context, u UplinkOptions) (net.PacketConn, error) {
 			c, err := ListenUplink(ctx, u)
@@ -101,16 +85,46 @@ func newTestBondDevices(t testing.TB, edgeToken []byte, uplinks int, edgeTun, co
 	if edit != nil {
 		edit(&eo)
 	}
-	tb.edge, err = NewEdge(eo)
-	if err != nil {
+	var err error
+	if tb.edge, err = NewEdge(eo); err != nil {
 		t.Fatal(err)
 	}
 	tb.edge.Start()
-	t.Cleanup(func() {
-		tb.edge.Close()
-		tb.conc.Close()
-	})
+	t.Cleanup(func() { tb.edge.Close() })
 	return tb
+}
+
+// startTestConcentrator starts a concentrator for the one edge ea on a
+// loopback UDP socket, with a fresh self-signed certificate for
+// "concentrator.test", TUN dev and path options popts, and closes it at
+// cleanup. It returns the concentrator, its address and the edge's TLS
+// config, which pins the certificate.
+func startTestConcentrator(t testing.TB, dev tun.Device, popts PathOptions, ea EdgeAuth) (*Concentrator, string, *tls.Config) {
+	t.Helper()
+	cert, pin, err := SelfSignedCert("concentrator.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conc, err := NewConcentrator(ConcentratorOptions{
+		Device: dev, MTU: testMTU, Conn: pc, TLS: ServerTLS(cert, nil), Paths: popts, Edges: []EdgeAuth{ea},
+	})
+	if err != nil {
+		pc.Close()
+		t.Fatal(err)
+	}
+	if err := conc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conc.Close() })
+	tlsConf, err := ClientTLS("concentrator.test", nil, pin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conc, pc.LocalAddr().String(), tlsConf
 }
 
 // waitActive waits until n edge paths are ACTIVE.
@@ -196,7 +210,7 @@ func (tb *testBond) exchangeLossy(t *testing.T, from, to *tuntest.Device, src, d
 }
 
 func TestBondBothWays(t *testing.T) {
-	checkGoroutines(t)
+	testkit.CheckLeaks(t)
 	tb := newTestBond(t, token, 3)
 	tb.waitActive(t, 3)
 	tb.exchange(t, tb.edgeDev, tb.concDev, edgeAddr, srvAddr, 500)
@@ -218,7 +232,7 @@ func TestBondBothWays(t *testing.T) {
 }
 
 func TestBondSpoofedSource(t *testing.T) {
-	checkGoroutines(t)
+	testkit.CheckLeaks(t)
 	tb := newTestBond(t, token, 1)
 	tb.waitActive(t, 1)
 	tb.edgeDev.Inject(udp4(netip.MustParseAddrPort("10.99.0.5:1"), srvAddr, []byte("spoofed")))
@@ -234,7 +248,7 @@ func TestBondSpoofedSource(t *testing.T) {
 }
 
 func TestBondWrongToken(t *testing.T) {
-	checkGoroutines(t)
+	testkit.CheckLeaks(t)
 	tb := newTestBond(t, []byte("wrong-token-0123456789"), 1)
 	waitFor(t, func() bool {
 		p := tb.edge.Bond().Stats().Paths[0]
@@ -254,7 +268,7 @@ func TestBondWrongToken(t *testing.T) {
 // its 32-datagram send queue plus a congestion window) may be lost; nothing
 // queued in bondd is.
 func TestBondPathLoss(t *testing.T) {
-	checkGoroutines(t)
+	testkit.CheckLeaks(t)
 	tb := newTestBond(t, token, 2)
 	tb.waitActive(t, 2)
 	for _, name := range []string{"up0", "up1"} {
@@ -270,7 +284,7 @@ func TestBondPathLoss(t *testing.T) {
 }
 
 func TestBondOversize(t *testing.T) {
-	checkGoroutines(t)
+	testkit.CheckLeaks(t)
 	tb := newTestBond(t, token, 1)
 	tb.waitActive(t, 1)
 	big := udp4(edgeAddr, srvAddr, make([]byte, testMTU))
@@ -294,15 +308,10 @@ func TestBondOversize(t *testing.T) {
 	}
 }
 
+// waitFor waits up to 10 s for cond.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the condition", 10*time.Second, cond)
 }
 
 // waitSettled waits until count stops growing: it has not changed for
@@ -323,27 +332,11 @@ func waitSettled(count func() int, quiet time.Duration) {
 	}
 }
 
-// checkGoroutines fails the test if goroutines started after the call are
-// still running after the test's later cleanups (which close the bond).
-func checkGoroutines(t *testing.T) {
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Fatalf("goroutine leak: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
-}
-
 // TestBondClampsMSS sends a TCP SYN advertising MSS 1460 into each end: it
 // leaves the other end with the MSS clamped to what the tunnel MTU carries,
 // and a valid checksum.
 func TestBondClampsMSS(t *testing.T) {
-	checkGoroutines(t)
+	testkit.CheckLeaks(t)
 	tb := newTestBond(t, token, 1)
 	tb.waitActive(t, 1)
 	for _, dir := range []struct {
@@ -394,7 +387,7 @@ func tcpSYN4(src, dst netip.AddrPort, mss uint16) []byte {
 // concentrator accepts the certificate whose CommonName it expects and
 // refuses one with another name.
 func TestBondClientCertificate(t *testing.T) {
-	checkGoroutines(t)
+	testkit.CheckLeaks(t)
 	for _, tc := range []struct {
 		cn string
 		ok bool
@@ -457,7 +450,7 @@ func TestBondClientCertificate(t *testing.T) {
 // dial and hello: Close must return promptly every time, even when a
 // connection comes up after it started.
 func TestEdgeCloseWhileDialling(t *testing.T) {
-	checkGoroutines(t)
+	testkit.CheckLeaks(t)
 	for _, after := range []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond} {
 		tb := newTestBond(t, token, 3)
 		time.Sleep(after)
@@ -475,7 +468,7 @@ func TestEdgeCloseWhileDialling(t *testing.T) {
 // TestBondLinkLocal checks that link-scope traffic (here mDNS to
 // 224.0.0.251) is not sent through the tunnel, and is counted.
 func TestBondLinkLocal(t *testing.T) {
-	checkGoroutines(t)
+	testkit.CheckLeaks(t)
 	tb := newTestBond(t, token, 1)
 	tb.waitActive(t, 1)
 	tb.edgeDev.Inject(udp4(edgeAddr, netip.MustParseAddrPort("224.0.0.251:5353"), []byte("mdns")))

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"errors"
+	"io"
 
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tunnel/ctrlmsg"
@@ -38,6 +39,37 @@ func checkHello(h *ctrlmsg.Hello) error { return h.Check(Version, MaxLanes) }
 // An edge rule's id fits rules.MaxKeyBytes once prefixed with
 // edgeRulePrefix (a compile-time check).
 const _ = uint(rules.MaxKeyBytes - len(edgeRulePrefix) - ctrlmsg.MaxRuleIDLen)
+
+// readControl reads control messages from str, a stream that negotiated
+// caps with the side peer, until one this side acts on: it counts every
+// message in ctr, and skips and counts those of unknown type. It returns
+// the parsed message; or a non-empty violation saying why the stream broke
+// the protocol (the caller closes the connection); or err when the stream
+// or the connection ended.
+func readControl(str io.Reader, caps ctrlmsg.Caps, peer ctrlmsg.Side, ctr *ctrlCounters) (msg ctrlmsg.Message, violation string, err error) {
+	for {
+		typ, body, err := ctrlmsg.Read(str)
+		if err != nil {
+			if errors.Is(err, ctrlmsg.ErrBadMessage) {
+				return nil, err.Error(), nil
+			}
+			return nil, "", err
+		}
+		ctr.received.Add(1)
+		known, why := screenType(typ, caps, peer)
+		switch {
+		case why != "":
+			return nil, why, nil
+		case !known:
+			ctr.unknown.Add(1)
+			continue
+		}
+		if msg, err = ctrlmsg.Parse(typ, body); err != nil {
+			return nil, err.Error(), nil
+		}
+		return msg, "", nil
+	}
+}
 
 // screenType decides what the receiver of a control message of type typ
 // does with it before parsing, on a stream that negotiated caps, when the

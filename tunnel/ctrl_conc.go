@@ -1,7 +1,6 @@
 package tunnel
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -250,26 +249,12 @@ func (c *bondControl) routineServeControl(conn *quic.Conn, str *quic.Stream, p *
 	defer c.end(bondID)
 	ctr := &c.bond.ctlCtr
 	for {
-		typ, body, err := ctrlmsg.Read(str)
+		msg, why, err := readControl(str, caps, ctrlmsg.FromEdge, ctr)
 		if err != nil {
-			if errors.Is(err, ctrlmsg.ErrBadMessage) {
-				c.violation(conn, log, err.Error())
-			}
 			return // the stream or the connection ended
 		}
-		ctr.received.Add(1)
-		known, why := screenType(typ, caps, ctrlmsg.FromEdge)
-		switch {
-		case why != "":
+		if why != "" {
 			c.violation(conn, log, why)
-			return
-		case !known:
-			ctr.unknown.Add(1)
-			continue
-		}
-		msg, err := ctrlmsg.Parse(typ, body)
-		if err != nil {
-			c.violation(conn, log, err.Error())
 			return
 		}
 		switch m := msg.(type) {

@@ -3,7 +3,6 @@ package tunnel
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -131,26 +130,12 @@ func (e *Edge) routineControlReader(cc *ctrlConn) {
 		cc.conn.CloseWithError(codeProtocol, "control: protocol violation")
 	}
 	for {
-		typ, body, err := ctrlmsg.Read(cc.str)
+		msg, why, err := readControl(cc.str, cc.caps, ctrlmsg.FromConcentrator, ctr)
 		if err != nil {
-			if errors.Is(err, ctrlmsg.ErrBadMessage) {
-				violation(err.Error())
-			}
 			return
 		}
-		ctr.received.Add(1)
-		known, why := screenType(typ, cc.caps, ctrlmsg.FromConcentrator)
-		switch {
-		case why != "":
+		if why != "" {
 			violation(why)
-			return
-		case !known:
-			ctr.unknown.Add(1)
-			continue
-		}
-		msg, err := ctrlmsg.Parse(typ, body)
-		if err != nil {
-			violation(err.Error())
 			return
 		}
 		res, ok := msg.(*ctrlmsg.MappingResult)

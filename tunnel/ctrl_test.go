@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/bondd/bondd/internal/testkit"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tun/tuntest"
@@ -45,35 +45,13 @@ type ctrlEnv struct {
 
 func newCtrlEnv(t *testing.T, edit func(*EdgeAuth)) *ctrlEnv {
 	t.Helper()
-	cert, pin, err := SelfSignedCert("concentrator.test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ea := EdgeAuth{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}}
 	if edit != nil {
 		edit(&ea)
 	}
-	conc, err := NewConcentrator(ConcentratorOptions{
-		Device: tuntest.New(testMTU, 8), MTU: testMTU, Conn: pc, TLS: ServerTLS(cert, nil),
-		Paths: PathOptions{IdleTimeout: 2 * time.Second, Keepalive: 300 * time.Millisecond},
-		Edges: []EdgeAuth{ea},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := conc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conc.Close() })
-	tlsConf, err := ClientTLS("concentrator.test", nil, pin, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &ctrlEnv{conc: conc, addr: pc.LocalAddr().String(), tls: tlsConf}
+	conc, addr, tlsConf := startTestConcentrator(t, tuntest.New(testMTU, 8),
+		PathOptions{IdleTimeout: 2 * time.Second, Keepalive: 300 * time.Millisecond}, ea)
+	return &ctrlEnv{conc: conc, addr: addr, tls: tlsConf}
 }
 
 // startEdge starts edge van-1 with uplinks up0, up1, … labelled
@@ -327,7 +305,7 @@ func TestControlStaleReport(t *testing.T) {
 // but not cost_class, its downlink rules are installed, and all of it is
 // discarded when the edge goes away and a new edge process comes.
 func TestControlEdgeSession(t *testing.T) {
-	checkGoroutines(t)
+	testkit.CheckLeaks(t)
 	env := newCtrlEnv(t, func(ea *EdgeAuth) { ea.AllowEdgeRules = true })
 	var dl swapRules
 	dl.cur.Store(mustRules(t, "downlink.yaml", `rules:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/testkit"
 )
 
 // waitLanes waits until the edge's path 0 and the concentrator's view of it
@@ -23,7 +24,7 @@ func (tb *testBond) waitLanes(t *testing.T, n int) {
 // connections for one path, traffic flows both ways, and a lane whose
 // connection dies is redialled while the others carry the traffic.
 func TestBondLanesFixed(t *testing.T) {
-	checkGoroutines(t)
+	testkit.CheckLeaks(t)
 	tb := newTestBondWith(t, token, 1, func(o *EdgeOptions) { o.Uplinks[0].Lanes = 3 })
 	tb.waitActive(t, 1)
 	tb.waitLanes(t, 3)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/bondd/bondd/internal/testkit"
 	"github.com/bondd/bondd/policy"
 )
 
@@ -20,7 +21,7 @@ import (
 // original destination connection ID, and the recorders still see the
 // connection's events.
 func TestQlogDir(t *testing.T) {
-	checkGoroutines(t)
+	testkit.CheckLeaks(t)
 	dir := t.TempDir()
 	opts := PathOptions{QlogDir: dir}.withDefaults()
 
@@ -121,7 +122,7 @@ func TestQlogDir(t *testing.T) {
 // TestQlogDirBond runs a bond whose edge writes qlog: the paths come up as
 // without it, and each uplink connection leaves a client file.
 func TestQlogDirBond(t *testing.T) {
-	checkGoroutines(t)
+	testkit.CheckLeaks(t)
 	dir := t.TempDir()
 	tb := newTestBondWith(t, token, 2, func(o *EdgeOptions) { o.Paths.QlogDir = dir })
 	tb.waitActive(t, 2)

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/bondd/bondd/internal/testkit"
 	"github.com/bondd/bondd/rules"
 )
 
@@ -17,7 +18,7 @@ func (s *staticRules) Current() *rules.Set { return s.set.Load() }
 // without FEC, every other packet is protected, and each rule's hits are
 // counted.
 func TestBondRules(t *testing.T) {
-	checkGoroutines(t)
+	testkit.CheckLeaks(t)
 	set, err := rules.CompileBytes("test-rules.yaml", []byte(`
 rules:
   - id: telemetry-no-fec
@@ -53,7 +54,7 @@ rules:
 // paths whose label matches, duplicate sends each packet on two paths and
 // the concentrator drops the copies.
 func TestBondRulesSteer(t *testing.T) {
-	checkGoroutines(t)
+	testkit.CheckLeaks(t)
 	set, err := rules.CompileBytes("steer.yaml", []byte(`
 rules:
   - id: bulk-free

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/bondd/bondd/internal/config"
+	"github.com/bondd/bondd/internal/status"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tunnel"
 )
@@ -117,10 +118,10 @@ type pathMetric struct {
 
 // metricsCollector is a prometheus.Collector over status snapshots.
 type metricsCollector struct {
-	snapshot func() statusReport // called once per scrape, possibly concurrently
+	snapshot func() status.Report // called once per scrape, possibly concurrently
 }
 
-func newMetricsCollector(snapshot func() statusReport) *metricsCollector {
+func newMetricsCollector(snapshot func() status.Report) *metricsCollector {
 	return &metricsCollector{snapshot: snapshot}
 }
 
@@ -236,7 +237,7 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 
 // metricsRegistry returns a registry with the bondd collector over
 // snapshot and the standard Go runtime and process collectors.
-func metricsRegistry(snapshot func() statusReport) *prometheus.Registry {
+func metricsRegistry(snapshot func() status.Report) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		newMetricsCollector(snapshot),
@@ -249,7 +250,7 @@ func metricsRegistry(snapshot func() statusReport) *prometheus.Registry {
 // serveMetrics serves the metrics of snapshot at http://addr/metrics until
 // the returned server is closed, and returns the address it listens on.
 // Scrape errors go to log.
-func serveMetrics(addr string, snapshot func() statusReport, log *slog.Logger) (*http.Server, net.Addr, error) {
+func serveMetrics(addr string, snapshot func() status.Report, log *slog.Logger) (*http.Server, net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, err

@@ -13,21 +13,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/bondd/bondd/internal/config"
+	"github.com/bondd/bondd/internal/status"
 	"github.com/bondd/bondd/tunnel"
 )
 
 // fakeReport is a concentrator with two edges; van-17 has two paths, one
 // up and one down, with rule hits and FEC.
-func fakeReport() statusReport {
-	return statusReport{
+func fakeReport() status.Report {
+	return status.Report{
 		Role:         config.RoleConcentrator,
 		Version:      "v0.0.0-test",
 		Uptime:       90 * time.Second,
 		NoRoute:      3,
 		AuthFailures: 2,
-		Rules: &rulesStatus{File: "/etc/bondd/rules.yaml", Version: 2, Loaded: time.Unix(1_800_000_000, 0), Rules: 2,
+		Rules: &status.Rules{File: "/etc/bondd/rules.yaml", Version: 2, Loaded: time.Unix(1_800_000_000, 0), Rules: 2,
 			Reloads: 3, ReloadFailures: 1},
-		Bonds: []bondStatus{
+		Bonds: []status.Bond{
 			{
 				BondStats: tunnel.BondStats{
 					EdgeID: "van-17", BondID: 0xb0d, Uptime: 80 * time.Second, MTU: 1280,
@@ -69,8 +70,8 @@ func TestMetricsLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
-	for _, r := range []statusReport{{Role: config.RoleEdge}, {}} { // no bonds, no rules
-		if _, err := testutil.CollectAndLint(newMetricsCollector(func() statusReport { return r })); err != nil {
+	for _, r := range []status.Report{{Role: config.RoleEdge}, {}} { // no bonds, no rules
+		if _, err := testutil.CollectAndLint(newMetricsCollector(func() status.Report { return r })); err != nil {
 			t.Errorf("role %q: %v", r.Role, err)
 		}
 	}
@@ -160,7 +161,7 @@ bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="too_large
 // snapshot: the collector keeps no state between scrapes.
 func TestMetricsSnapshotPerScrape(t *testing.T) {
 	calls := 0
-	c := newMetricsCollector(func() statusReport {
+	c := newMetricsCollector(func() status.Report {
 		calls++
 		r := fakeReport()
 		r.Bonds[0].Paths[0].TxBytes = uint64(calls)
@@ -183,7 +184,7 @@ func TestMetricsDuplicateNames(t *testing.T) {
 	b := &r.Bonds[0]
 	b.Paths = append(b.Paths, b.Paths[0])
 	b.Rules.Rules = append(b.Rules.Rules, b.Rules.Rules[0])
-	if _, err := testutil.CollectAndLint(newMetricsCollector(func() statusReport { return r })); err != nil {
+	if _, err := testutil.CollectAndLint(newMetricsCollector(func() status.Report { return r })); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/bondd/bondd/internal/testbed"
+	"github.com/bondd/bondd/internal/testkit"
 )
 
 // metricsAddr is where both daemons of TestNetnsMetrics serve metrics, each
@@ -33,9 +34,9 @@ func TestNetnsMetrics(t *testing.T) {
 		return fmt.Sprintf("metrics_listen: %s\nqlog_dir: %s\n", metricsAddr, qlogDir)
 	}
 	b.start(t, b.conc, "concentrator", b.concConfig()+extra(concQlog), b.concSock)
-	status(t, b.concSock)
+	getStatus(t, b.concSock)
 	b.start(t, b.edge, "edge", b.edgeConfig("bondd0", `10.77.0.2/24`, "van.token", pin)+extra(edgeQlog), b.edgeSock)
-	waitCond(t, "three active edge paths", 15*time.Second, func() bool { return activePaths(status(t, b.edgeSock)) == 3 })
+	testkit.WaitFor(t, "three active edge paths", 15*time.Second, func() bool { return activePaths(getStatus(t, b.edgeSock)) == 3 })
 
 	const echoes = 5
 	for range echoes {
@@ -46,7 +47,7 @@ func TestNetnsMetrics(t *testing.T) {
 	// its hello (the recorder ignores the handshake's): keepalives bring
 	// one within a second.
 	var em metrics
-	waitCond(t, "RTT samples on every edge path", 10*time.Second, func() bool {
+	testkit.WaitFor(t, "RTT samples on every edge path", 10*time.Second, func() bool {
 		em = scrape(t, b.edge)
 		for i := range 3 {
 			if em[fmt.Sprintf(`bondd_path_smoothed_rtt_seconds{edge="van-1",path="up%d"}`, i)] == 0 {
@@ -89,12 +90,12 @@ func TestNetnsMetrics(t *testing.T) {
 	if v := em.get(t, `bondd_rules_version`); v != 1 {
 		t.Errorf("rules version %v, want 1", v)
 	}
-	if v := em.get(t, `bondd_info{role="edge",version="`+status(t, b.edgeSock).Version+`"}`); v != 1 {
+	if v := em.get(t, `bondd_info{role="edge",version="`+getStatus(t, b.edgeSock).Version+`"}`); v != 1 {
 		t.Errorf("bondd_info = %v", v)
 	}
 
 	// Counters never fall behind bondd status read after the scrape.
-	st := status(t, b.edgeSock)
+	st := getStatus(t, b.edgeSock)
 	if got, want := em.get(t, `bondd_bond_sent_packets_total{edge="van-1"}`), float64(st.Bonds[0].TxPackets); got > want {
 		t.Errorf("metrics say %v packets sent, a later status %v", got, want)
 	}

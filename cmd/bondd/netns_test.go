@@ -22,7 +22,9 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/bondd/bondd/internal/status"
 	"github.com/bondd/bondd/internal/testbed"
+	"github.com/bondd/bondd/internal/testkit"
 	"github.com/bondd/bondd/tunnel"
 )
 
@@ -47,11 +49,8 @@ type itBed struct {
 
 func requireNetns(t *testing.T) {
 	t.Helper()
-	if !testbed.IsRoot() {
-		t.Skip("skipping: needs root to create network namespaces and TUN devices (CI runs as root)")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skip("skipping: /dev/net/tun is missing")
+	if why := testbed.Unavailable(); why != "" {
+		t.Skip("skipping: " + why)
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("skipping: the ip command (iproute2) is needed to start bondd inside a namespace")
@@ -70,13 +69,8 @@ func newITBed(t *testing.T) *itBed {
 	if b.conc, err = b.tb.NewNS(); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 3 {
-		name := fmt.Sprintf("up%d", i)
-		e := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 101, byte(i), 2}), 24)
-		c := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 101, byte(i), 1}), 24)
-		if err := b.tb.Veth(b.edge, name, e, b.conc, name, c); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := b.tb.Uplinks(b.edge, b.conc, 3, 101); err != nil {
+		t.Fatal(err)
 	}
 	b.bin = filepath.Join(b.dir, "bondd")
 	if out, err := exec.Command("go", "build", "-o", b.bin, ".").CombinedOutput(); err != nil {
@@ -201,13 +195,13 @@ func itRules(id string) string {
 	return "rules:\n  - id: " + id + "\n    priority: 1\n    match: {proto: udp, dst_port: 7}\n    actions: {fec: off}\n"
 }
 
-// status reads a daemon's control socket, waiting for it to appear.
-func status(t *testing.T, sock string) *statusReport {
+// getStatus reads a daemon's control socket, waiting for it to appear.
+func getStatus(t *testing.T, sock string) *status.Report {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		r, err := fetchStatus(ctx, sock)
+		r, err := status.Fetch(ctx, sock)
 		cancel()
 		if err == nil {
 			return r
@@ -219,18 +213,7 @@ func status(t *testing.T, sock string) *statusReport {
 	}
 }
 
-func waitCond(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func activePaths(r *statusReport) int {
+func activePaths(r *status.Report) int {
 	n := 0
 	for _, b := range r.Bonds {
 		for _, p := range b.Paths {
@@ -251,16 +234,7 @@ func udpEcho(t *testing.T, from, to *testbed.NS, src, dst string) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, addr, err := srv.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			srv.WriteTo(buf[:n], addr)
-		}
-	}()
+	testkit.UDPEcho(srv)
 	cli, err := from.ListenUDP(src)
 	if err != nil {
 		t.Fatal(err)
@@ -284,9 +258,9 @@ func TestNetnsBond(t *testing.T) {
 	b := newITBed(t)
 	pin := b.writeCreds(t)
 	b.start(t, b.conc, "concentrator", b.concConfig(), b.concSock)
-	status(t, b.concSock)
+	getStatus(t, b.concSock)
 	b.start(t, b.edge, "edge", b.edgeConfig("bondd0", `10.77.0.2/24, "fd77::2/64"`, "van.token", pin), b.edgeSock)
-	waitCond(t, "three active edge paths", 15*time.Second, func() bool { return activePaths(status(t, b.edgeSock)) == 3 })
+	testkit.WaitFor(t, "three active edge paths", 15*time.Second, func() bool { return activePaths(getStatus(t, b.edgeSock)) == 3 })
 
 	t.Run("udp echo both ways", func(t *testing.T) {
 		udpEcho(t, b.edge, b.conc, "10.77.0.2:40000", "10.78.0.1:7")
@@ -301,7 +275,7 @@ func TestNetnsBond(t *testing.T) {
 	t.Run("rules apply and reload on SIGHUP", func(t *testing.T) {
 		hits := func() map[string]uint64 {
 			m := map[string]uint64{}
-			if r := status(t, b.edgeSock).Bonds[0].Rules; r != nil {
+			if r := getStatus(t, b.edgeSock).Bonds[0].Rules; r != nil {
 				for _, h := range r.Rules {
 					m[h.ID] = h.Hits
 				}
@@ -318,7 +292,7 @@ func TestNetnsBond(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.procs[1].Process.Signal(syscall.SIGHUP)
-		waitCond(t, "the edge to load the new rule file", 10*time.Second, func() bool {
+		testkit.WaitFor(t, "the edge to load the new rule file", 10*time.Second, func() bool {
 			_, ok := hits()["echo-renamed"]
 			return ok
 		})
@@ -376,7 +350,7 @@ func TestNetnsBond(t *testing.T) {
 		if err := b.edge.SetLinkUp(busiest, true); err != nil {
 			t.Fatal(err)
 		}
-		waitCond(t, "the uplink's path to be redialled", 20*time.Second, func() bool { return activePaths(status(t, b.edgeSock)) == 3 })
+		testkit.WaitFor(t, "the uplink's path to be redialled", 20*time.Second, func() bool { return activePaths(getStatus(t, b.edgeSock)) == 3 })
 	})
 
 	t.Run("spoofed inner source is dropped and counted", func(t *testing.T) {
@@ -390,7 +364,7 @@ func TestNetnsBond(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		before := status(t, b.concSock).Bonds[0].Drops[tunnel.DropSpoofed]
+		before := getStatus(t, b.concSock).Bonds[0].Drops[tunnel.DropSpoofed]
 		cli, err := b.edge.ListenUDP("10.99.0.5:40002")
 		if err != nil {
 			t.Fatal(err)
@@ -399,28 +373,28 @@ func TestNetnsBond(t *testing.T) {
 		for range 5 {
 			cli.WriteTo([]byte("spoofed"), net.UDPAddrFromAddrPort(netip.MustParseAddrPort("10.78.0.1:7")))
 		}
-		waitCond(t, "5 spoofed drops", 5*time.Second, func() bool {
-			return status(t, b.concSock).Bonds[0].Drops[tunnel.DropSpoofed] == before+5
+		testkit.WaitFor(t, "5 spoofed drops", 5*time.Second, func() bool {
+			return getStatus(t, b.concSock).Bonds[0].Drops[tunnel.DropSpoofed] == before+5
 		})
 	})
 
 	t.Run("edge with a wrong credential is rejected", func(t *testing.T) {
 		sock := filepath.Join(b.dir, "wrong.sock")
 		b.start(t, b.edge, "wrong-edge", b.edgeConfig("bondd1", "10.77.0.3/24", "wrong.token", pin), sock)
-		waitCond(t, "the concentrator to refuse the edge", 15*time.Second, func() bool {
-			return status(t, b.concSock).AuthFailures > 0
+		testkit.WaitFor(t, "the concentrator to refuse the edge", 15*time.Second, func() bool {
+			return getStatus(t, b.concSock).AuthFailures > 0
 		})
-		r := status(t, sock)
+		r := getStatus(t, sock)
 		for _, p := range r.Bonds[0].Paths {
 			if p.Status != "UNAVAILABLE" {
 				t.Errorf("path %s of the refused edge is %s", p.Name, p.Status)
 			}
 		}
-		waitCond(t, "the refused edge to report why", 10*time.Second, func() bool {
-			return strings.Contains(status(t, sock).Bonds[0].Paths[0].LastError, "refused the credentials")
+		testkit.WaitFor(t, "the refused edge to report why", 10*time.Second, func() bool {
+			return strings.Contains(getStatus(t, sock).Bonds[0].Paths[0].LastError, "refused the credentials")
 		})
 		// The right edge is unaffected.
-		if n := activePaths(status(t, b.edgeSock)); n != 3 {
+		if n := activePaths(getStatus(t, b.edgeSock)); n != 3 {
 			t.Errorf("%d active paths on the good edge after the refusal", n)
 		}
 	})
@@ -458,10 +432,10 @@ func TestNetnsRestart(t *testing.T) {
 	b := newITBed(t)
 	pin := b.writeCreds(t)
 	b.start(t, b.conc, "concentrator", b.concConfig(), b.concSock)
-	status(t, b.concSock)
+	getStatus(t, b.concSock)
 	edgeCfg := b.edgeConfig("bondd0", "10.77.0.2/24", "van.token", pin)
 	b.start(t, b.edge, "edge", edgeCfg, b.edgeSock)
-	waitCond(t, "three active paths at the concentrator", 15*time.Second, func() bool { return activePaths(status(t, b.concSock)) == 3 })
+	testkit.WaitFor(t, "three active paths at the concentrator", 15*time.Second, func() bool { return activePaths(getStatus(t, b.concSock)) == 3 })
 
 	edge := b.procs[len(b.procs)-1]
 	stopped := time.Now()
@@ -472,14 +446,14 @@ func TestNetnsRestart(t *testing.T) {
 	b.procs = b.procs[:len(b.procs)-1]
 	// The idle timeout is 3 s in these configs: seeing the paths down in
 	// under 1 s means the close reached the concentrator.
-	waitCond(t, "the concentrator to see the edge's paths closed", time.Second, func() bool { return activePaths(status(t, b.concSock)) == 0 })
+	testkit.WaitFor(t, "the concentrator to see the edge's paths closed", time.Second, func() bool { return activePaths(getStatus(t, b.concSock)) == 0 })
 	t.Logf("paths down at the concentrator %v after SIGTERM", time.Since(stopped).Round(time.Millisecond))
 	if _, err := os.Stat(b.edgeSock); !os.IsNotExist(err) {
 		t.Errorf("the edge left its control socket behind: %v", err)
 	}
 
 	b.start(t, b.edge, "edge-restarted", edgeCfg, b.edgeSock)
-	waitCond(t, "the restarted edge's paths at the concentrator", 15*time.Second, func() bool { return activePaths(status(t, b.concSock)) == 3 })
+	testkit.WaitFor(t, "the restarted edge's paths at the concentrator", 15*time.Second, func() bool { return activePaths(getStatus(t, b.concSock)) == 3 })
 	udpEcho(t, b.edge, b.conc, "10.77.0.2:40010", "10.78.0.1:7")
 	udpEcho(t, b.conc, b.edge, "10.78.0.1:40011", "10.77.0.2:7")
 }

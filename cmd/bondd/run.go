@@ -18,6 +18,7 @@ import (
 
 	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/internal/config"
+	"github.com/bondd/bondd/internal/status"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tun"
@@ -55,7 +56,7 @@ type daemon interface{ Close() error }
 // endpoint, and blocks until ctx is done.
 func runDaemon(ctx context.Context, cfg *config.Config, ctlPath string, log *slog.Logger) error {
 	if ctlPath != "" {
-		if err := controlSocketFree(ctlPath); err != nil {
+		if err := status.SocketFree(ctlPath); err != nil {
 			return err
 		}
 	}
@@ -93,7 +94,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, ctlPath string, log *slo
 	}
 	src := newStatusSource(d, cfg, rt)
 	if ctlPath != "" {
-		ctl, err := serveControl(ctlPath, src.report)
+		ctl, err := status.Serve(ctlPath, src.report)
 		if err != nil {
 			d.Close()
 			return err

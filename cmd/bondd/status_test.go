@@ -10,12 +10,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bondd/bondd/internal/status"
 )
 
 func TestPrintStatus(t *testing.T) {
 	r := fakeReport()
 	var b bytes.Buffer
-	printStatus(&b, &r, r.Rules.Loaded.Add(5*time.Minute))
+	status.Print(&b, &r, r.Rules.Loaded.Add(5*time.Minute))
 	out := b.String()
 	for _, want := range []string{
 		"concentrator, v0.0.0-test, up 1m30s",
@@ -43,21 +45,7 @@ func TestPrintStatus(t *testing.T) {
 	}
 }
 
-func TestFormatBytes(t *testing.T) {
-	for _, tc := range []struct {
-		n    uint64
-		want string
-	}{
-		{0, "0 B"}, {1023, "1023 B"}, {1024, "1.00 KiB"}, {1536, "1.50 KiB"}, {10 << 10, "10.0 KiB"},
-		{999 << 10, "999 KiB"}, {1 << 20, "1.00 MiB"}, {5 << 30, "5.00 GiB"}, {2048 << 40, "2048 TiB"},
-	} {
-		if got := formatBytes(tc.n); got != tc.want {
-			t.Errorf("formatBytes(%d) = %q, want %q", tc.n, got, tc.want)
-		}
-	}
-}
-
-// frameWriter collects what watchStatus writes, one Write per report, and
+// frameWriter collects what status.Watch writes, one Write per report, and
 // cancels after n reports.
 type frameWriter struct {
 	mu     sync.Mutex
@@ -82,7 +70,7 @@ func TestStatusWatch(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "bondd.sock")
 	var mu sync.Mutex
 	served := 0
-	ctl, err := serveControl(sock, func() statusReport {
+	ctl, err := status.Serve(sock, func() status.Report {
 		mu.Lock()
 		defer mu.Unlock()
 		served++
@@ -101,13 +89,13 @@ func TestStatusWatch(t *testing.T) {
 		prefix, first string
 	}{
 		{"table", false, false, "every 10ms, ", "tx 1 rx 900 packets"},
-		{"terminal", false, true, clearScreen + "every 10ms, ", "rx 900 packets"},
+		{"terminal", false, true, "\x1b[H\x1b[2J" + "every 10ms, ", "rx 900 packets"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			w := &frameWriter{n: 3, cancel: cancel}
-			if err := watchStatus(ctx, w, sock, 10*time.Millisecond, tc.json, tc.clear); err != nil {
+			if err := status.Watch(ctx, w, sock, 10*time.Millisecond, tc.json, tc.clear); err != nil {
 				t.Fatal(err)
 			}
 			if len(w.frames) != 3 {
@@ -134,7 +122,7 @@ func TestStatusWatch(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		w := &frameWriter{n: 2, cancel: cancel}
-		if err := watchStatus(ctx, w, sock, 10*time.Millisecond, true, false); err != nil {
+		if err := status.Watch(ctx, w, sock, 10*time.Millisecond, true, false); err != nil {
 			t.Fatal(err)
 		}
 		var last uint64
@@ -142,7 +130,7 @@ func TestStatusWatch(t *testing.T) {
 			if strings.Count(f, "\n") != 1 {
 				t.Errorf("report %d is not one line: %q", i, f)
 			}
-			var r statusReport
+			var r status.Report
 			if err := json.Unmarshal([]byte(f), &r); err != nil {
 				t.Fatalf("report %d: %v", i, err)
 			}
@@ -161,7 +149,7 @@ func TestStatusWatch(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		w := &frameWriter{n: 2, cancel: cancel}
-		if err := watchStatus(ctx, w, filepath.Join(t.TempDir(), "none.sock"), 10*time.Millisecond, false, false); err != nil {
+		if err := status.Watch(ctx, w, filepath.Join(t.TempDir(), "none.sock"), 10*time.Millisecond, false, false); err != nil {
 			t.Fatal(err)
 		}
 		if len(w.frames) != 2 || !strings.Contains(w.frames[1], "no bondd answering on") {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/bondd/bondd/internal/config"
 	"github.com/bondd/bondd/internal/testbed"
+	"github.com/bondd/bondd/internal/testkit"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tunnel"
 )
@@ -43,9 +44,9 @@ func TestNetnsVideo(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.start(t, b.conc, "concentrator", b.concConfig(), b.concSock)
-	status(t, b.concSock)
+	getStatus(t, b.concSock)
 	b.start(t, b.edge, "edge", b.edgeConfig("bondd0", "10.77.0.2/24", "van.token", pin)+classifySection, b.edgeSock)
-	waitCond(t, "three active edge paths", 15*time.Second, func() bool { return activePaths(status(t, b.edgeSock)) == 3 })
+	testkit.WaitFor(t, "three active edge paths", 15*time.Second, func() bool { return activePaths(getStatus(t, b.edgeSock)) == 3 })
 
 	const (
 		dst      = "10.78.0.1:5004" // the concentrator's inner address; RTCP goes to 5005
@@ -91,9 +92,9 @@ func TestNetnsVideo(t *testing.T) {
 	rxDone := make(chan struct{})
 	go func() { rxErr = rx.Wait(); close(rxDone) }()
 	t.Cleanup(func() { <-rxDone })
-	waitCond(t, "the receiver to bind UDP port 5004", 10*time.Second, func() bool { return udpPortBound(rx.Process.Pid, 5004) })
+	testkit.WaitFor(t, "the receiver to bind UDP port 5004", 10*time.Second, func() bool { return udpPortBound(rx.Process.Pid, 5004) })
 
-	edgeBefore, concBefore := status(t, b.edgeSock).Bonds[0], status(t, b.concSock).Bonds[0]
+	edgeBefore, concBefore := getStatus(t, b.edgeSock).Bonds[0], getStatus(t, b.concSock).Bonds[0]
 	hitsBefore := ruleHits(edgeBefore.Rules)
 
 	// -re paces the encoder at the frame rate, as a live encoder sends.
@@ -157,7 +158,7 @@ func TestNetnsVideo(t *testing.T) {
 	}
 
 	// The packets went through the bond, and the keyframe rule saw them.
-	edgeAfter, concAfter := status(t, b.edgeSock).Bonds[0], status(t, b.concSock).Bonds[0]
+	edgeAfter, concAfter := getStatus(t, b.edgeSock).Bonds[0], getStatus(t, b.concSock).Bonds[0]
 	tx := edgeAfter.TxPackets - edgeBefore.TxPackets
 	rxPkts := concAfter.RxPackets - concBefore.RxPackets
 	hitsAfter := ruleHits(edgeAfter.Rules)

@@ -11,14 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-
 	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/emu"
-	"github.com/bondd/bondd/internal/demo"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
+	"github.com/bondd/bondd/tun/tuntest"
 )
 
 // runBenchTest runs one scenario in process with short timings and returns
@@ -383,7 +380,7 @@ func TestVideoPackets(t *testing.T) {
 			if len(p) > videoRTPHeader+videoMaxRTPPayload {
 				t.Fatalf("frame %d packet %d: %d bytes of RTP", i, j, len(p))
 			}
-			if pkt, err = demo.AppendUDP4(pkt[:0], src, dst, p); err != nil {
+			if pkt, err = tuntest.AppendUDP4(pkt[:0], src, dst, p); err != nil {
 				return err
 			}
 			cls.Parse(pkt, &md)
@@ -481,54 +478,6 @@ func TestVideoDeliver(t *testing.T) {
 	}
 	if s.bufferMs != 40 || s.bufferWholeMs != 40 || s.windows != 1 {
 		t.Errorf("buffer %v / %v over %d windows, want 40 ms", s.bufferMs, s.bufferWholeMs, s.windows)
-	}
-}
-
-// TestAppendUDP4 compares the hand-written IPv4/UDP builder with
-// gopacket's serialisation (a slow truth).
-func TestAppendUDP4(t *testing.T) {
-	tests := []struct {
-		name     string
-		src, dst string
-		n        int
-	}{
-		{"empty", "10.77.0.2:9000", "10.78.0.1:9000", 0},
-		{"odd", "10.77.0.2:1", "10.78.0.1:65535", 1171},
-		{"full", "192.168.1.1:5004", "8.8.8.8:5006", 1172},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			src, dst := netip.MustParseAddrPort(tt.src), netip.MustParseAddrPort(tt.dst)
-			payload := make([]byte, tt.n)
-			for i := range payload {
-				payload[i] = byte(i*7 + 3)
-			}
-			got, err := demo.AppendUDP4(nil, src, dst, payload)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP, Flags: layers.IPv4DontFragment,
-				SrcIP: src.Addr().AsSlice(), DstIP: dst.Addr().AsSlice()}
-			udp := &layers.UDP{SrcPort: layers.UDPPort(src.Port()), DstPort: layers.UDPPort(dst.Port())}
-			udp.SetNetworkLayerForChecksum(ip)
-			buf := gopacket.NewSerializeBuffer()
-			if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ip, udp, gopacket.Payload(payload)); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, buf.Bytes()) {
-				t.Errorf("demo.AppendUDP4:\n%x\ngopacket:\n%x", got, buf.Bytes())
-			}
-		})
-	}
-	if _, err := demo.AppendUDP4(nil, netip.MustParseAddrPort("[::1]:1"), netip.MustParseAddrPort("10.0.0.1:1"), nil); err == nil {
-		t.Error("IPv6 source accepted")
-	}
-	buf := make([]byte, 0, 1200)
-	payload := make([]byte, 1172)
-	if n := testing.AllocsPerRun(100, func() {
-		buf, _ = demo.AppendUDP4(buf[:0], netip.MustParseAddrPort("10.0.0.1:1"), netip.MustParseAddrPort("10.0.0.2:2"), payload)
-	}); n != 0 {
-		t.Errorf("demo.AppendUDP4 allocates %v times per packet", n)
 	}
 }
 

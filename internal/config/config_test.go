@@ -47,7 +47,8 @@ func snippet(s string) string { return strings.TrimPrefix(s, "\n") }
 
 // Minimal valid configs; cases below change one thing.
 var (
-	edgeOK = snippet(`
+	// edgeHead is an edge config up to its uplinks.
+	edgeHead = snippet(`
 role: edge
 tun: {addresses: [10.77.17.1/24]}
 edge:
@@ -56,8 +57,8 @@ edge:
   ca_file: ca.pem
   token_file: van-17.token
   uplinks:
-    - {name: cell-a, interface: wwan0}
 `)
+	edgeOK         = edgeHead + "    - {name: cell-a, interface: wwan0}\n"
 	concentratorOK = snippet(`
 role: concentrator
 tun: {addresses: [10.77.0.1/24]}
@@ -98,15 +99,7 @@ func TestConfigParse(t *testing.T) {
 		{"unknown uplink key", strings.Replace(edgeOK, "interface: wwan0", "iface: wwan0", 1), `bondd.yaml:9: edge.uplinks[0].iface: unknown field "iface"; known fields: name, bind, interface, remote, labels`},
 		{"key set twice", edgeOK + "role: concentrator\n", "bondd.yaml:10: role: field set twice; first set at line 1"},
 		{"section not a mapping", "role: edge\ntun: [10.77.17.1/24]\n", `bondd.yaml:2: tun: expected a mapping with fields name, addresses, mtu, routes; got a list`},
-		{"anchors and aliases", snippet(`
-role: edge
-tun: {addresses: [10.77.17.1/24]}
-edge:
-  id: van-17
-  concentrator: concentrator.example.net:4433
-  ca_file: ca.pem
-  token_file: van-17.token
-  uplinks:
+		{"anchors and aliases", edgeHead + snippet(`
     - {name: cell-a, interface: wwan0, labels: &cell {cost_class: metered, link_type: cellular}}
     - {name: cell-b, interface: wwan1, labels: *cell}
 `), ""},
@@ -230,15 +223,7 @@ edge:
 		{"uplink remote without port", strings.Replace(edgeOK, "interface: wwan0", "interface: wwan0, remote: 203.0.113.11", 1), `bondd.yaml:9: edge.uplinks[0].remote: expected host:port, like 203.0.113.11:4433, got "203.0.113.11"`},
 		{"uplink same socket", edgeOK + "    - {name: cell-b, interface: wwan0}\n", "bondd.yaml:10: edge.uplinks[1]: same bind and interface as edge.uplinks[0] (line 9)"},
 		{"labels", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, labels: {cost_class: metered, link_type: cellular, carrier: att}}", 1), ""},
-		{"labels block style", snippet(`
-role: edge
-tun: {addresses: [10.77.17.1/24]}
-edge:
-  id: van-17
-  concentrator: concentrator.example.net:4433
-  ca_file: ca.pem
-  token_file: van-17.token
-  uplinks:
+		{"labels block style", edgeHead + snippet(`
     - name: cell-a
       interface: wwan0
       labels:

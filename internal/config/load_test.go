@@ -15,6 +15,7 @@ import (
 
 	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/policy"
+	"github.com/bondd/bondd/tun/tuntest"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -287,19 +288,15 @@ classify:
 	}
 }
 
-// udp4 returns an IPv4 UDP packet with a 12-byte zero payload.
+// udp4 returns an IPv4 UDP packet with a 12-byte zero payload and the
+// given DSCP (the classifier does not check the IP header checksum).
 func udp4(src, dst string, sport, dport uint16, dscp uint8) []byte {
-	p := make([]byte, 20+8+12)
-	p[0], p[1] = 0x45, dscp<<2
-	p[2], p[3] = 0, byte(len(p))
-	p[8], p[9] = 64, 17
-	s, d := netip.MustParseAddr(src).As4(), netip.MustParseAddr(dst).As4()
-	copy(p[12:16], s[:])
-	copy(p[16:20], d[:])
-	u := p[20:]
-	u[0], u[1] = byte(sport>>8), byte(sport)
-	u[2], u[3] = byte(dport>>8), byte(dport)
-	u[4], u[5] = 0, byte(len(u))
+	p, err := tuntest.AppendUDP4(nil, netip.AddrPortFrom(netip.MustParseAddr(src), sport),
+		netip.AddrPortFrom(netip.MustParseAddr(dst), dport), make([]byte, 12))
+	if err != nil {
+		panic(err)
+	}
+	p[1] = dscp << 2
 	return p
 }
 

@@ -110,11 +110,8 @@ func TestDemoInprocessTraces(t *testing.T) {
 }
 
 func TestDemoNetns(t *testing.T) {
-	if !testbed.IsRoot() {
-		t.Skip("skipping: needs root to build the network-namespace testbed (CI runs as root)")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skip("skipping: /dev/net/tun is missing")
+	if why := testbed.Unavailable(); why != "" {
+		t.Skip("skipping: " + why)
 	}
 	_, rep := runDemoTest(t, Options{Duration: 3 * time.Second, RateMbps: 1, Seed: 2, Traces: emu.DefaultTracesDir()})
 	checkDemoReport(t, rep, "netns")

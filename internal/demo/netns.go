@@ -101,15 +101,13 @@ func newNetnsBed(o BedOptions) (bed *Bed, err error) {
 	// The veths and the relays' sockets first, then the relays in a quick
 	// loop, so that Created is within a millisecond of every relay's
 	// start (its links' model time 0).
+	veths, err := tb.Uplinks(nsEdge, nsEmu, len(sc.Paths), 100)
+	if err != nil {
+		return nil, err
+	}
 	var listeners []*net.UDPConn
 	for i := range sc.Paths {
-		name := fmt.Sprintf("up%d", i)
-		edgeSide := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 100, byte(i), 2}), 24)
-		emuSide := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 100, byte(i), 1}), 24)
-		if err := tb.Veth(nsEdge, name, edgeSide, nsEmu, name, emuSide); err != nil {
-			return nil, err
-		}
-		l, err := nsEmu.ListenUDP(netip.AddrPortFrom(emuSide.Addr(), 4433).String())
+		l, err := nsEmu.ListenUDP(netip.AddrPortFrom(veths[i].B.Addr(), 4433).String())
 		if err != nil {
 			return nil, err
 		}
@@ -119,9 +117,7 @@ func newNetnsBed(o BedOptions) (bed *Bed, err error) {
 	var uplinks []tunnel.UplinkOptions
 	created := time.Now()
 	for i, p := range sc.Paths {
-		name := fmt.Sprintf("up%d", i)
-		edgeSide := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 100, byte(i), 2}), 24)
-		l := listeners[i]
+		name, edgeSide, l := veths[i].Name, veths[i].A, listeners[i]
 		r, err := emu.NewRelay(emu.Options{
 			Listen: l, Upstream: concWAN, Up: p.Up, Down: p.Down, Seed: seed + uint64(i),
 			DialUpstream: func() (net.PacketConn, error) { return nsEmu.ListenUDP("10.200.0.1:0") },

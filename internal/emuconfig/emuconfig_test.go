@@ -1,7 +1,6 @@
 package emuconfig
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
@@ -9,11 +8,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/testkit"
 )
 
 func TestEmuConfigExample(t *testing.T) {
@@ -122,24 +121,6 @@ relays:
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestEmuRun runs a relay from a config on loopback: a datagram crosses
 // with the configured delay, and stats are printed on exit.
 func TestEmuRun(t *testing.T) {
@@ -154,7 +135,7 @@ func TestEmuRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, cfg, out, slog.New(slog.DiscardHandler)) }()
 	re := regexp.MustCompile(`r1: listening on (\S+),`)
@@ -186,7 +167,7 @@ func TestEmuRun(t *testing.T) {
 	if el := time.Since(t0); el < 30*time.Millisecond {
 		t.Errorf("arrived after %v, before the 30 ms delay", el)
 	}
-	time.Sleep(120 * time.Millisecond) // at least one periodic stats line
+	testkit.WaitFor(t, "a periodic stats line", 2*time.Second, func() bool { return strings.Contains(out.String(), "r1 up") })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -56,11 +56,6 @@ func ClassifyOptions(ports, pts []string, noHeuristic bool) (classify.Options, e
 // and writes, to w, one line (or JSON object) per packet, or per flow with
 // summary. Errors are the capture's read errors and w's write errors.
 func Classify(w io.Writer, path string, opts classify.Options, summary, asJSON bool) error {
-	r, err := capture.Open(path)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
 	c, err := classify.New(opts)
 	if err != nil {
 		return err
@@ -70,22 +65,11 @@ func Classify(w io.Writer, path string, opts classify.Options, summary, asJSON b
 	keys := outputKeys(opts.Classes)
 	var (
 		md    classify.Metadata
-		fr    capture.Frame
 		line  []byte
 		flows = map[flowKey]*flowStats{}
 		order []*flowStats
 	)
-	for {
-		err := r.Next(&fr)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if fr.IP == nil {
-			continue
-		}
+	err = eachIPPacket(path, func(fr *capture.Frame) error {
 		reason := c.Parse(fr.IP, &md)
 		if summary {
 			fs := flows[newFlowKey(&md)]
@@ -95,17 +79,46 @@ func Classify(w io.Writer, path string, opts classify.Options, summary, asJSON b
 				order = append(order, fs)
 			}
 			fs.add(&md)
-			continue
+			return nil
 		}
 		line = appendPacket(line[:0], fr.Index, &md, keys, reason, asJSON)
-		if _, err := bw.Write(line); err != nil {
-			return err
-		}
+		_, err := bw.Write(line)
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	if summary {
 		return writeSummary(bw, order, asJSON)
 	}
 	return nil
+}
+
+// eachIPPacket opens the capture at path and calls fn, in order, with each
+// of its frames that carries an IP packet (fr.IP set). It returns the
+// capture's open and read errors, or fn's first error, which stops it.
+func eachIPPacket(path string, fn func(fr *capture.Frame) error) error {
+	r, err := capture.Open(path)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	var fr capture.Frame
+	for {
+		err := r.Next(&fr)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if fr.IP == nil {
+			continue
+		}
+		if err := fn(&fr); err != nil {
+			return err
+		}
+	}
 }
 
 // outputKey is a key printed per packet, with its name.

@@ -6,7 +6,6 @@ package inspect
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -182,33 +181,16 @@ func RulesExplain(stdout, stderr io.Writer, o ExplainOptions) error {
 	if err != nil {
 		return err
 	}
-	r, err := capture.Open(o.PcapPath)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-
 	var (
 		md      classify.Metadata
 		d       rules.Directive
-		fr      capture.Frame
 		total   int
 		flows   = map[explainFlow]*explainFlowStats{}
 		order   []*explainFlowStats
 		perRule = make([]int, set.Len())
 		noRule  int
 	)
-	for {
-		err := r.Next(&fr)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if fr.IP == nil {
-			continue
-		}
+	err = eachIPPacket(o.PcapPath, func(fr *capture.Frame) error {
 		c.Parse(fr.IP, &md)
 		set.Evaluate(&md, &ann, &d)
 		total++
@@ -241,6 +223,10 @@ func RulesExplain(stdout, stderr io.Writer, o ExplainOptions) error {
 				perRule[i]++
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 
 	w := bufio.NewWriter(stdout)

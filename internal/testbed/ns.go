@@ -40,6 +40,18 @@ type NS struct {
 // Tests use it to skip with a message.
 func IsRoot() bool { return os.Geteuid() == 0 }
 
+// Unavailable says why this process cannot build a testbed with TUN
+// devices (not root, or no /dev/net/tun), or returns "" when it can.
+func Unavailable() string {
+	if !IsRoot() {
+		return "needs root to create network namespaces and TUN devices (CI runs as root)"
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		return "/dev/net/tun is missing"
+	}
+	return ""
+}
+
 // NewNS creates a new named network namespace, visible in `ip netns list`,
 // called prefix + "<pid>-<n>" with n counting up per process, so parallel
 // runs and namespaces left behind by crashed runs never clash (a name taken

@@ -82,3 +82,30 @@ func (tb *Testbed) Close() error {
 	}
 	return nil
 }
+
+// UplinkVeth is one veth pair [Testbed.Uplinks] created: its name (the same
+// on both sides) and the addresses of its two ends.
+type UplinkVeth struct {
+	Name string
+	A, B netip.Prefix // a's end 10.net.I.2/24, b's end 10.net.I.1/24
+}
+
+// Uplinks joins a and b with n veth pairs owned by the testbed, the uplinks
+// of a bond between them: pair I is named "upI" on both sides, with
+// 10.net.I.2/24 on a and 10.net.I.1/24 on b. It returns the pairs in order,
+// or the first error (what it created is removed by Close).
+func (tb *Testbed) Uplinks(a, b *NS, n int, net byte) ([]UplinkVeth, error) {
+	out := make([]UplinkVeth, n)
+	for i := range out {
+		u := UplinkVeth{
+			Name: fmt.Sprintf("up%d", i),
+			A:    netip.PrefixFrom(netip.AddrFrom4([4]byte{10, net, byte(i), 2}), 24),
+			B:    netip.PrefixFrom(netip.AddrFrom4([4]byte{10, net, byte(i), 1}), 24),
+		}
+		if err := tb.Veth(a, u.Name, u.A, b, u.Name, u.B); err != nil {
+			return nil, err
+		}
+		out[i] = u
+	}
+	return out, nil
+}

@@ -10,11 +10,12 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/bondd/bondd/internal/testkit"
 	"github.com/vishvananda/netlink"
 )
 
@@ -27,18 +28,7 @@ func requireRoot(t *testing.T) {
 	if !IsRoot() {
 		t.Skip("skipping: needs root to create network namespaces and veth links (run as root, as CI does)")
 	}
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(3 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<16)
-				t.Errorf("goroutine leak: %d running, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
+	testkit.CheckLeaks(t)
 }
 
 // netnsNames returns the named namespaces, as `ip netns list` shows them.
@@ -130,20 +120,6 @@ func TestNewNSBadPrefix(t *testing.T) {
 	}
 }
 
-// udpEcho starts an echo loop on c that stops when c is closed.
-func udpEcho(c *net.UDPConn) {
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := c.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			c.WriteToUDPAddrPort(buf[:n], from)
-		}
-	}()
-}
-
 // ping sends one datagram from c to to and waits up to wait for the echo.
 func ping(c *net.UDPConn, to netip.AddrPort, wait time.Duration) error {
 	msg := []byte(time.Now().String())
@@ -163,18 +139,60 @@ func ping(c *net.UDPConn, to netip.AddrPort, wait time.Duration) error {
 	}
 }
 
-func TestVethUDP(t *testing.T) {
-	requireRoot(t)
-	tb := New(testPrefix)
-	defer tb.Close()
+// twoNS creates two namespaces owned by tb.
+func twoNS(t *testing.T, tb *Testbed) (a, b *NS) {
+	t.Helper()
 	a, err := tb.NewNS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := tb.NewNS()
+	if b, err = tb.NewNS(); err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+// TestUplinks checks the names and addresses of the veth uplinks, and that
+// each pair carries UDP.
+func TestUplinks(t *testing.T) {
+	requireRoot(t)
+	tb := New(testPrefix)
+	defer tb.Close()
+	a, b := twoNS(t, tb)
+	ups, err := tb.Uplinks(a, b, 2, 203)
 	if err != nil {
 		t.Fatal(err)
 	}
+	want := []UplinkVeth{
+		{"up0", netip.MustParsePrefix("10.203.0.2/24"), netip.MustParsePrefix("10.203.0.1/24")},
+		{"up1", netip.MustParsePrefix("10.203.1.2/24"), netip.MustParsePrefix("10.203.1.1/24")},
+	}
+	if !slices.Equal(ups, want) {
+		t.Fatalf("Uplinks = %v, want %v", ups, want)
+	}
+	for _, u := range ups {
+		srv, err := b.ListenUDP(netip.AddrPortFrom(u.B.Addr(), 7000).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		testkit.UDPEcho(srv)
+		cli, err := a.ListenUDP(netip.AddrPortFrom(u.A.Addr(), 0).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Close()
+		if err := ping(cli, netip.AddrPortFrom(u.B.Addr(), 7000), 2*time.Second); err != nil {
+			t.Errorf("%s: %v", u.Name, err)
+		}
+	}
+}
+
+func TestVethUDP(t *testing.T) {
+	requireRoot(t)
+	tb := New(testPrefix)
+	defer tb.Close()
+	a, b := twoNS(t, tb)
 	if err := tb.Veth(a, "va", netip.MustParsePrefix("10.200.0.1/24"), b, "vb", netip.MustParsePrefix("10.200.0.2/24")); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +205,7 @@ func TestVethUDP(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer srv.Close()
-		udpEcho(srv)
+		testkit.UDPEcho(srv)
 		cli, err := a.ListenUDP(fam.client)
 		if err != nil {
 			t.Fatal(err)
@@ -343,14 +361,7 @@ func TestCleanup(t *testing.T) {
 func TestTestbedCloseAfterPartialFailure(t *testing.T) {
 	requireRoot(t)
 	tb := New(testPrefix)
-	a, err := tb.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := tb.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := twoNS(t, tb)
 	if err := tb.Veth(a, "x0", netip.MustParsePrefix("10.202.0.1/24"), b, "x1", netip.MustParsePrefix("10.202.0.2/24")); err != nil {
 		t.Fatal(err)
 	}

@@ -5,32 +5,41 @@ import (
 	"context"
 	"errors"
 	"os"
-	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/bondd/bondd/internal/testkit"
 	"github.com/bondd/bondd/tun"
 	"github.com/bondd/bondd/tun/tuntest"
 )
 
 const offset = 16
 
-// checkGoroutineLeaks fails the test if, after its cleanups, more
-// goroutines run than when it started. Call it first in a test.
-func checkGoroutineLeaks(t *testing.T) {
+// blocksUntilClose runs call in a goroutine of the synctest bubble and
+// checks that it blocks until d.Close, and then returns os.ErrClosed:
+// synctest.Wait returns once the goroutine is durably blocked or done, so
+// "not returned yet" is checked without a sleep.
+func blocksUntilClose(t *testing.T, d *tuntest.Device, what string, call func() error) {
 	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(3 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				t.Errorf("goroutine leak: %d running, %d before", runtime.NumGoroutine(), before)
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
+	errc := make(chan error, 1)
+	go func() { errc <- call() }()
+	synctest.Wait()
+	select {
+	case err := <-errc:
+		t.Fatalf("%s returned %v before Close; want it to block", what, err)
+	default:
+	}
+	d.Close()
+	synctest.Wait()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("blocked %s returned %v after Close, want os.ErrClosed", what, err)
 		}
-	})
+	default:
+		t.Fatalf("Close did not unblock %s", what)
+	}
 }
 
 func bufs(n, size int) ([][]byte, []int) {
@@ -112,34 +121,17 @@ func TestWrite(t *testing.T) {
 // bubble: synctest.Wait returns once the reader is durably blocked (or has
 // returned), so "has not returned yet" is checked without a sleep.
 func TestCloseUnblocks(t *testing.T) {
-	checkGoroutineLeaks(t)
+	testkit.CheckLeaks(t)
 	synctest.Test(t, func(t *testing.T) {
 		d := tuntest.New(1280, 1)
 		if ev := <-d.Events(); ev != tun.EventUp {
 			t.Fatalf("first event %v, want EventUp", ev)
 		}
-		errc := make(chan error, 1)
-		go func() {
+		blocksUntilClose(t, d, "Read on an empty open device", func() error {
 			b, s := bufs(1, 100)
 			_, err := d.Read(b, s, offset)
-			errc <- err
-		}()
-		synctest.Wait()
-		select {
-		case err := <-errc:
-			t.Fatalf("Read on an empty open device returned %v before Close; want it to block", err)
-		default:
-		}
-		d.Close()
-		synctest.Wait()
-		select {
-		case err := <-errc:
-			if !errors.Is(err, os.ErrClosed) {
-				t.Errorf("blocked Read returned %v after Close, want os.ErrClosed", err)
-			}
-		default:
-			t.Fatal("Close did not unblock Read")
-		}
+			return err
+		})
 		if _, err := d.Write([][]byte{make([]byte, offset+1)}, offset); !errors.Is(err, os.ErrClosed) {
 			t.Errorf("Write after Close: %v, want os.ErrClosed", err)
 		}
@@ -207,24 +199,7 @@ func TestCloseUnblocksInject(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		errc := make(chan error, 1)
-		go func() { errc <- d.Inject([]byte{2}) }()
-		synctest.Wait()
-		select {
-		case err := <-errc:
-			t.Fatalf("Inject on a full queue returned %v before Close; want it to block", err)
-		default:
-		}
-		d.Close()
-		synctest.Wait()
-		select {
-		case err := <-errc:
-			if !errors.Is(err, os.ErrClosed) {
-				t.Errorf("blocked Inject returned %v after Close, want os.ErrClosed", err)
-			}
-		default:
-			t.Fatal("Close did not unblock Inject")
-		}
+		blocksUntilClose(t, d, "Inject on a full queue", func() error { return d.Inject([]byte{2}) })
 	})
 }
 
@@ -284,7 +259,7 @@ func TestInjectContext(t *testing.T) {
 }
 
 func TestConcurrent(t *testing.T) {
-	checkGoroutineLeaks(t)
+	testkit.CheckLeaks(t)
 	const packets = 5000
 	d := tuntest.New(1280, 8)
 	defer d.Close()

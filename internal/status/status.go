@@ -1,0 +1,319 @@
+// Package status is the status report of a running bondd: the document
+// (Report), its control socket (a Unix socket serving GET /status as JSON:
+// Serve, Fetch, SocketFree), and its text form (Print, Watch) for
+// `bondd status`. The daemon fills a Report from the tunnel's counters;
+// docs/operations.md explains the columns.
+package status
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/bondd/bondd/internal/config"
+	"github.com/bondd/bondd/tunnel"
+)
+
+// Report is the JSON document a running bondd serves on its control
+// socket (GET /status), and what its Prometheus collector exports.
+type Report struct {
+	Role         string        `json:"role"` // edge or concentrator
+	Version      string        `json:"version"`
+	Uptime       time.Duration `json:"uptime_ns"`               // since the daemon started
+	Rules        *Rules        `json:"rules,omitempty"`         // the rule file; nil without one
+	Bonds        []Bond        `json:"bonds"`                   // one on an edge, one per configured edge on a concentrator
+	NoRoute      uint64        `json:"no_route,omitempty"`      // concentrator: downlink packets with no edge
+	LinkLocal    uint64        `json:"link_local,omitempty"`    // concentrator: TUN packets to link-scope destinations, not routed
+	AuthFailures uint64        `json:"auth_failures,omitempty"` // concentrator: refused path connections
+}
+
+// Bond is one bond's counters and the inner addresses it carries.
+type Bond struct {
+	tunnel.BondStats
+	// Addresses are the edge's inner addresses: its TUN addresses on the
+	// edge, its allowed prefixes on the concentrator.
+	Addresses []netip.Prefix `json:"addresses,omitempty"`
+}
+
+// Rules describes the rule set in force.
+type Rules struct {
+	File string `json:"file"`
+	// Version counts the sets installed since the daemon started: 1 is the
+	// one loaded at start, and each successful reload adds one. Rule hit
+	// counters restart from zero with each version.
+	Version        uint64    `json:"version"`
+	Loaded         time.Time `json:"loaded"` // when this version was installed
+	Rules          int       `json:"rules"`
+	Reloads        uint64    `json:"reloads"`         // reloads tried after the first load
+	ReloadFailures uint64    `json:"reload_failures"` // reloads that kept the running set
+}
+
+// Serve serves GET /status, the report of src, as JSON on a Unix
+// socket at path, mode 0600 (root only). A stale socket file from a dead
+// process is replaced.
+func Serve(path string, src func() Report) (io.Closer, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	if err := SocketFree(path); err != nil {
+		return nil, err
+	}
+	os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(src())
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return srv, nil
+}
+
+// SocketFree returns an error when another bondd answers on path.
+// bondd run checks it before it touches the TUN or the routes, so a second
+// daemon started by mistake cannot disturb the running one.
+func SocketFree(path string) error {
+	if c, err := net.Dial("unix", path); err == nil {
+		c.Close()
+		return fmt.Errorf("control socket %s is in use by another bondd", path)
+	}
+	return nil
+}
+
+// Fetch reads the status document from the control socket at path.
+func Fetch(ctx context.Context, path string) (*Report, error) {
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		},
+	}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://bondd/status", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("no bondd answering on %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	var r Report
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+const (
+	// Timeout bounds one request to the control socket in [Watch].
+	Timeout = 5 * time.Second
+	// clearScreen moves the cursor home and clears a VT100 terminal.
+	clearScreen = "\x1b[H\x1b[2J"
+)
+
+// Watch prints the status every interval until ctx is done. On a
+// terminal (clear) each report replaces the previous one; otherwise
+// reports follow each other, separated by a blank line, or one JSON
+// document per line. A failed request is printed and retried, so the
+// watch outlives a daemon restart.
+func Watch(ctx context.Context, w io.Writer, sock string, interval time.Duration, asJSON, clear bool) error {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var buf bytes.Buffer
+	for first := true; ; first = false {
+		rctx, cancel := context.WithTimeout(ctx, min(Timeout, max(interval, time.Second)))
+		r, err := Fetch(rctx, sock)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		now := time.Now()
+		buf.Reset()
+		switch {
+		case asJSON && err == nil:
+			json.NewEncoder(&buf).Encode(r)
+		case asJSON:
+			json.NewEncoder(&buf).Encode(struct {
+				Time  time.Time `json:"time"`
+				Error string    `json:"error"`
+			}{now, err.Error()})
+		default:
+			if clear {
+				buf.WriteString(clearScreen)
+			} else if !first {
+				buf.WriteString("\n")
+			}
+			fmt.Fprintf(&buf, "every %s, %s\n", interval, now.Format(time.DateTime))
+			if err != nil {
+				fmt.Fprintf(&buf, "%v\n", err)
+			} else {
+				Print(&buf, r, now)
+			}
+		}
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return err // a closed pipe: stop
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// Print prints r as text; now dates the rule set's load time.
+func Print(w io.Writer, r *Report, now time.Time) {
+	fmt.Fprintf(w, "%s, %s, up %s\n", r.Role, r.Version, r.Uptime.Round(time.Second))
+	if rs := r.Rules; rs != nil {
+		fmt.Fprintf(w, "rules %s: version %d, %d rules, loaded %s (%s ago); %d reloads, %d failed\n", rs.File, rs.Version, rs.Rules,
+			rs.Loaded.Format(time.DateTime), now.Sub(rs.Loaded).Round(time.Second), rs.Reloads, rs.ReloadFailures)
+	}
+	if r.Role == config.RoleConcentrator {
+		fmt.Fprintf(w, "refused connections: %d, downlink packets without a bond: %d, link-local packets not routed: %d\n", r.AuthFailures, r.NoRoute, r.LinkLocal)
+	}
+	for _, b := range r.Bonds {
+		fmt.Fprintf(w, "\nbond %s (id %x), up %s, mtu %d, addresses %s: tx %d rx %d packets\n", b.EdgeID, b.BondID,
+			b.Uptime.Round(time.Second), b.MTU, formatPrefixes(b.Addresses), b.TxPackets, b.RxPackets)
+		fmt.Fprintf(w, "  drops:")
+		for _, r := range tunnel.BondDropReasons {
+			fmt.Fprintf(w, " %s %d", r, b.Drops[r])
+		}
+		fmt.Fprintln(w)
+		if f := b.FEC; f != nil {
+			fmt.Fprintf(w, "  fec %s: coding rate %.3f, %d parity sent, %d skipped, %d blocks by k, %d by timer; received %d parity, recovered %d, lost %d (residual %.2f %%)\n",
+				f.Mode, f.CodingRate, f.ParitySent, f.ParitySkipped, f.BlocksByK, f.BlocksByTimer, f.ParityReceived, f.Recovered, f.Lost, 100*f.ResidualLoss)
+		}
+		if r := b.Rules; r != nil {
+			fmt.Fprintf(w, "  rule hits:")
+			for _, h := range r.Rules {
+				fmt.Fprintf(w, " %s=%d", h.ID, h.Hits)
+			}
+			fmt.Fprintln(w)
+		}
+		var total uint64
+		for _, p := range b.Paths {
+			total += p.TxPackets + p.RxPackets
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  path\tstatus\tlanes\tshare\tsrtt\tmin rtt\tcwnd\tcapacity\tlost/sent\ttx pkts\ttx bytes\trx pkts\trx bytes\tqueue\tdrops "+pathDropsHeader+"\tlabels\tlast error")
+		for _, p := range b.Paths {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%d\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", p.Name, p.Status,
+				formatLanes(p), formatShare(p.TxPackets+p.RxPackets, total),
+				p.SmoothedRTT.Round(10*time.Microsecond), p.MinRTT.Round(10*time.Microsecond), p.CongestionWindow,
+				formatRate(p.CapacityBps), p.PacketsLost, p.PacketsSent, p.TxPackets, formatBytes(p.TxBytes), p.RxPackets, formatBytes(p.RxBytes), p.QueueLen,
+				formatPathDrops(p.Drops), formatLabels(p.Labels), p.LastError)
+		}
+		tw.Flush()
+	}
+}
+
+// pathDropsHeader names the path drop reasons in the order formatPathDrops
+// prints them.
+var pathDropsHeader = func() string {
+	var names []string
+	for _, r := range tunnel.PathDropReasons {
+		names = append(names, r.String())
+	}
+	return strings.Join(names, "/")
+}()
+
+// formatPathDrops is a path's drops in the order of pathDropsHeader,
+// separated by slashes.
+func formatPathDrops(d tunnel.DropCounts) string {
+	var b strings.Builder
+	for i, r := range tunnel.PathDropReasons {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		fmt.Fprint(&b, d[r])
+	}
+	return b.String()
+}
+
+// formatLanes is the number of live lanes, with the lane mode when the
+// edge reports one ("3 auto").
+func formatLanes(p tunnel.PathStats) string {
+	if p.LaneMode == "" {
+		return fmt.Sprint(len(p.Lanes))
+	}
+	return fmt.Sprintf("%d %s", len(p.Lanes), p.LaneMode)
+}
+
+// formatRate is a bit rate in Mbit/s, or "-" before the first RTT sample.
+func formatRate(bps uint64) string {
+	if bps == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f Mbit/s", float64(bps)/1e6)
+}
+
+// formatShare is part/total as a percentage, or "-" when total is zero.
+func formatShare(part, total uint64) string {
+	if total == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f %%", 100*float64(part)/float64(total))
+}
+
+// formatBytes is n in B, KiB, MiB, GiB or TiB, three significant digits.
+func formatBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n)/unit, 0
+	for v >= unit && i < 3 {
+		v /= unit
+		i++
+	}
+	prec := 2
+	if v >= 100 {
+		prec = 0
+	} else if v >= 10 {
+		prec = 1
+	}
+	return fmt.Sprintf("%.*f %ciB", prec, v, "KMGT"[i])
+}
+
+// formatLabels is k=v,... sorted by key, or "-".
+func formatLabels(l map[string]string) string {
+	if len(l) == 0 {
+		return "-"
+	}
+	kv := make([]string, 0, len(l))
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		kv = append(kv, k+"="+l[k])
+	}
+	return strings.Join(kv, ",")
+}
+
+// formatPrefixes is a comma-separated list, or "-".
+func formatPrefixes(ps []netip.Prefix) string {
+	if len(ps) == 0 {
+		return "-"
+	}
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
