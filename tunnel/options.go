@@ -34,7 +34,7 @@ const quicDatagramOverhead = 37
 
 // MTUFor returns the inner (TUN) MTU, in bytes, that fits in one datagram
 // from the first packet of a connection whose QUIC packets are
-// initialPacketSize bytes: the datagram payload limit minus MaxHeaderLen,
+// initialPacketSize bytes: the datagram payload limit minus HeaderBudget,
 // rounded down to a multiple of 8. For the default 1360 it is 1280; for
 // QUIC's minimum 1200 it is 1120; for 1452 (a full 1500-byte IPv4 path) 1368.
 //
@@ -48,7 +48,7 @@ const quicDatagramOverhead = 37
 // is below 1388 bytes (1360 + IPv4 and UDP headers) fails the handshake; set
 // initial_packet_size_bytes lower for it and accept an IPv4-only tunnel.
 func MTUFor(initialPacketSize int) int {
-	return (initialPacketSize - quicDatagramOverhead - MaxHeaderLen) &^ 7
+	return (initialPacketSize - quicDatagramOverhead - HeaderBudget) &^ 7
 }
 
 // PathOptions tunes every path of a bond. The zero value is valid: each zero
