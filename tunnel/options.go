@@ -61,6 +61,13 @@ type PathOptions struct {
 	RedialMin         time.Duration // first redial backoff
 	RedialMax         time.Duration // backoff cap
 	InitialPacketSize int           // QUIC packet size from the first packet, bytes (1200..1452)
+	// RateControl is who decides each path's sending rate:
+	// RateControlBondd (pacing at the target of bondd's per-path rate
+	// estimator, fed by the receiver's reports; ratectl.go) or
+	// RateControlQUIC (quic-go's congestion control alone, the behaviour
+	// before rate control). Empty: RateControlQUIC. Each end decides for
+	// what it sends.
+	RateControl string
 	// QlogDir, when set, is an existing directory where quic-go writes the
 	// qlog of every path connection, one <odcid>_<client|server>.sqlog
 	// file each (see qlogFile), for debugging. Optional; empty: no qlog.
@@ -84,6 +91,9 @@ func (o PathOptions) withDefaults() PathOptions {
 	if o.InitialPacketSize == 0 {
 		o.InitialPacketSize = DefaultInitialPacketSize
 	}
+	if o.RateControl == "" {
+		o.RateControl = RateControlQUIC
+	}
 	return o
 }
 
@@ -95,6 +105,8 @@ func (o PathOptions) validate() error {
 		return fmt.Errorf("initial packet size %d bytes is outside 1200..1452", o.InitialPacketSize)
 	case o.RedialMax < o.RedialMin:
 		return errors.New("redial_max is below redial_min")
+	case o.RateControl != RateControlQUIC && o.RateControl != RateControlBondd:
+		return fmt.Errorf("rate control %q is neither %q nor %q", o.RateControl, RateControlBondd, RateControlQUIC)
 	}
 	return nil
 }
