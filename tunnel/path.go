@@ -142,6 +142,7 @@ func (p *path) stats(now time.Time) PathStats {
 		RxBytes:          p.rxBytes.Load(),
 		Drops:            p.drops.snapshot(PathDropReasons),
 		Rescued:          p.rescued.Load(),
+		Rate:             p.rc.stats(),
 	}
 	if srtt := s.SmoothedRTT; srtt > 0 {
 		s.CapacityBps = uint64(float64(s.CongestionWindow) * 8 / srtt.Seconds())

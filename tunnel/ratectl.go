@@ -61,6 +61,7 @@ const (
 	rateFeedbackMin = 50 * time.Millisecond  // the shortest feedback interval (GCC: 50–100 ms)
 	rateStaleMin    = 500 * time.Millisecond // no report for this long (or 4 sRTT) while sending: fall back
 	rateQuietAfter  = time.Second            // empty reports continue this long after the last datagram
+	lossProbeEvery  = 100 * time.Millisecond // a lossy path gets a copy of one packet this often
 	pacerBurstTime  = 4 * time.Millisecond   // the bucket holds this much at the target rate, at least DefaultPacerBurst
 )
 
@@ -79,9 +80,9 @@ type rateCtl struct {
 	// Receiver.
 	meterMu  sync.Mutex
 	meter    policy.RateMeter
-	lastRxNs atomic.Int64                   // unix ns of the last metered datagram
-	owner    atomic.Pointer[quic.Conn]      // the connection whose routine sends this path's reports
-	sentFb   atomic.Uint64                  // reports sent
+	lastRxNs atomic.Int64                      // unix ns of the last metered datagram
+	owner    atomic.Pointer[quic.Conn]         // the connection whose routine sends this path's reports
+	sentFb   atomic.Uint64                     // reports sent
 	lastFb   atomic.Pointer[policy.RateReport] // the last report sent, for the status
 
 	// Sender.
@@ -94,6 +95,8 @@ type rateCtl struct {
 	target    atomic.Uint64 // float64 bits, bytes/s: what the pacer releases
 	reports   atomic.Uint64 // reports received
 	fallbacks atomic.Uint64 // halvings for want of reports
+
+	probeAt int64 // unix ns of the last loss probe; the TUN reader's (probeLossy)
 
 	pacerMu   sync.Mutex
 	pacer     policy.Pacer
@@ -350,4 +353,86 @@ func (b *Bond) onRateFeedback(m *ctrlmsg.RateFeedback, now time.Time) {
 			return
 		}
 	}
+}
+
+// RateStats is a path's rate control as the status shows it.
+type RateStats struct {
+	// Mode is RateControlBondd or RateControlQUIC, this end's setting;
+	// Active reports that the path paces by rate (bondd, and the peer
+	// negotiated the "rate" capability).
+	Mode   string `json:"mode"`
+	Active bool   `json:"active"`
+	// TargetBps is the pacer's rate, DeliveryBps the smoothed rate the
+	// peer received, CapacityBps the last bottleneck sample, bit/s.
+	TargetBps   uint64 `json:"target_bps"`
+	DeliveryBps uint64 `json:"delivery_bps"`
+	CapacityBps uint64 `json:"capacity_bps"`
+	// QueueDelay is the peer-measured queueing delay of the path.
+	QueueDelay time.Duration `json:"queue_delay_ns"`
+	// Loss is the receiver-seen datagram loss rate over about a second,
+	// 0–1 (gaps in the per-path sequence).
+	Loss float64 `json:"loss"`
+	// HeldBackBytes is the bytes that waited for the pacer; ReleasedBytes
+	// all bytes the lanes handed to QUIC.
+	HeldBackBytes uint64 `json:"held_back_bytes"`
+	ReleasedBytes uint64 `json:"released_bytes"`
+	// Reports counts the peer's reports received; Fallbacks the target
+	// halvings for want of them; Overuses the estimator's back-offs.
+	Reports   uint64 `json:"reports"`
+	Fallbacks uint64 `json:"fallbacks"`
+	Overuses  uint64 `json:"overuses"`
+	// FeedbackSent counts the reports this end sent about what it
+	// received on the path.
+	FeedbackSent uint64 `json:"feedback_sent"`
+}
+
+// stats returns the path's rate statistics, nil when the peer never
+// negotiated the capability.
+func (rc *rateCtl) stats() *RateStats {
+	if !rc.peer.Load() {
+		return nil
+	}
+	mode := RateControlQUIC
+	if rc.on {
+		mode = RateControlBondd
+	}
+	s := &RateStats{Mode: mode, Active: rc.active(), HeldBackBytes: rc.heldBack.Load(), ReleasedBytes: rc.released.Load(),
+		Reports: rc.reports.Load(), Fallbacks: rc.fallbacks.Load(), FeedbackSent: rc.sentFb.Load()}
+	if e := rc.estimate.Load(); e != nil {
+		s.DeliveryBps, s.CapacityBps = uint64(e.Delivery*8), uint64(e.Capacity*8)
+		s.QueueDelay, s.Loss, s.Overuses = e.QueueDelay, e.Loss, e.Overuses
+	}
+	if rc.active() {
+		s.TargetBps = uint64(rc.targetRate() * 8)
+	} else if e := rc.estimate.Load(); e != nil {
+		s.TargetBps = uint64(e.Target * 8)
+	}
+	return s
+}
+
+// probeLossy adds to the k picks of a packet (out of set, at now) a copy
+// for each rate-controlled path that the scheduler avoids for its loss,
+// at most one every lossProbeEvery per path: the copies cost nothing in
+// loss (the receiver keeps the first of each sequence number) and keep
+// the path's loss figure fresh, so it turns ACTIVE again when its loss
+// ends. It returns the new number of picks. Called only from the TUN
+// reader; allocation-free.
+func (b *Bond) probeLossy(set *pathSet, picks []int, k int, now time.Time) int {
+	ns := now.UnixNano()
+	for i, p := range set.paths {
+		if k >= len(picks) || !p.rc.active() || ns-p.rc.probeAt < int64(lossProbeEvery) ||
+			p.state.ReceiverLoss(now) < policy.LossRecovered || p.state.LinkStatus(now) == policy.StatusUnavailable {
+			continue
+		}
+		picked := false
+		for _, j := range picks[:k] {
+			picked = picked || j == i
+		}
+		if !picked {
+			picks[k] = i
+			k++
+			p.rc.probeAt = ns
+		}
+	}
+	return k
 }

@@ -124,6 +124,7 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 		b.drops.add(DropNoPath)
 		return false
 	}
+	k = b.probeLossy(set, b.picks, k, now) // rate control: keep a lossy path's loss figure fresh
 	if dir != nil {
 		b.rules.track(set.states, b.picks[:k], n, now)
 	}

@@ -1,0 +1,154 @@
+package tunnel
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bondd/bondd/emu"
+)
+
+// loadResult is what runLoad counts: datagrams sent and delivered of the
+// bulk flow and of the ping-like flow.
+type loadResult struct {
+	bulkSent, bulkGot, pingSent, pingGot int
+}
+
+func (r loadResult) bulkLoss() float64 { return 1 - float64(r.bulkGot)/float64(r.bulkSent) }
+func (r loadResult) pingLoss() float64 { return 1 - float64(r.pingGot)/float64(r.pingSent) }
+
+// runLoad sends a bulk UDP flow of bulkBps (1000-byte packets) and a
+// 10 packets/s ping-like flow (100-byte packets) through the edge for
+// warm + measure, and counts the packets of the measured part that come
+// out of the concentrator's TUN.
+func runLoad(t *testing.T, tb *testBond, bulkBps int, warm, measure time.Duration) loadResult {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	got := map[uint64]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case pkt := <-tb.concDev.Outbound():
+				if len(pkt) >= 28+9 {
+					mu.Lock()
+					got[binary.BigEndian.Uint64(pkt[28+1:])|uint64(pkt[28])<<56] = true
+					mu.Unlock()
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	const bulkSize, pingSize = 1000, 100
+	interval := time.Duration(float64(time.Second) * bulkSize * 8 / float64(bulkBps))
+	bulk := make([]byte, bulkSize-28)
+	ping := make([]byte, pingSize-28)
+	var r loadResult
+	var measured []uint64
+	start := time.Now()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	nextPing := start
+	for i := uint64(0); ; i++ {
+		now := <-tick.C
+		el := now.Sub(start)
+		if el > warm+measure {
+			break
+		}
+		in := el >= warm
+		bulk[0] = 'b'
+		binary.BigEndian.PutUint64(bulk[1:], i)
+		tb.edgeDev.Inject(udp4(edgeAddr, srvAddr, bulk))
+		if in {
+			r.bulkSent++
+			measured = append(measured, uint64('b')<<56|i)
+		}
+		if !now.Before(nextPing) {
+			nextPing = nextPing.Add(100 * time.Millisecond)
+			ping[0] = 'p'
+			binary.BigEndian.PutUint64(ping[1:], i)
+			tb.edgeDev.Inject(udp4(edgeAddr, srvAddr, ping))
+			if in {
+				r.pingSent++
+				measured = append(measured, uint64('p')<<56|i)
+			}
+		}
+	}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got)
+	}
+	waitSettled(count, 400*time.Millisecond)
+	cancel()
+	<-done
+	for _, k := range measured {
+		if got[k] {
+			if k>>56 == 'b' {
+				r.bulkGot++
+			} else {
+				r.pingGot++
+			}
+		}
+	}
+	return r
+}
+
+// TestRateControlOneBadPath is the one-bad-path case of issue "rate
+// control": three paths of about 10, 20 and 35 ms RTT, 3 Mbit/s each, the
+// lowest-RTT one losing 50 % at random, carry a 4 Mbit/s bulk flow (it
+// needs two paths) and a 10 packets/s ping-like flow. With rate control
+// the end-to-end loss of each flow must stay within 0.1 point of the two
+// good paths alone.
+func TestRateControlOneBadPath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("emulated-path run skipped in -short mode")
+	}
+	good := []emu.RelayLink{symmetric(10*time.Millisecond, 3*emu.Mbps, 0), symmetric(17*time.Millisecond, 3*emu.Mbps, 0)}
+	bad := symmetric(5*time.Millisecond, 3*emu.Mbps, 0.5)
+	run := func(links []emu.RelayLink) (loadResult, BondStats) {
+		tb := newTestBondWith(t, token, len(links), func(o *EdgeOptions) {
+			o.FEC = FECOptions{Mode: FECOff}
+			o.Paths.RateControl = RateControlBondd
+			for i := range o.Uplinks {
+				o.Uplinks[i].Lanes = 1
+			}
+			viaRelays(t, o, links, 1)
+		})
+		tb.waitActive(t, len(links))
+		r := runLoad(t, tb, 4_000_000, 3*time.Second, 6*time.Second)
+		return r, tb.edge.Bond().Stats()
+	}
+	base, _ := run(good)
+	got, st := run(append([]emu.RelayLink{bad}, good...))
+	for _, p := range st.Paths {
+		rate := RateStats{}
+		if p.Rate != nil {
+			rate = *p.Rate
+		}
+		t.Logf("path %s: %s %s, tx %d, target %.2f Mbit/s, delivery %.2f Mbit/s, loss %.3f, reports %d, held back %d B",
+			p.Name, p.Status, p.StatusReason, p.TxPackets, float64(rate.TargetBps)/1e6, float64(rate.DeliveryBps)/1e6,
+			rate.Loss, rate.Reports, rate.HeldBackBytes)
+	}
+	t.Logf("two good paths: bulk loss %.4f (%d/%d), ping loss %.4f (%d/%d)", base.bulkLoss(), base.bulkGot, base.bulkSent,
+		base.pingLoss(), base.pingGot, base.pingSent)
+	t.Logf("with the bad path: bulk loss %.4f (%d/%d), ping loss %.4f (%d/%d)", got.bulkLoss(), got.bulkGot, got.bulkSent,
+		got.pingLoss(), got.pingGot, got.pingSent)
+	if got.bulkLoss() > base.bulkLoss()+0.001 {
+		t.Errorf("bulk loss %.4f with the bad path, %.4f without", got.bulkLoss(), base.bulkLoss())
+	}
+	if got.pingLoss() > base.pingLoss()+0.001 {
+		t.Errorf("ping loss %.4f with the bad path, %.4f without", got.pingLoss(), base.pingLoss())
+	}
+	if bp := st.Paths[0]; bp.Rate == nil || bp.Rate.Loss < 0.3 || bp.StatusReason != "loss" {
+		t.Errorf("bad path: %+v, want receiver-seen loss about 0.5 and DEGRADED (loss)", bp.Rate)
+	}
+	_ = fmt.Sprint
+}
