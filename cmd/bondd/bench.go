@@ -84,6 +84,7 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 	f.BoolVar(&o.Inprocess, "inprocess", false, "run in one process without TUN devices even as root")
 	f.StringSliceVar(&o.Configs, "configs", nil, "run only these configurations (comma-separated names)")
 	f.StringVar(&lanesFlag, "lanes", "auto", fmt.Sprintf("s1, s2: QUIC connections per uplink, auto or 1..%d", tunnel.MaxLanes))
+	f.StringVar(&o.RateControl, "rate-control", tunnel.RateControlBondd, "who decides each path's rate: bondd (pacing at a per-path estimate) or quic (quic-go's congestion control)")
 	f.BoolVar(&o.Align, "align", true, "s2: start each configuration at the same phase of the UTC minute's 15-s reconfiguration cycle (waits up to 15 s each)")
 	return cmd
 }

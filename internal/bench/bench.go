@@ -79,6 +79,11 @@ type Options struct {
 	// Lanes is every uplink's lanes setting in S1 and S2
 	// (tunnel.LanesAuto by default); the lanes scenario sets its own.
 	Lanes int
+	// RateControl is both ends' tunnel.PathOptions.RateControl in every
+	// configuration: tunnel.RateControlBondd or tunnel.RateControlQUIC
+	// (empty: quic-go's congestion control, the behaviour before rate
+	// control).
+	RateControl string
 }
 
 // benchHeader is what results.json says about the run as a whole.
@@ -90,6 +95,8 @@ type benchHeader struct {
 	Traces    []string  `json:"traces"`     // trace files replayed, relative to the traces folder, or ["builtin"]
 	Started   time.Time `json:"started"`    // wall clock at the start of the run
 	Command   string    `json:"command"`    // the command line that reproduces the run
+	// RateControl is the run's Options.RateControl ("" for quic).
+	RateControl string `json:"rate_control,omitempty"`
 }
 
 // Run runs o.Scenario and writes its results into o.Out.

@@ -126,7 +126,7 @@ func runLanes(ctx context.Context, o Options, out io.Writer) error {
 		return err
 	}
 	rep := lanesReport{
-		benchHeader: benchHeader{Scenario: Lanes, Seed: o.Seed, DurationS: o.Duration.Seconds(),
+		benchHeader: benchHeader{RateControl: o.RateControl, Scenario: Lanes, Seed: o.Seed, DurationS: o.Duration.Seconds(),
 			Traces: []string{"none (loss models)"}, Started: time.Now().UTC(), Command: o.commandLine()},
 		RateMbps: lanesRateMbps, BaseOWDms: float64(lanesDelay) / 1e6, PacketBytes: demo.PacketBytes,
 	}
@@ -178,7 +178,7 @@ func runLanesConfig(ctx context.Context, o Options, sc emu.Scenario, lanes int, 
 	if err != nil {
 		return lanesResult{}, "", err
 	}
-	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, FEC: tunnel.FECOptions{Mode: tunnel.FECOff}, Picker: picker, Lanes: lanes}
+	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, FEC: tunnel.FECOptions{Mode: tunnel.FECOff}, Picker: picker, Lanes: lanes, RateControl: o.RateControl}
 	flow := newCBRFlow(lanesRateMbps, demo.PacketBytes, o.Duration)
 	var (
 		mu                 sync.Mutex

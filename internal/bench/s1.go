@@ -155,7 +155,7 @@ func runS1(ctx context.Context, o Options, out io.Writer) error {
 		return err
 	}
 	rep := s1Report{
-		benchHeader: benchHeader{Scenario: S1, Seed: o.Seed, DurationS: o.Duration.Seconds(),
+		benchHeader: benchHeader{RateControl: o.RateControl, Scenario: S1, Seed: o.Seed, DurationS: o.Duration.Seconds(),
 			Traces: scenarioTraces(sc, o.Traces), Started: time.Now().UTC(), Command: o.commandLine()},
 		RateMbps: s1RateMbps, PacketBytes: demo.PacketBytes,
 		PaperFigures: s1Paper,
@@ -213,7 +213,7 @@ func runS1Config(ctx context.Context, o Options, sc emu.Scenario, c s1Config, ou
 	if err != nil {
 		return s1Result{}, "", err
 	}
-	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, FEC: c.fec, Picker: picker, Lanes: o.Lanes}
+	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, FEC: c.fec, Picker: picker, Lanes: o.Lanes, RateControl: o.RateControl}
 	if c.rules != "" {
 		if bo.Rules, err = compileRules(c.name+".yaml", c.rules); err != nil {
 			return s1Result{}, "", err

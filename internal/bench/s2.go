@@ -284,7 +284,7 @@ func runS2(ctx context.Context, o Options, out io.Writer) error {
 		return err
 	}
 	rep := s2Report{
-		benchHeader: benchHeader{Scenario: S2, Seed: o.Seed, DurationS: o.Duration.Seconds(),
+		benchHeader: benchHeader{RateControl: o.RateControl, Scenario: S2, Seed: o.Seed, DurationS: o.Duration.Seconds(),
 			Traces: scenarioTraces(sc, o.Traces), Started: time.Now().UTC(), Command: o.commandLine()},
 		Video: fmt.Sprintf("SVC as RTP H.264, %d fps, %d-frame GOP, I %d B, P layers 0/1/2 %d/%d/%d B, 12/12/25 per GOP",
 			videoFPS, videoGOPFrames, videoIBytes, videoPBytes[0], videoPBytes[1], videoPBytes[2]),
@@ -351,7 +351,7 @@ func runS2Config(ctx context.Context, o Options, sc emu.Scenario, c s2Config, ou
 			return s2Result{}, "", err
 		}
 	}
-	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, Picker: picker, Lanes: o.Lanes,
+	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, Picker: picker, Lanes: o.Lanes, RateControl: o.RateControl,
 		FEC:      tunnel.FECOptions{Mode: tunnel.FECAdaptive},
 		Classify: classify.Options{PayloadTypes: map[uint8]classify.Codec{videoPT: classify.CodecH264}},
 		// The satellite uplink has Starlink's reconfiguration schedule

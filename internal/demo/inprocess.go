@@ -27,6 +27,13 @@ var demoMTU = tunnel.MTUFor(tunnel.DefaultInitialPacketSize)
 // noticed and redialled within a couple of seconds.
 var demoPathOptions = tunnel.PathOptions{IdleTimeout: 3 * time.Second, RedialMax: 2 * time.Second}
 
+// pathOptions returns demoPathOptions with o's rate control.
+func (o BedOptions) pathOptions() tunnel.PathOptions {
+	po := demoPathOptions
+	po.RateControl = o.RateControl
+	return po
+}
+
 // newInprocessBed runs the edge, the concentrator and one emu relay per path
 // in this process, over loopback UDP, with in-memory TUN devices.
 func newInprocessBed(o BedOptions) (*Bed, error) {
@@ -49,7 +56,7 @@ func newInprocessBed(o BedOptions) (*Bed, error) {
 	}
 	concDev, edgeDev := tuntest.New(demoMTU, 8), tuntest.New(demoMTU, 8)
 	conc, err := tunnel.NewConcentrator(tunnel.ConcentratorOptions{
-		Device: concDev, MTU: demoMTU, Conn: pc, TLS: tunnel.ServerTLS(cert, nil), Paths: demoPathOptions, FEC: fopts, Picker: picker,
+		Device: concDev, MTU: demoMTU, Conn: pc, TLS: tunnel.ServerTLS(cert, nil), Paths: o.pathOptions(), FEC: fopts, Picker: picker,
 		Edges: []tunnel.EdgeAuth{{ID: "demo-edge", Token: demoToken, AllowedPrefixes: []netip.Prefix{demoEdgeInner.Masked()}}},
 	})
 	if err != nil {
@@ -84,7 +91,7 @@ func newInprocessBed(o BedOptions) (*Bed, error) {
 	}
 	edge, err := tunnel.NewEdge(tunnel.EdgeOptions{
 		ID: "demo-edge", Device: edgeDev, MTU: demoMTU, Concentrator: concAddr.String(), TLS: tlsConf,
-		Token: demoToken, Uplinks: uplinks, Paths: demoPathOptions, FEC: fopts, Picker: picker,
+		Token: demoToken, Uplinks: uplinks, Paths: o.pathOptions(), FEC: fopts, Picker: picker,
 		Rules: o.Rules, Classify: o.Classify,
 	})
 	if err != nil {

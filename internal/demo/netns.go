@@ -79,7 +79,7 @@ func newNetnsBed(o BedOptions) (bed *Bed, err error) {
 		return nil, fmt.Errorf("concentrator namespace: %w", err)
 	}
 	conc, err := tunnel.NewConcentrator(tunnel.ConcentratorOptions{
-		Device: concDev, MTU: demoMTU, Conn: pc, TLS: tunnel.ServerTLS(cert, nil), Paths: demoPathOptions, FEC: fopts, Picker: picker,
+		Device: concDev, MTU: demoMTU, Conn: pc, TLS: tunnel.ServerTLS(cert, nil), Paths: o.pathOptions(), FEC: fopts, Picker: picker,
 		Edges: []tunnel.EdgeAuth{{ID: "demo-edge", Token: demoToken, AllowedPrefixes: []netip.Prefix{demoEdgeInner.Masked()}}},
 	})
 	if err != nil {
@@ -137,7 +137,7 @@ func newNetnsBed(o BedOptions) (bed *Bed, err error) {
 	}
 	edge, err := tunnel.NewEdge(tunnel.EdgeOptions{
 		ID: "demo-edge", Device: edgeDev, MTU: demoMTU, Concentrator: concWAN.String(), TLS: tlsConf,
-		Token: demoToken, Uplinks: uplinks, Paths: demoPathOptions, FEC: fopts, Picker: picker,
+		Token: demoToken, Uplinks: uplinks, Paths: o.pathOptions(), FEC: fopts, Picker: picker,
 		Rules: o.Rules, Classify: o.Classify, Logger: demoLogger(),
 		Listen: func(ctx context.Context, u tunnel.UplinkOptions) (pc net.PacketConn, err error) {
 			err = nsEdge.Do(func() error { pc, err = tunnel.ListenUplink(ctx, u); return err })
