@@ -436,3 +436,75 @@ func (b *Bond) probeLossy(set *pathSet, picks []int, k int, now time.Time) int {
 	}
 	return k
 }
+
+// Lane sizing under rate control. quic-go's windows must never bind below
+// the target: the lanes' windows together must hold target × sRTT ×
+// policy.DefaultLaneHeadroom, and the largest burst offered to the path in
+// the last laneBurstMemory (a keyframe), so the next one leaves at the
+// pacing rate. A lane's window is predicted from the receiver-seen loss
+// (policy.RenoWindow): on a loss-free path one lane holds any rate. An
+// added lane that did not raise the delivery rate is taken back
+// (policy.LaneTrial). Lanes are added at once, ahead of the next burst,
+// and removed only after laneShrinkAfter of lower demand.
+
+// Lane sizing timing.
+const (
+	laneBurstMemory = 4 * time.Second  // how long the largest burst is remembered
+	laneShrinkAfter = 10 * time.Second // lower demand for this long removes lanes
+)
+
+// laneSizer is the rate-control lane decision of one path; routineUplink
+// owns it. The zero value is ready.
+type laneSizer struct {
+	trial     policy.LaneTrial
+	offeredAt uint64    // queue bytes offered at the last sample
+	lastAt    time.Time // the last sample
+	bursts    [int(laneBurstMemory / policy.LaneSampleEvery)]int
+	head      int
+	lowSince  time.Time // since when fewer lanes would do; zero: not so
+}
+
+// decide returns the lane change the path p wants at now, with n lanes
+// live or asked for, as a policy.LaneDecision for routineUplink's log.
+func (s *laneSizer) decide(p *path, now time.Time, n int) policy.LaneDecision {
+	offered := p.queue.offeredBytes()
+	burst := int(offered - s.offeredAt)
+	if s.lastAt.IsZero() {
+		burst = 0
+	}
+	s.offeredAt, s.lastAt = offered, now
+	s.bursts[s.head] = burst
+	s.head = (s.head + 1) % len(s.bursts)
+	largest := 0
+	for _, b := range s.bursts {
+		largest = max(largest, b)
+	}
+	est := p.rc.estimate.Load()
+	target, loss, delivery := p.rc.targetRate(), 0.0, 0.0
+	if est != nil {
+		loss, delivery = est.Loss, est.Delivery
+	}
+	s.trial.Observe(now, n, delivery, target)
+	srtt := p.state.SmoothedRTT()
+	demand := policy.LaneDemand(target, srtt, policy.DefaultLaneHeadroom, largest)
+	window := policy.RenoWindow(loss, policy.LaneWireBytes, 10_000)
+	want := policy.LanesFor(demand, window, MaxLanes, s.trial.Cap())
+	if p.state.LossDegradedAt(now) {
+		want = 1 // the scheduler avoids the path: more lanes cannot help
+	}
+	d := policy.LaneDecision{LossRate: loss, DemandBps: float64(demand) * 8 / max(srtt.Seconds(), 0.001),
+		UsedBps: delivery * 8, CapacityBps: target * 8}
+	switch {
+	case want > n:
+		d.Delta, d.Reason = want-n, "rate control: the lanes' windows would bind below target × sRTT or the last burst"
+		s.lowSince = time.Time{}
+	case want < n && s.lowSince.IsZero():
+		s.lowSince = now
+	case want < n && now.Sub(s.lowSince) >= laneShrinkAfter:
+		d.Delta, d.Reason = -1, "rate control: fewer lanes hold the target"
+		s.lowSince = now
+	case want >= n:
+		s.lowSince = time.Time{}
+	}
+	return d
+}

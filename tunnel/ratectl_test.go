@@ -3,12 +3,13 @@ package tunnel
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/policy"
 )
 
 // loadResult is what runLoad counts: datagrams sent and delivered of the
@@ -150,5 +151,73 @@ func TestRateControlOneBadPath(t *testing.T) {
 	if bp := st.Paths[0]; bp.Rate == nil || bp.Rate.Loss < 0.3 || bp.StatusReason != "loss" {
 		t.Errorf("bad path: %+v, want receiver-seen loss about 0.5 and DEGRADED (loss)", bp.Rate)
 	}
-	_ = fmt.Sprint
+}
+
+// TestRateControlLanesNoLoss: on a loss-free path with rate control,
+// lanes: auto keeps one lane under a load well above the initial rate.
+func TestRateControlLanesNoLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("emulated-path run skipped in -short mode")
+	}
+	tb := newTestBondWith(t, token, 1, func(o *EdgeOptions) {
+		o.FEC = FECOptions{Mode: FECOff}
+		o.Paths.RateControl = RateControlBondd
+		viaRelays(t, o, []emu.RelayLink{symmetric(20*time.Millisecond, 20*emu.Mbps, 0)}, 1)
+	})
+	tb.waitActive(t, 1)
+	r := runLoad(t, tb, 8_000_000, time.Second, 3*time.Second)
+	st := tb.edge.Bond().Stats().Paths[0]
+	t.Logf("8 Mbit/s over a clean 20 Mbit/s path: %d/%d delivered, lanes %d, target %d bit/s", r.bulkGot, r.bulkSent, len(st.Lanes), st.Rate.TargetBps)
+	if len(st.Lanes) != 1 || st.LaneMode != "auto" {
+		t.Errorf("%d lanes (%s) on a loss-free path, want 1 (auto)", len(st.Lanes), st.LaneMode)
+	}
+	if st.Rate == nil || !st.Rate.Active || st.Rate.Reports == 0 {
+		t.Errorf("rate control not active: %+v", st.Rate)
+	}
+}
+
+// TestLaneSizer checks the rate-control lane decision on a path with no
+// live connection: one lane on a clean path at any rate, more on a lossy
+// path at a high target, added at once and removed only after
+// laneShrinkAfter.
+func TestLaneSizer(t *testing.T) {
+	b, err := newBond("e", nil, bondOptions{mtu: testMTU})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := b.pathFor("p", nil)
+	p.rc.on = true
+	p.rc.peer.Store(true)
+	p.state.OnMetrics(50*time.Millisecond, 50*time.Millisecond, 0, 0)
+	now := time.Unix(1000, 0)
+	set := func(target, loss float64) {
+		p.rc.target.Store(math.Float64bits(target))
+		p.rc.estimate.Store(&policy.RateEstimate{Target: target, Delivery: target, Loss: loss})
+	}
+	var s laneSizer
+	n := 1
+	step := func(d time.Duration) policy.LaneDecision {
+		now = now.Add(d)
+		dec := s.decide(p, now, n)
+		n += dec.Delta
+		return dec
+	}
+	tests := []struct {
+		name         string
+		target, loss float64
+		wait         time.Duration
+		want         int
+	}{
+		{"clean, 10 MB/s", 10e6, 0, 100 * time.Millisecond, 1},
+		{"1 % loss, 2 MB/s", 2e6, 0.01, 100 * time.Millisecond, 7},     // 150 KB in flight over 23.5 KB windows
+		{"1 % loss, 0.2 MB/s", 0.2e6, 0.01, 100 * time.Millisecond, 7}, // held: lower demand for less than laneShrinkAfter
+		{"1 % loss, 0.2 MB/s later", 0.2e6, 0.01, laneShrinkAfter, 6},  // one lane less
+	}
+	for _, tt := range tests {
+		set(tt.target, tt.loss)
+		step(tt.wait)
+		if n != tt.want {
+			t.Fatalf("%s: %d lanes, want %d", tt.name, n, tt.want)
+		}
+	}
 }
