@@ -80,6 +80,7 @@ type rateCtl struct {
 	// Receiver.
 	meterMu  sync.Mutex
 	meter    policy.RateMeter
+	seqLoss  policy.SeqLoss // the reports' Lost: reordering across lanes tolerated for one interval
 	lastRxNs atomic.Int64                      // unix ns of the last metered datagram
 	owner    atomic.Pointer[quic.Conn]         // the connection whose routine sends this path's reports
 	sentFb   atomic.Uint64                     // reports sent
@@ -141,6 +142,7 @@ func (rc *rateCtl) onDatagram(dg []byte, now time.Time) {
 	}
 	rc.meterMu.Lock()
 	rc.meter.OnDatagram(uint64(now.UnixMicro()), ts, seq, len(dg))
+	rc.seqLoss.OnSeq(seq)
 	rc.meterMu.Unlock()
 	rc.lastRxNs.Store(now.UnixNano())
 }
@@ -168,6 +170,9 @@ func (rc *rateCtl) report(now time.Time) (policy.RateReport, bool) {
 	}
 	rc.meterMu.Lock()
 	r := rc.meter.Report(uint64(now.UnixMicro()))
+	// The lanes of a path reorder its datagrams by more than the meter's
+	// same-interval correction; SeqLoss waits one interval for late ones.
+	r.Lost = rc.seqLoss.Take()
 	rc.meterMu.Unlock()
 	return r, true
 }
@@ -442,7 +447,8 @@ func (b *Bond) probeLossy(set *pathSet, picks []int, k int, now time.Time) int {
 // policy.DefaultLaneHeadroom, and the largest burst offered to the path in
 // the last laneBurstMemory (a keyframe), so the next one leaves at the
 // pacing rate. A lane's window is predicted from the receiver-seen loss
-// (policy.RenoWindow): on a loss-free path one lane holds any rate. An
+// (policy.RenoWindow), or the lanes' mean window if larger: on a
+// loss-free path one lane holds any rate. An
 // added lane that did not raise the delivery rate is taken back
 // (policy.LaneTrial). Lanes are added at once, ahead of the next burst,
 // and removed only after laneShrinkAfter of lower demand.
@@ -488,6 +494,9 @@ func (s *laneSizer) decide(p *path, now time.Time, n int) policy.LaneDecision {
 	srtt := p.state.SmoothedRTT()
 	demand := policy.LaneDemand(target, srtt, policy.DefaultLaneHeadroom, largest)
 	window := policy.RenoWindow(loss, policy.LaneWireBytes, 10_000)
+	if live := p.liveLanes(); live > 0 { // a window the lanes reached counts too
+		window = max(window, p.state.CongestionWindow()/live)
+	}
 	want := policy.LanesFor(demand, window, MaxLanes, s.trial.Cap())
 	if p.state.LossDegradedAt(now) {
 		want = 1 // the scheduler avoids the path: more lanes cannot help

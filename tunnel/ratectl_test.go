@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -219,5 +220,37 @@ func TestLaneSizer(t *testing.T) {
 		if n != tt.want {
 			t.Fatalf("%s: %d lanes, want %d", tt.name, n, tt.want)
 		}
+	}
+}
+
+// TestLaneMemory measures the heap a lane costs, both ends of the bond in
+// this process (two quic-go connections, their routines' buffers, the
+// control streams): 8 fixed lanes against 1 on one uplink, after a GC.
+// The bound is loose (1 MiB per lane); the figure goes to the log.
+func TestLaneMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("brings up two bonds")
+	}
+	heap := func(lanes int) uint64 {
+		tb := newTestBondWith(t, token, 1, func(o *EdgeOptions) {
+			o.Uplinks[0].Lanes = lanes
+			o.Paths.RateControl = RateControlBondd
+		})
+		tb.waitActive(t, 1)
+		tb.waitLanes(t, lanes)
+		tb.exchange(t, tb.edgeDev, tb.concDev, edgeAddr, srvAddr, 200)
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		tb.edge.Close()
+		tb.conc.Close()
+		return m.HeapAlloc
+	}
+	one := heap(1)
+	eight := heap(MaxLanes)
+	per := (int64(eight) - int64(one)) / (MaxLanes - 1)
+	t.Logf("heap with 1 lane %d KiB, with %d lanes %d KiB: about %d KiB per lane (both ends)", one>>10, MaxLanes, eight>>10, per>>10)
+	if per > 1<<20 {
+		t.Errorf("a lane costs %d KiB of heap, want under 1 MiB", per>>10)
 	}
 }

@@ -124,10 +124,10 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 		b.drops.add(DropNoPath)
 		return false
 	}
-	k = b.probeLossy(set, b.picks, k, now) // rate control: keep a lossy path's loss figure fresh
 	if dir != nil {
 		b.rules.track(set.states, b.picks[:k], n, now)
 	}
+	k = b.probeLossy(set, b.picks, k, now) // rate control: keep a lossy path's loss figure fresh
 	h := Header{Type: TypeData, Seq: b.seq.Add(1) - 1, Timestamp: uint64(now.UnixMicro())}
 	sealed := protect && b.protect(pkt, b.picks[0], &h, now)
 	b.flagPathSeq(&h, n)
