@@ -80,7 +80,7 @@ type rateCtl struct {
 	// Receiver.
 	meterMu  sync.Mutex
 	meter    policy.RateMeter
-	seqLoss  policy.SeqLoss // the reports' Lost: reordering across lanes tolerated for one interval
+	seqLoss  policy.SeqLoss                    // the reports' Lost: reordering across lanes tolerated for one interval
 	lastRxNs atomic.Int64                      // unix ns of the last metered datagram
 	owner    atomic.Pointer[quic.Conn]         // the connection whose routine sends this path's reports
 	sentFb   atomic.Uint64                     // reports sent
