@@ -155,7 +155,8 @@ func TestRateControlOneBadPath(t *testing.T) {
 }
 
 // TestRateControlLanesNoLoss: on a loss-free path with rate control,
-// lanes: auto keeps one lane under a load well above the initial rate.
+// lanes: auto keeps one lane under a load well above the initial rate; and
+// reports flow both ways.
 func TestRateControlLanesNoLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("emulated-path run skipped in -short mode")
@@ -175,6 +176,16 @@ func TestRateControlLanesNoLoss(t *testing.T) {
 	if st.Rate == nil || !st.Rate.Active || st.Rate.Reports == 0 {
 		t.Errorf("rate control not active: %+v", st.Rate)
 	}
+	// Both directions: the concentrator reported on the uplink, and the
+	// edge reports on the downlink once traffic flows that way.
+	if cs := tb.conc.Bond("van-1").Stats().Paths[0]; cs.Rate == nil || cs.Rate.FeedbackSent == 0 {
+		t.Errorf("the concentrator sent no reports: %+v", cs.Rate)
+	}
+	tb.exchange(t, tb.concDev, tb.edgeDev, srvAddr, edgeAddr, 200)
+	waitFor(t, func() bool {
+		r := tb.conc.Bond("van-1").Stats().Paths[0].Rate
+		return r != nil && r.Reports > 0 && tb.edge.Bond().Stats().Paths[0].Rate.FeedbackSent > 0
+	})
 }
 
 // TestLaneSizer checks the rate-control lane decision on a path with no
