@@ -11,13 +11,13 @@ import (
 // layer is each bondd package's place in the import order: a package may
 // import only bondd packages of a strictly lower layer (see docs/design.md).
 var layer = map[string]int{
-	"classify": 0, "classify/capture": 0, "fec": 0, "tun": 0, "tun/tuntest": 0, "emu": 0, "internal/testbed": 0, "internal/yamlfile": 0,
+	"classify": 0, "classify/capture": 0, "fec": 0, "tun": 0, "tun/tuntest": 0, "emu": 0, "internal/testbed": 0, "internal/yamlfile": 0, "internal/fleet": 0,
 	"rules": 1, "internal/emuconfig": 1,
 	"policy": 2, "tunnel/ctrlmsg": 2,
 	"tunnel":          3,
 	"internal/config": 4, "internal/demo": 4,
 	"internal/bench": 5, "internal/inspect": 5,
-	"cmd/bondd": 6, "cmd/bondd-plot": 6,
+	"cmd/bondd": 6, "cmd/bondd-plot": 6, "internal/debpkg": 6,
 }
 
 // restricted lists third-party packages only some bondd packages may import.
@@ -28,6 +28,9 @@ var restricted = map[string][]string{
 	"github.com/prometheus": {"cmd/bondd"},
 	// Plotting: only the plot command, never the daemon.
 	"gonum.org/v1/plot": {"cmd/bondd-plot"},
+	// BGP: only the fleet speaker; packaging: only the .deb builder.
+	"github.com/osrg/gobgp/v4":      {"internal/fleet"},
+	"github.com/goreleaser/nfpm/v2": {"internal/debpkg"},
 }
 
 const module = "github.com/bondd/bondd/"

@@ -24,6 +24,13 @@ func syntheticPackets() [][]byte {
 		rtpUDP(rtpPkt{pt: 33, seq: 1, ts: 1, ssrc: 6, payload: cat(tsPacket(0x100, true, true, 0xe0), tsPacket(0x100, false, false, 0))}),
 		rtpUDP(rtpPkt{pt: 111, seq: 1, ts: 1, ssrc: 7, padding: 4, payload: []byte{0x78, 0x12, 0x34}}),
 		ipv4(0, 17, 1, 0, udp(1234, 1234, cat(tsPacket(0x100, true, true, 0xe0), tsPacket(0x101, false, false, 0)))),
+		// ffmpeg's VP9 packetizer (P never set): a key frame start and an
+		// inter frame start; H.264 AUD, SEI and a FU-A SEI start.
+		rtpUDP(rtpPkt{pt: 100, seq: 1, ts: 1, ssrc: 8, payload: []byte{0x08, 0x82, 0x49, 0x83, 0x42, 0x00}}),
+		rtpUDP(rtpPkt{pt: 100, seq: 2, ts: 2, ssrc: 8, payload: []byte{0x08, 0x86, 0x00, 0x12}}),
+		rtpUDP(rtpPkt{pt: 101, seq: 1, ts: 1, ssrc: 10, payload: []byte{0x09, 0x10}}),
+		rtpUDP(rtpPkt{pt: 101, seq: 2, ts: 1, ssrc: 10, payload: []byte{0x06, 0x06, 0x01, 0xc4, 0x80}}),
+		rtpUDP(rtpPkt{pt: 101, seq: 3, ts: 1, ssrc: 10, payload: []byte{0x1c, 0x86, 0x05, 0xff, 0x10}}),
 		{0x45, 0, 0, 10},
 	}
 }

@@ -84,6 +84,37 @@ func BenchmarkClassify(b *testing.B) {
 	}
 }
 
+// BenchmarkVP9 measures Parse on VP9 packets as ffmpeg's packetizer sends
+// them (P never set, so the uncompressed header is read at each frame
+// start): a frame start, then a packet inside the frame.
+func BenchmarkVP9(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		payload []byte
+	}{
+		{"frame_start_inter", append([]byte{0x08, 0x86, 0x00, 0x12}, make([]byte, 1100)...)},
+		{"frame_start_key", append([]byte{0x08, 0x82, 0x49, 0x83, 0x42, 0x00}, make([]byte, 1100)...)},
+		{"frame_middle", append([]byte{0x00}, make([]byte, 1100)...)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			c := mustNew(b, Options{})
+			pkts := [2][]byte{
+				rtpUDP(rtpPkt{pt: 96, seq: 1, ts: 1, ssrc: 1, payload: bc.payload}),
+				rtpUDP(rtpPkt{pt: 96, seq: 2, ts: 2, ssrc: 1, payload: bc.payload}),
+			}
+			var md Metadata
+			c.Parse(rtpUDP(rtpPkt{pt: 96, seq: 0, ts: 0, ssrc: 1, payload: []byte{0x08, 0x82, 0x49, 0x83, 0x42, 0x00}}), &md)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				c.Parse(pkts[i&1], &md)
+			}
+			if md.Codec != CodecVP9 {
+				b.Fatalf("codec %v, want vp9", md.Codec)
+			}
+		})
+	}
+}
+
 // BenchmarkParseIP measures the stateless IP/transport parse alone.
 func BenchmarkParseIP(b *testing.B) {
 	pkt := ipv4(0, 17, 1, 0, udp(5060, 5060, make([]byte, 400)))

@@ -273,7 +273,8 @@ func (c *Classifier) parseRTP(p []byte, md *Metadata, ip *ipInfo) {
 // stream (RED, FEC, RTX) is left unknown.
 func (c *Classifier) payloadCodec(s *stream, hdr *RTPHeader, p []byte, partial bool) (Codec, evidence) {
 	pt := hdr.PayloadType
-	newFrame := !s.haveTS || hdr.Timestamp != s.lastTS
+	// The first packet seen of a stream may be one inside a frame.
+	newFrame := s.haveTS && hdr.Timestamp != s.lastTS
 	s.lastTS, s.haveTS = hdr.Timestamp, true
 	codec := c.ptCodec[pt]
 	if !c.ptListed[pt] {

@@ -288,3 +288,39 @@ func TestSetClasses(t *testing.T) {
 		t.Error("class after SetClasses(nil)")
 	}
 }
+
+// TestVP9PacketizerWithoutPBit checks a stream from a packetizer that never
+// sets the descriptor's P bit (ffmpeg: descriptor 0x08, 0x00, 0x04): the
+// frame type comes from the uncompressed header of each frame's first
+// packet; once a header contradicted P = 0, a frame whose first packet was
+// lost gets no type instead of a false keyframe.
+func TestVP9PacketizerWithoutPBit(t *testing.T) {
+	key := []byte{0x08, 0x82, 0x49, 0x83, 0x42, 0x00}
+	inter := []byte{0x08, 0x86, 0x00, 0x12}
+	mid, end := []byte{0x00, 0xaa, 0xbb}, []byte{0x04, 0xcc}
+	c := mustNew(t, Options{})
+	var md Metadata
+	seq := uint16(0)
+	send := func(ts uint32, payload []byte) FrameType {
+		seq++
+		c.Parse(rtpUDP(rtpPkt{pt: 96, seq: seq, ts: ts, ssrc: 7, payload: payload}), &md)
+		if md.Codec != CodecVP9 {
+			t.Fatalf("seq %d: codec %v, want vp9", seq, md.Codec)
+		}
+		return md.FrameType
+	}
+	for _, tt := range []struct {
+		ts      uint32
+		payload []byte
+		want    FrameType
+	}{
+		{1, key, FrameKey}, {1, mid, FrameKey}, {1, end, FrameKey},
+		{2, inter, FrameDelta}, {2, mid, FrameDelta}, {2, end, FrameDelta},
+		{3, mid, FrameUnknown}, {3, end, FrameUnknown}, // first packet lost
+		{4, key, FrameKey}, {4, end, FrameKey},
+	} {
+		if got := send(tt.ts, tt.payload); got != tt.want {
+			t.Errorf("ts %d payload % x: frame type %v, want %v", tt.ts, tt.payload, got, tt.want)
+		}
+	}
+}

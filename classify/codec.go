@@ -98,9 +98,22 @@ type evidence struct {
 	valid  bool      // consistent with the codec's payload format
 	strong bool      // a signature: structure that random bytes almost never have
 	frame  FrameType // FrameKey/FrameDelta when the packet says so
-	hasTL  bool
-	hasSL  bool
-	tl, sl uint8
+	// hint is the frame type a field that packetizers may leave unset says
+	// (VP9's P bit): used for a frame no packet said more about, unless
+	// the stream showed the field wrong once (hintWrong).
+	hint      FrameType
+	hintWrong bool
+	// startKey hints a keyframe for a stream's first frame only (H.264
+	// unregistered user data SEI, which encoders send before their first
+	// IDR).
+	startKey bool
+	// unlikely: allowed by the payload format but not sent by real
+	// encoders (H.264 data partitions, H.265 reserved NAL unit types or a
+	// layer above 0), so sniffing rules the codec out on it.
+	unlikely bool
+	hasTL    bool
+	hasSL    bool
+	tl, sl   uint8
 }
 
 // parsePayload runs codec c's payload parser. partial means the payload is

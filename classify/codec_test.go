@@ -11,8 +11,13 @@ type evWant struct {
 
 func checkEvidence(t *testing.T, ev evidence, w evWant) {
 	t.Helper()
-	if ev.valid != w.valid || ev.strong != w.strong || ev.frame != w.frame {
-		t.Errorf("valid %v strong %v frame %v, want %v %v %v", ev.valid, ev.strong, ev.frame, w.valid, w.strong, w.frame)
+	// A hint (VP9's P bit) gives the type of a frame no other packet told.
+	frame := ev.frame
+	if frame == FrameUnknown {
+		frame = ev.hint
+	}
+	if ev.valid != w.valid || ev.strong != w.strong || frame != w.frame {
+		t.Errorf("valid %v strong %v frame %v, want %v %v %v", ev.valid, ev.strong, frame, w.valid, w.strong, w.frame)
 	}
 	if got := layer(ev.hasTL, ev.tl); got != w.tl {
 		t.Errorf("temporal layer %d, want %d", got, w.tl)
@@ -44,8 +49,8 @@ func TestH264(t *testing.T) {
 		p    []byte
 		want evWant
 	}{
-		{"single IDR", nalIDR, evWant{true, false, FrameKey, -1, -1}},
-		{"single SPS", nalSPS, evWant{true, false, FrameKey, -1, -1}},
+		{"single IDR", nalIDR, evWant{true, true, FrameKey, -1, -1}},
+		{"single SPS", nalSPS, evWant{true, true, FrameKey, -1, -1}},
 		{"single PPS", nalPPS, evWant{true, false, FrameKey, -1, -1}},
 		{"single non-IDR", nalNonIDR, evWant{true, false, FrameDelta, -1, -1}},
 		{"single SEI", nalSEI, evWant{true, false, FrameUnknown, -1, -1}},
@@ -57,14 +62,20 @@ func TestH264(t *testing.T) {
 		{"STAP-A inner F bit", stapA([]byte{0xe5, 1}, nalIDR), evWant{false, false, FrameUnknown, -1, -1}},
 		{"STAP-B", stapB, evWant{true, true, FrameKey, -1, -1}},
 		{"MTAP16 IDR", mtap16, evWant{true, false, FrameKey, -1, -1}},
-		{"FU-A start IDR", fuA(5, true, false, []byte{0x88, 0x84}), evWant{true, false, FrameKey, -1, -1}},
-		{"FU-A start non-IDR", fuA(1, true, false, []byte{0x9a}), evWant{true, false, FrameDelta, -1, -1}},
+		{"FU-A start IDR", fuA(5, true, false, []byte{0x88, 0x84}), evWant{true, true, FrameKey, -1, -1}},
+		{"FU-A start non-IDR", fuA(1, true, false, []byte{0x9a}), evWant{true, true, FrameDelta, -1, -1}},
 		{"FU-A middle", fuA(5, false, false, []byte{1, 2, 3}), evWant{true, false, FrameUnknown, -1, -1}},
 		{"FU-A end", fuA(5, false, true, []byte{1, 2, 3}), evWant{true, false, FrameUnknown, -1, -1}},
 		{"FU-A start and end", fuA(5, true, true, []byte{1}), evWant{false, false, FrameUnknown, -1, -1}},
 		{"FU-A inner type 24", fuA(24, true, false, []byte{1}), evWant{false, false, FrameUnknown, -1, -1}},
 		{"FU-A cut", []byte{0x7c}, evWant{false, false, FrameUnknown, -1, -1}},
-		{"FU-B start IDR", fuB, evWant{true, false, FrameKey, -1, -1}},
+		{"FU-B start IDR", fuB, evWant{true, true, FrameKey, -1, -1}},
+		{"AUD primary_pic_type I", []byte{0x09, 0x10}, evWant{true, true, FrameKey, -1, -1}},
+		{"AUD primary_pic_type I, P", []byte{0x09, 0x30}, evWant{true, true, FrameDelta, -1, -1}},
+		{"SEI recovery point", []byte{0x06, 0x06, 0x01, 0xc4, 0x80}, evWant{true, true, FrameKey, -1, -1}},
+		{"SEI cut short", []byte{0x06, 0x06, 0x05, 0xc4, 0x80}, evWant{true, false, FrameKey, -1, -1}},
+		{"FU-A start SEI", []byte{0x1c, 0x86, 0x05, 0xff, 0x10}, evWant{true, true, FrameUnknown, -1, -1}},
+		{"FU-A start IDR with a P slice type", fuA(5, true, false, []byte{0x9a}), evWant{true, false, FrameKey, -1, -1}},
 		{"SVC prefix temporal id", svcPrefix, evWant{true, false, FrameUnknown, 2, -1}},
 		{"F bit", []byte{0xe5, 0x88}, evWant{false, false, FrameUnknown, -1, -1}},
 		{"type 0", []byte{0x60, 0x88}, evWant{false, false, FrameUnknown, -1, -1}},
@@ -110,10 +121,10 @@ func TestH265(t *testing.T) {
 		p    []byte
 		want evWant
 	}{
-		{"IDR_W_RADL", h265(19, 0, 0xaf), evWant{true, false, FrameKey, 0, -1}},
-		{"IDR_N_LP", h265(20, 0, 0xaf), evWant{true, false, FrameKey, 0, -1}},
-		{"CRA", h265(21, 0, 0xaf), evWant{true, false, FrameKey, 0, -1}},
-		{"BLA_W_LP", h265(16, 0, 0xaf), evWant{true, false, FrameKey, 0, -1}},
+		{"IDR_W_RADL", h265(19, 0, 0xaf), evWant{true, true, FrameKey, 0, -1}},
+		{"IDR_N_LP", h265(20, 0, 0xaf), evWant{true, true, FrameKey, 0, -1}},
+		{"CRA", h265(21, 0, 0xaf), evWant{true, true, FrameKey, 0, -1}},
+		{"BLA_W_LP", h265(16, 0, 0xaf), evWant{true, true, FrameKey, 0, -1}},
 		{"VPS", h265(32, 0, 0x0c), evWant{true, false, FrameKey, 0, -1}},
 		{"TRAIL_R tid 2", h265(1, 2, 0xd0), evWant{true, false, FrameDelta, 2, -1}},
 		{"TSA_N", h265(2, 1, 0xd0), evWant{true, false, FrameDelta, 1, -1}},
@@ -122,7 +133,7 @@ func TestH265(t *testing.T) {
 		{"AP one unit", buildH265AP(h265(1, 0, 1)), evWant{true, false, FrameDelta, 0, -1}},
 		{"AP bad length", append(buildH265AP(h265(32, 0, 1), h265(33, 0, 1)), 0), evWant{false, false, FrameKey, 0, -1}},
 		{"AP inner TID 0", buildH265AP(h265(32, 0, 1), []byte{0x40, 0x00, 1}), evWant{false, false, FrameKey, 0, -1}},
-		{"FU start IDR_N_LP", buildH265FU(20, true, false, 1, 2), evWant{true, false, FrameKey, 0, -1}},
+		{"FU start IDR_N_LP", buildH265FU(20, true, false, 1, 2), evWant{true, true, FrameKey, 0, -1}},
 		{"FU start TRAIL_R", buildH265FU(1, true, false, 1, 2), evWant{true, false, FrameDelta, 0, -1}},
 		{"FU end", buildH265FU(20, false, true, 1, 2), evWant{true, false, FrameUnknown, 0, -1}},
 		{"FU start and end", buildH265FU(20, true, true, 1), evWant{false, false, FrameUnknown, 0, -1}},
@@ -177,7 +188,13 @@ func TestVP9(t *testing.T) {
 		{"inter frame end", []byte{0x44 | 0x80, 0x02, 0x11}, evWant{true, false, FrameDelta, -1, -1}},
 		{"no frame marker", []byte{0x48, 0x06}, evWant{false, false, FrameUnknown, -1, -1}},
 		{"layers non-flexible tid 1 sid 0", append([]byte{0xa8, 0x01, 0x20, 0x05}, key...), evWant{true, true, FrameKey, 1, 0}},
-		{"spatial layer 1 without inter-picture prediction", append([]byte{0xa8, 0x01, 0x02, 0x05}, inter...), evWant{true, false, FrameUnknown, 0, 1}},
+		{"spatial layer 1 without inter-picture prediction", append([]byte{0xa8, 0x01, 0x02, 0x05}, inter...), evWant{true, false, FrameDelta, 0, 1}},
+		// ffmpeg's packetizer: descriptor 0x08/0x00/0x04, P never set.
+		{"ffmpeg inter frame start, P unset", append([]byte{0x08}, inter...), evWant{true, false, FrameDelta, -1, -1}},
+		{"ffmpeg key frame start", append([]byte{0x08}, key...), evWant{true, true, FrameKey, -1, -1}},
+		{"key frame without its sync code", []byte{0x08, 0x82, 0x49, 0x00, 0x42}, evWant{false, false, FrameUnknown, -1, -1}},
+		{"profile 3 key frame", []byte{0x08, 0xb1, 0x24, 0xc1, 0xa1, 0x00}, evWant{true, true, FrameKey, -1, -1}},
+		{"show existing frame", []byte{0x08, 0x88}, evWant{true, false, FrameDelta, -1, -1}},
 		{"flexible with two P_DIFFs", append([]byte{0xf8, 0x01, 0x40, 0x03, 0x04}, inter...), evWant{true, false, FrameDelta, 2, 0}},
 		{"flexible with four P_DIFFs", []byte{0x58, 0x03, 0x05, 0x07, 0x09, 0x86}, evWant{false, false, FrameUnknown, -1, -1}},
 		{"scalability structure", append([]byte{0x8a, 0x01, 0x18, 0x02, 0x80, 0x01, 0x68, 0x01, 0x04, 0x01}, key...), evWant{true, true, FrameKey, -1, -1}},

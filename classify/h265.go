@@ -36,6 +36,28 @@ func h265Type(t byte, ev *evidence) {
 // LayerId is not checked (layered HEVC sets it).
 func h265Header(b0, b1 byte) bool { return b0&0x80 == 0 && b1&0x07 != 0 }
 
+// h265Unlikely reports NAL unit types real encoders do not send (the
+// reserved 10–15, 22–31 and 41–47, H.265 Table 7-1) and a layer above 0
+// (layered HEVC), which codec sniffing takes as a contradiction.
+func h265Unlikely(b0, b1 byte) bool {
+	t := b0 >> 1 & 0x3f
+	return t >= 10 && t <= 15 || t >= 22 && t <= 31 || t >= 41 && t <= 47 || (b0&1)<<5|b1>>3 != 0
+}
+
+// h265Signature reports a single NAL unit, or the start of a fragmented one
+// (its type t), that random bytes almost never are: an IRAP picture with
+// LayerId 0 and TemporalId 0 (header 2t 01, as an IRAP must have), or a
+// VPS whose vps_reserved_0xffff_16bits are there (H.265 §7.3.2.1).
+func h265Signature(p []byte, t byte) bool {
+	switch {
+	case t >= h265BLAWLP && t <= h265CRANUT:
+		return p[1] == 0x01 && p[0]&1 == 0
+	case t == h265VPS:
+		return p[1] == 0x01 && p[0]&1 == 0 && len(p) >= 6 && p[4] == 0xff && p[5] == 0xff
+	}
+	return false
+}
+
 func parseH265(p []byte, partial bool) (ev evidence) {
 	if len(p) < 2 || !h265Header(p[0], p[1]) {
 		return ev
@@ -44,10 +66,12 @@ func parseH265(p []byte, partial bool) (ev evidence) {
 	// The payload header's TID is the lowest TID of the NAL units it
 	// carries (§4.4.2), so it is the packet's temporal layer.
 	ev.hasTL, ev.tl = true, p[1]&0x07-1
+	ev.unlikely = h265Unlikely(p[0], p[1])
 	switch {
 	case t <= h265LastValid:
 		ev.valid = true
 		h265Type(t, &ev)
+		ev.strong = h265Signature(p, t)
 	case t == h265AP:
 		// Units: size(2) + NAL unit; DONL/DOND are absent unless
 		// sprop-max-don-diff > 0 in SDP, which bondd cannot see.
@@ -88,6 +112,10 @@ func parseH265(p []byte, partial bool) (ev evidence) {
 		ev.valid = true
 		if fh&0x80 != 0 {
 			h265Type(ft, &ev)
+			ev.strong = ft >= h265BLAWLP && ft <= h265CRANUT && h265Signature(p, ft)
+		}
+		if ft >= 10 && ft <= 15 || ft >= 22 && ft <= 31 {
+			ev.unlikely = true
 		}
 	case t == h265PACI:
 		ev.valid = len(p) >= 4

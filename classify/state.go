@@ -72,6 +72,7 @@ func (k *streamKey) hash() uint64 {
 type frameSlot struct {
 	ts     uint32
 	typ    FrameType
+	hinted bool // typ came from a hint only; a packet's word replaces it
 	valid  bool
 	hasTL  bool
 	hasSL  bool
@@ -87,14 +88,18 @@ type stream struct {
 	pt    uint8 // the payload type the codec belongs to
 	ptSet bool
 	// sniffing (codec detection from the payload)
-	alive    uint8 // candidate bits over sniffCodecs not yet ruled out
-	strongs  uint8 // candidate bits that showed a signature
-	pkts     uint8 // packets sniffed
-	gaveUp   bool
-	sniffed  bool  // codec came from sniffing (may be re-learned)
-	bad      uint8 // consecutive payloads contradicting the codec
-	lastTS   uint32
-	haveTS   bool
+	alive   uint8 // candidate bits over sniffCodecs not yet ruled out
+	strongs uint8 // candidate bits that showed a signature
+	wrongs  uint8 // candidate bits whose payload contradicted its hint
+	pkts    uint8 // packets sniffed
+	gaveUp  bool
+	sniffed bool  // codec came from sniffing (may be re-learned)
+	bad     uint8 // consecutive payloads contradicting the codec
+	lastTS  uint32
+	haveTS  bool
+	// noHints: a payload contradicted its own frame-type hint (a VP9
+	// packetizer that leaves P = 0), so hints are ignored.
+	noHints  bool
 	nextSlot uint8
 	frames   [FramesPerStream]frameSlot
 	ts       tsState
@@ -110,18 +115,29 @@ func (s *stream) frame(ts uint32, ev *evidence) *frameSlot {
 			break
 		}
 	}
+	first := false
 	if f == nil {
+		first = !s.frames[0].valid && !s.frames[FramesPerStream-1].valid
 		f = &s.frames[s.nextSlot]
 		s.nextSlot = (s.nextSlot + 1) % FramesPerStream
 		*f = frameSlot{ts: ts, valid: true}
 	}
 	switch ev.frame {
 	case FrameKey:
-		f.typ = FrameKey
+		f.typ, f.hinted = FrameKey, false
 	case FrameDelta:
-		if f.typ == FrameUnknown {
-			f.typ = FrameDelta
+		if f.typ == FrameUnknown || f.hinted {
+			f.typ, f.hinted = FrameDelta, false
 		}
+	}
+	if ev.hintWrong {
+		s.noHints = true
+	}
+	if f.typ == FrameUnknown && ev.hint != FrameUnknown && !s.noHints {
+		f.typ, f.hinted = ev.hint, true
+	}
+	if f.typ == FrameUnknown && ev.startKey && first {
+		f.typ, f.hinted = FrameKey, true
 	}
 	if ev.hasTL {
 		f.hasTL, f.tl = true, ev.tl
@@ -172,8 +188,11 @@ func (s *stream) sniff(p []byte, newFrame, partial bool) (Codec, evidence) {
 		if newFrame && !startsFrame(c, p) {
 			evs[i].valid = false
 		}
+		if evs[i].hintWrong {
+			s.wrongs |= bit
+		}
 		switch {
-		case !evs[i].valid:
+		case !evs[i].valid || evs[i].unlikely:
 			s.alive &^= bit
 		case evs[i].strong:
 			s.strongs |= bit
@@ -188,6 +207,7 @@ func (s *stream) sniff(p []byte, newFrame, partial bool) (Codec, evidence) {
 	}
 	if pick >= 0 {
 		s.codec, s.sniffed, s.bad = sniffCodecs[pick], true, 0
+		s.noHints = s.wrongs&(1<<pick) != 0
 		ev := evs[pick]
 		if s.codec == CodecMP2T {
 			ev.frame = scanTS(p, &s.ts)
@@ -228,7 +248,7 @@ func startsFrame(c Codec, p []byte) bool {
 
 func (s *stream) resetSniff() {
 	s.codec, s.sniffed, s.gaveUp = CodecUnknown, false, false
-	s.alive, s.strongs, s.pkts, s.bad = allSniffCandidates, 0, 0, 0
+	s.alive, s.strongs, s.wrongs, s.pkts, s.bad = allSniffCandidates, 0, 0, 0, 0
 }
 
 func bitIndex(b uint8) int {

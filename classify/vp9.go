@@ -10,10 +10,11 @@ package classify
 //	[scalability structure]         if V (§4.2.1)
 //
 // P = 0 says the frame uses no inter-picture prediction; on the base
-// spatial layer that is a keyframe. P is in every packet of the frame. The VP9
-// frame that follows B = 1 opens with the uncompressed header (VP9 bitstream
-// spec §6.2): frame_marker = 2, and for a key frame of profile 0–2 the sync
-// code 49 83 42 in bytes 1–3.
+// spatial layer that is a keyframe. P is in every packet of the frame, but
+// ffmpeg's packetizer never sets it, so P is a hint only. The VP9 frame that
+// follows B = 1 opens with the uncompressed header (VP9 bitstream spec
+// §6.2), whose frame_type decides the frame's type; a key frame carries the
+// sync code 49 83 42 (bytes 1–3 for profiles 0–2).
 
 func parseVP9(p []byte, partial bool) (ev evidence) {
 	if len(p) < 1 {
@@ -85,13 +86,14 @@ func parseVP9(p []byte, partial bool) (ev evidence) {
 		return ev
 	}
 	ev.valid = true
-	// P is in every packet's descriptor, so any packet of a frame tells
-	// its type, not only the first.
+	// P is in every packet's descriptor, but not every packetizer sets it
+	// (ffmpeg's leaves it 0), so it is only a hint: the frame's type is
+	// taken from it when no packet of the frame carried the VP9 header.
 	switch {
 	case pBit:
-		ev.frame = FrameDelta
+		ev.hint = FrameDelta
 	case sid == 0:
-		ev.frame = FrameKey
+		ev.hint = FrameKey
 	}
 	if b0&0x08 == 0 { // not B: the frame started in an earlier packet
 		return ev
@@ -100,15 +102,67 @@ func parseVP9(p []byte, partial bool) (ev evidence) {
 		ev.valid = partial
 		return ev
 	}
-	h := p[off]
-	if h>>6 != 2 {
-		ev.valid, ev.frame = false, FrameUnknown // no frame_marker
+	key, known, ok := vp9FrameType(p[off:])
+	if !ok {
+		ev.valid, ev.hint = false, FrameUnknown // no frame_marker
 		return ev
 	}
-	profile := h>>5&1 | h>>3&2
-	if !pBit && profile < 3 && h&0x0c == 0 && off+4 <= len(p) &&
-		p[off+1] == 0x49 && p[off+2] == 0x83 && p[off+3] == 0x42 {
+	if !known {
+		return ev // header cut short
+	}
+	// The uncompressed header is the frame's own word. On a spatial layer
+	// above the base, even a keyframe's picture is coded as a non-key
+	// frame predicted from the layer below.
+	switch {
+	case key && sid == 0:
+		ev.frame = FrameKey
 		ev.strong = true
+	case key:
+		ev.strong = true
+	default:
+		ev.frame = FrameDelta
+		if sid == 0 && !pBit {
+			ev.hintWrong = true
+		}
 	}
 	return ev
+}
+
+// vp9FrameType reads the start of a VP9 uncompressed header (VP9 bitstream
+// spec §6.2): frame_marker(2) = 2, profile_low_bit, profile_high_bit,
+// reserved_zero (profile 3 only), show_existing_frame, frame_type (0 =
+// KEY_FRAME), show_frame, error_resilient_mode, and for a key frame the sync
+// code 0x49 0x83 0x42. ok is false when h cannot be a VP9 frame (no frame
+// marker, or a key frame without its sync code); known is false when h is
+// too short to tell. A shown existing frame is not a key frame.
+func vp9FrameType(h []byte) (key, known, ok bool) {
+	if len(h) == 0 {
+		return false, false, true
+	}
+	var b uint64 // the first 5 bytes, from the top bit
+	for i := 0; i < 5 && i < len(h); i++ {
+		b |= uint64(h[i]) << (56 - 8*i)
+	}
+	n := min(len(h), 5) * 8 // bits read into b
+	if b>>62 != 2 {
+		return false, false, false
+	}
+	pos := 4          // bits consumed
+	if b>>60&3 == 3 { // profile 3 (low and high bits set)
+		pos++
+	}
+	if b<<pos>>63 != 0 { // show_existing_frame
+		return false, true, true
+	}
+	if b<<(pos+1)>>63 != 0 { // NON_KEY_FRAME
+		return false, true, true
+	}
+	pos += 4 // show_existing_frame, frame_type, show_frame, error_resilient_mode
+	if pos+24 > n {
+		return true, true, true // sync code cut short
+	}
+	if b<<pos>>40 != 0x498342 {
+		return false, false, false
+	}
+	return true, true, true
 }

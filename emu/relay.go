@@ -199,7 +199,13 @@ func (r *Relay) newLink(dir Direction, cfg LinkConfig, gen int) (*Link, error) {
 		p := cfg.wallPeriod()
 		cfg = cfg.shifted(time.Duration(time.Now().UnixNano() % int64(p)))
 	}
-	return NewLink(cfg, seedFor(r.opts.Seed, fmt.Sprintf("%s#%d", dir, gen)))
+	return NewLink(cfg, relayLinkSeed(r.opts.Seed, dir, gen))
+}
+
+// relayLinkSeed is the seed of a relay's model of direction dir, generation
+// gen (0 for the first, one more for each SetConfig).
+func relayLinkSeed(relaySeed uint64, dir Direction, gen int) uint64 {
+	return seedFor(relaySeed, fmt.Sprintf("%s#%d", dir, gen))
 }
 
 // Addr returns the address clients send to (Listen's local address).

@@ -1,4 +1,4 @@
-// Command bondd-plot draws the CDF plots of a bondd bench run: it reads
+// Command bondd-plot draws the CDF and box plots of a bondd bench run: it reads
 // DIR/plots.json (internal/bench.PlotsFile), which bench writes beside
 // results.json, and writes DIR/NAME.png and DIR/NAME.svg for each plot.
 //
@@ -56,7 +56,54 @@ func drawAll(dir string) (int, error) {
 			n++
 		}
 	}
+	for _, p := range ps.Boxes {
+		drawn, err := drawBoxes(dir, p)
+		if err != nil {
+			return n, err
+		}
+		if drawn {
+			n++
+		}
+	}
 	return n, nil
+}
+
+// drawBoxes writes dir/NAME.png and dir/NAME.svg: one box (quartiles,
+// whiskers to 1.5 IQR, outliers) per series, named on the x axis. It draws
+// nothing and returns false when the plot has no series with values.
+func drawBoxes(dir string, c bench.BoxPlot) (bool, error) {
+	if c.Name == "" || filepath.Base(c.Name) != c.Name {
+		return false, fmt.Errorf("plot name %q: expected a file name", c.Name)
+	}
+	p := plot.New()
+	p.Title.Text = c.Title
+	p.Y.Label.Text = c.YLabel
+	p.Add(plotter.NewGrid())
+	var names []string
+	for _, s := range c.Series {
+		if len(s.Values) == 0 {
+			continue
+		}
+		b, err := plotter.NewBoxPlot(vg.Points(18), float64(len(names)), plotter.Values(s.Values))
+		if err != nil {
+			return false, fmt.Errorf("plot %s: %w", c.Name, err)
+		}
+		b.FillColor = plotutil.Color(len(names))
+		p.Add(b)
+		names = append(names, s.Name)
+	}
+	if len(names) == 0 {
+		return false, nil
+	}
+	p.NominalX(names...)
+	p.X.Tick.Label.Rotation = 0.6
+	p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = -1.0, -0.5 // text.XRight, text.YCenter: labels end under their box
+	for _, ext := range []string{"png", "svg"} {
+		if err := p.Save(16*vg.Centimeter, 11*vg.Centimeter, filepath.Join(dir, c.Name+"."+ext)); err != nil {
+			return false, fmt.Errorf("plot %s: %w", c.Name, err)
+		}
+	}
+	return true, nil
 }
 
 // drawCDF writes dir/NAME.png and dir/NAME.svg: one CDF line per series. It

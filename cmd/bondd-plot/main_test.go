@@ -20,27 +20,37 @@ func TestDrawAll(t *testing.T) {
 			{Name: "b", Points: [][2]float64{{2, 0.5}, {9, 1}}},
 		}},
 		{Name: "empty", Title: "t", XLabel: "ms"},
+	}, Boxes: []bench.BoxPlot{
+		{Name: "box", Title: "t", YLabel: "ms", Series: []bench.BoxSeries{
+			{Name: "a", Values: []float64{1, 2, 3, 4, 50}},
+			{Name: "b", Values: []float64{5, 6, 7}},
+			{Name: "none"},
+		}},
+		{Name: "emptybox", Title: "t", YLabel: "ms", Series: []bench.BoxSeries{{Name: "none"}}},
 	}}
 	b, _ := json.Marshal(ps)
 	if err := os.WriteFile(filepath.Join(dir, bench.PlotsFile), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	n, err := drawAll(dir)
-	if err != nil || n != 1 {
-		t.Fatalf("drawAll = %d, %v; want 1 plot", n, err)
+	if err != nil || n != 2 {
+		t.Fatalf("drawAll = %d, %v; want 2 plots", n, err)
 	}
-	for _, f := range []string{"x.png", "x.svg"} {
+	for _, f := range []string{"x.png", "x.svg", "box.png", "box.svg"} {
 		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() < 1000 {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "empty.png")); err == nil {
-		t.Error("a plot without lines was drawn")
+	for _, f := range []string{"empty.png", "emptybox.png"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			t.Errorf("%s: a plot without data was drawn", f)
+		}
 	}
 
 	tests := []struct{ name, content string }{
 		{"not JSON", "\x00\x01"},
 		{"path in name", `{"plots":[{"name":"../x","series":[{"name":"a","points":[[1,1]]}]}]}`},
+		{"path in box name", `{"boxes":[{"name":"../x","series":[{"name":"a","values":[1,2]}]}]}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

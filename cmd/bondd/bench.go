@@ -30,7 +30,7 @@ func newBenchCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "bench SCENARIO",
-		Short: "Re-run the papers' experiments (s1: vehicular FEC, s2: LEO + terrestrial video; lanes: lossy uplinks) and write tables and plot data",
+		Short: "Re-run the papers' experiments (s1: vehicular FEC, s2/s2-isl: LEO + terrestrial video; lanes: lossy uplinks; capacity: the bond against the sum of its links) and write tables and plot data",
 		Long: `Bench runs one evaluation scenario over link-emulator paths that replay
 public real traces, once per configuration, and writes results.md (tables,
 with the papers' figures beside ours), results.json and the data of the CDF
@@ -40,21 +40,32 @@ plots (plots.json) into --out; bondd-plot draws the plots (PNG and SVG).
       replaying Mahimahi driving traces with 5Gophers base RTTs; a 4 Mbit/s
       constant-rate flow of 1200-byte UDP packets; configurations no-fec,
       adaptive-fec, fixed-fec (same coding rate as adaptive-fec), dup2.
-  s2  LEO + terrestrial (MoMQ paper, section 5): the Starlink 100-ms trace
-      with its 15-s reconfigurations, and a 15 ms metered path; SVC video
+  s2  LEO + terrestrial (MoMQ paper, section 5), in the paper's setting:
+      the Starlink 100-ms trace's capacity and loss with its 15-s
+      reconfigurations and a bent-pipe delay (20-40 ms one way), and a
+      metered path replaying a Mahimahi LTE trace at 15 ms; SVC video
       (50 fps, 1 s GOP) as RTP H.264; configurations single-starlink,
       single-metered, roundrobin, minrtt, blest, redundant, rules (the four
       MoMQ rules) and the rules added one at a time (rules-r4, rules-r4-r1,
       rules-r4-r1-r2).
+  s2-isl  the same over the Starlink trace's own inter-satellite-link
+      delay (88 ms one way) and an ideal 15 ms, 20 Mbit/s metered link.
   lanes  one 50 ms path whose losses are not congestion (0, 0.5, 1, 3 %
       random loss, Gilbert-Elliott bursts, the Starlink trace) and a
       20 Mbit/s flow: one QUIC connection (lanes1) against lanes: auto.
+  capacity  S1's three cellular paths and S2's Starlink path: UDP offered
+      at the sum of the links' capacity over the run (bond-udp), and one
+      TCP flow (iperf3) over the bond (bond-tcp) and over each path alone
+      (single-PATH-tcp). The TCP configurations need root (network
+      namespaces) and iperf3; without them they are skipped.
 
-Every configuration runs over the same trace segment with the same seed. As
+Every configuration runs over the same trace segment with the same seed.
+With --runs N each configuration runs N times (run r with seed --seed + r)
+and the results are medians with 95 % bootstrap confidence intervals. As
 root the testbed is built from network namespaces with real TUN devices;
 otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{bench.S1, bench.S2, bench.Lanes},
+		ValidArgs: []string{bench.S1, bench.S2, bench.S2ISL, bench.Lanes, bench.Capacity},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Scenario = strings.ToLower(args[0])
 			var err error
@@ -62,7 +73,7 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 				return err
 			}
 			if o.Scenario == bench.Lanes && cmd.Flags().Changed("lanes") {
-				return errors.New("--lanes applies to s1 and s2; the lanes scenario runs each loss model with lanes 1 and auto")
+				return errors.New("--lanes applies to s1, s2, s2-isl and capacity; the lanes scenario runs each loss model with lanes 1 and auto")
 			}
 			if cmd.Flags().Changed("traces") && o.Traces != "" && !emu.HasCellularTraces(o.Traces) {
 				return fmt.Errorf("--traces %s: expected a folder laid out like shared/data/traces, with cellular/ and leo/", o.Traces)
@@ -84,7 +95,8 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 	f.BoolVar(&o.Inprocess, "inprocess", false, "run in one process without TUN devices even as root")
 	f.StringSliceVar(&o.Configs, "configs", nil, "run only these configurations (comma-separated names)")
 	f.StringVar(&lanesFlag, "lanes", "auto", fmt.Sprintf("s1, s2: QUIC connections per uplink, auto or 1..%d", tunnel.MaxLanes))
-	f.StringVar(&o.RateControl, "rate-control", tunnel.RateControlBondd, "who decides each path's rate: bondd (pacing at a per-path estimate) or quic (quic-go's congestion control)")
-	f.BoolVar(&o.Align, "align", true, "s2: start each configuration at the same phase of the UTC minute's 15-s reconfiguration cycle (waits up to 15 s each)")
+	f.IntVar(&o.Runs, "runs", 1, "runs per configuration (seeds --seed, --seed+1, ...); results are medians with 95 % bootstrap intervals")
+	f.StringVar(&o.RateControl, "rate-control", "", "who decides each path's rate on both bonds: bondd (pacing at a per-path estimate) or quic (quic-go's congestion control); empty: quic")
+	f.BoolVar(&o.Align, "align", true, "s2, s2-isl: start each configuration at the same phase of the UTC minute's 15-s reconfiguration cycle (waits up to 15 s each)")
 	return cmd
 }

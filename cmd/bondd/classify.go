@@ -2,9 +2,11 @@ package main
 
 import (
 	"errors"
+	"maps"
 
 	"github.com/spf13/cobra"
 
+	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/internal/config"
 	"github.com/bondd/bondd/internal/inspect"
 )
@@ -15,6 +17,7 @@ func newClassifyCmd() *cobra.Command {
 	var (
 		pcapPath    string
 		configPath  string
+		sdpPath     string
 		summary     bool
 		asJSON      bool
 		rtpPorts    []string
@@ -39,7 +42,15 @@ with --json, one JSON object per flow.
 section: RTP ports, payload types, the RTP heuristic and the traffic classes,
 whose class and labels then show as keys. The rest of the file must be valid
 too, but the files it names (credentials) need not exist here. --rtp-ports,
---rtp-pt and --no-heuristic, when given, replace the file's setting.`,
+--rtp-pt and --no-heuristic, when given, replace the file's setting.
+
+--sdp reads the payload types from an SDP file, like the one the encoder
+writes (ffmpeg -sdp_file): each a=rtpmap line maps its payload type to its
+codec. --rtp-pt entries take precedence over it.
+
+With --summary, an RTP flow on a dynamic payload type whose codec could not be
+told from its payloads shows codec "unrecognised", with a note saying how to
+name it (--rtp-pt or --sdp).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if pcapPath == "" {
@@ -69,11 +80,20 @@ too, but the files it names (credentials) need not exist here. --rtp-ports,
 					opts.NoHeuristic = flags.NoHeuristic
 				}
 			}
+			if sdpPath != "" {
+				m, err := classify.LoadSDP(sdpPath)
+				if err != nil {
+					return err
+				}
+				maps.Copy(m, opts.PayloadTypes) // --rtp-pt (or the config's) win
+				opts.PayloadTypes = m
+			}
 			return inspect.Classify(cmd.OutOrStdout(), pcapPath, opts, summary, asJSON)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&pcapPath, "pcap", "", "capture file to read (pcap or pcapng)")
+	f.StringVar(&sdpPath, "sdp", "", "SDP file whose a=rtpmap lines give payload types and codecs (e.g. ffmpeg -sdp_file)")
 	f.StringVar(&configPath, "config", "", "daemon config file whose classify section to use (classes, RTP ports, payload types)")
 	f.BoolVar(&summary, "summary", false, "print one line per flow instead of one per packet")
 	f.BoolVar(&asJSON, "json", false, "print JSON lines")

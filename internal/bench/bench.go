@@ -8,7 +8,14 @@
 //   - S2, LEO plus terrestrial (paper 2, MoMQ, §5): a Starlink path and a
 //     metered terrestrial path, SVC video over RTP H.264; single path, the
 //     four transport schedulers, and the MoMQ rules, also added one at a
-//     time (s2.go, video.go).
+//     time (s2.go, video.go); s2 in the paper's setting, s2-isl over the
+//     trace's inter-satellite link;
+//   - lanes: one lossy path, one QUIC connection against lanes (lanes.go);
+//   - capacity: the bond against the sum of its links, UDP at Σ capacity
+//     and one TCP flow against each path alone (capacity.go).
+//
+// With Options.Runs every configuration runs several times and the
+// results are medians with 95 % bootstrap intervals (runs.go).
 //
 // Every configuration of a scenario gets a new testbed built from the same
 // scenario, seed and trace offset, and its traffic starts the same time
@@ -37,9 +44,11 @@ import (
 
 // Bench scenario names (the SCENARIO argument).
 const (
-	S1    = "s1"
-	S2    = "s2"
-	Lanes = "lanes"
+	S1       = "s1"
+	S2       = "s2"     // paper 2's setting (emu.LEOPaperScenario)
+	S2ISL    = "s2-isl" // the inter-satellite-link case (emu.LEOScenario)
+	Lanes    = "lanes"
+	Capacity = "capacity"
 )
 
 // Bench timing defaults.
@@ -59,7 +68,7 @@ const (
 
 // Options are the settings of one bench run (the flags of bondd bench).
 type Options struct {
-	Scenario  string        // S1, S2 or Lanes
+	Scenario  string        // S1, S2, S2ISL, Lanes or Capacity
 	Out       string        // output folder (created)
 	Duration  time.Duration // traffic time of each configuration
 	Seed      uint64        // emulator seed, the same for every configuration
@@ -79,24 +88,27 @@ type Options struct {
 	// Lanes is every uplink's lanes setting in S1 and S2
 	// (tunnel.LanesAuto by default); the lanes scenario sets its own.
 	Lanes int
-	// RateControl is both ends' tunnel.PathOptions.RateControl in every
-	// configuration: tunnel.RateControlBondd or tunnel.RateControlQUIC
-	// (empty: quic-go's congestion control, the behaviour before rate
-	// control).
+	// Runs is how many times each configuration runs, run r with seed
+	// Seed + r; results are medians over the runs with 95 % bootstrap
+	// intervals (runs.go). 0 means 1.
+	Runs int
+	// RateControl is who decides each path's rate in every configuration
+	// that does not set its own (S1's no-fec-quic-cc does): "" (the bond's
+	// default), demo.RateControlBondd or demo.RateControlQUIC. Validated
+	// by Run, passed to the testbed as demo.BedOptions.RateControl.
 	RateControl string
 }
 
 // benchHeader is what results.json says about the run as a whole.
 type benchHeader struct {
-	Scenario  string    `json:"scenario"` // "s1", "s2" or "lanes"
-	Mode      string    `json:"mode"`     // "netns" or "inprocess"
-	Seed      uint64    `json:"seed"`
+	Scenario  string    `json:"scenario"`   // "s1", "s2" or "lanes"
+	Mode      string    `json:"mode"`       // "netns" or "inprocess"
+	Seed      uint64    `json:"seed"`       // run r used Seed + r
+	Runs      int       `json:"runs"`       // runs per configuration
 	DurationS float64   `json:"duration_s"` // traffic time per configuration, s
 	Traces    []string  `json:"traces"`     // trace files replayed, relative to the traces folder, or ["builtin"]
 	Started   time.Time `json:"started"`    // wall clock at the start of the run
 	Command   string    `json:"command"`    // the command line that reproduces the run
-	// RateControl is the run's Options.RateControl ("" for quic).
-	RateControl string `json:"rate_control,omitempty"`
 }
 
 // Run runs o.Scenario and writes its results into o.Out.
@@ -113,16 +125,24 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	if o.Drain == 0 {
 		o.Drain = benchDrain
 	}
+	if o.Runs < 0 {
+		return errors.New("--runs must be at least 1")
+	}
+	if err := demo.ValidateRateControl(o.RateControl); err != nil {
+		return err
+	}
 	var names []string
 	switch o.Scenario {
 	case S1:
 		names = s1ConfigNames()
-	case S2:
+	case S2, S2ISL:
 		names = s2ConfigNames()
 	case Lanes:
 		names = lanesConfigNames()
+	case Capacity:
+		names = capConfigNames()
 	default:
-		return fmt.Errorf("unknown scenario %q; expected %s, %s or %s", o.Scenario, S1, S2, Lanes)
+		return fmt.Errorf("unknown scenario %q; expected %s, %s, %s, %s or %s", o.Scenario, S1, S2, S2ISL, Lanes, Capacity)
 	}
 	for _, c := range o.Configs {
 		if !slices.Contains(names, c) {
@@ -137,10 +157,15 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return runS1(ctx, o, out)
 	case Lanes:
 		return runLanes(ctx, o, out)
+	case Capacity:
+		return runCapacity(ctx, o, out)
 	default:
 		return runS2(ctx, o, out)
 	}
 }
+
+// isRoot reports whether bench can build netns testbeds.
+func isRoot() bool { return os.Geteuid() == 0 }
 
 // selected reports whether configuration name is to run.
 func (o *Options) selected(name string) bool {
@@ -157,11 +182,17 @@ func (o *Options) commandLine() string {
 	if len(o.Configs) > 0 {
 		fmt.Fprintf(&b, " --configs %s", strings.Join(o.Configs, ","))
 	}
-	if o.Scenario == S2 && !o.Align {
+	if (o.Scenario == S2 || o.Scenario == S2ISL) && !o.Align {
 		b.WriteString(" --align=false")
 	}
 	if o.Lanes != tunnel.LanesAuto && o.Scenario != Lanes {
 		fmt.Fprintf(&b, " --lanes %d", o.Lanes)
+	}
+	if o.runs() > 1 {
+		fmt.Fprintf(&b, " --runs %d", o.runs())
+	}
+	if o.RateControl != "" {
+		fmt.Fprintf(&b, " --rate-control %s", o.RateControl)
 	}
 	return b.String()
 }
@@ -190,6 +221,7 @@ func scenarioTraces(sc emu.Scenario, tracesDir string) []string {
 // and the concentrator's counters at the start and the end of the traffic.
 type benchRun struct {
 	mode                string
+	created             time.Time // when the bed's relays started (their links' model time 0)
 	start               time.Time // when the traffic started
 	edge0, edge1        tunnel.BondStats
 	conc0, conc1        tunnel.BondStats
@@ -227,7 +259,7 @@ func runOnBedAt(ctx context.Context, o Options, bo demo.BedOptions, anchor time.
 	if err := sleepUntil(ctx, start, nil); err != nil {
 		return benchRun{}, err
 	}
-	r := benchRun{mode: bed.Mode, start: start, edge0: bed.Edge.Stats(), conc0: bed.Conc.Stats()}
+	r := benchRun{mode: bed.Mode, created: bed.Created, start: start, edge0: bed.Edge.Stats(), conc0: bed.Conc.Stats()}
 	rctx, rcancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); bed.Recv(rctx, deliver) }()

@@ -25,7 +25,18 @@ import (
 // its results.json as a generic map, and the output folder.
 func runBenchTest(t *testing.T, o Options) (map[string]any, string) {
 	t.Helper()
-	o.Out, o.Inprocess = t.TempDir(), true
+	return runBench(t, o, true)
+}
+
+// runBenchNetns is runBenchTest in network namespaces (as root).
+func runBenchNetns(t *testing.T, o Options) (map[string]any, string) {
+	t.Helper()
+	return runBench(t, o, false)
+}
+
+func runBench(t *testing.T, o Options, inprocess bool) (map[string]any, string) {
+	t.Helper()
+	o.Out, o.Inprocess = t.TempDir(), inprocess
 	o.Settle, o.Drain = 1500*time.Millisecond, time.Second
 	o.Traces = emu.DefaultTracesDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -130,7 +141,7 @@ func TestBenchS1(t *testing.T) {
 			t.Errorf("%s: one-way delay %v ms outside what the scenario predicts (mean 12–200, p99 < 1000)", n, owd)
 		}
 		maxLoss := 0.03 // with FEC or duplication
-		if n == s1NoFEC {
+		if n == s1NoFEC || n == s1NoFECQUIC {
 			maxLoss = 0.05
 		}
 		if l := c["loss_rate"].(float64); l < 0 || l > maxLoss {
@@ -154,8 +165,11 @@ func TestBenchS1(t *testing.T) {
 	if d, n := dup["wire_bytes"].(float64), none["wire_bytes"].(float64); d < 1.8*n {
 		t.Errorf("dup2 sent %v bytes, no-fec %v: duplication should double them", d, n)
 	}
-	if len(rep["targets"].([]any)) != 4 {
+	if len(rep["targets"].([]any)) != 5 {
 		t.Errorf("targets: %v", rep["targets"])
+	}
+	if rc := by[s1NoFECQUIC]["rate_control"]; rc != "quic" {
+		t.Errorf("no-fec-quic-cc rate control %v, want quic", rc)
 	}
 }
 
@@ -163,7 +177,7 @@ func TestBenchS2(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: runs four bonds for a few seconds each")
 	}
-	o := Options{Scenario: S2, Duration: 3 * time.Second, Seed: 3,
+	o := Options{Scenario: S2ISL, Duration: 3 * time.Second, Seed: 3,
 		Configs: []string{"single-starlink", "single-metered", "redundant", "rules"}}
 	rep, dir := runBenchTest(t, o)
 	checkPlots(t, dir, "s2-fct-cdf", "s2-fct-cdf-idr", "s2-fct-cdf-p", "s2-fct-cdf-rules")
@@ -212,6 +226,52 @@ func TestBenchS2(t *testing.T) {
 	}
 	if hits := by["rules"]["rule_hits"]; hits == nil {
 		t.Error("rules: no rule hits reported")
+	}
+}
+
+// TestBenchS2Paper runs the paper setting's single-path configurations
+// twice each, briefly: medians with runs and ci95, the pooled buffer
+// windows and their box plot.
+func TestBenchS2Paper(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: runs bonds for a few seconds each")
+	}
+	o := Options{Scenario: S2, Duration: 2 * time.Second, Seed: 3, Runs: 2, Configs: []string{"single-starlink", "single-metered"}}
+	rep, dir := runBenchTest(t, o)
+	by := benchConfigs(t, rep, "fct_ms", "buffer_ms", "metered_share", "frames_lost", "runs", "ci95")
+	for n, c := range by {
+		if c["runs"].(float64) != 2 {
+			t.Errorf("%s: runs %v, want 2", n, c["runs"])
+		}
+		ci := c["ci95"].(map[string]any)
+		for _, k := range []string{"fct_ms.p999", "buffer_ms", "metered_share", "frames_lost"} {
+			if iv, ok := ci[k].([]any); !ok || len(iv) != 2 || iv[0].(float64) > iv[1].(float64) {
+				t.Errorf("%s: ci95[%s] = %v", n, k, ci[k])
+			}
+		}
+		// Each 2-s run is one (short) window; the buffer pools both.
+		if w := c["buffer_windows"].(float64); w != 2 {
+			t.Errorf("%s: %v buffer windows, want 2 (one per run)", n, w)
+		}
+		// A frame takes at least the smallest base one-way delay of its
+		// path: the metered path's 15 ms, the Starlink delay rebased to
+		// 20-40 ms between its 5th and 95th percentiles (below 20 ms only
+		// under the 5th).
+		f := c["fct_ms"].(map[string]any)
+		if p50 := f["p50"].(float64); p50 < 10 || p50 > f["p999"].(float64) {
+			t.Errorf("%s: frame completion %v", n, f)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, PlotsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps Plots
+	if err := json.Unmarshal(b, &ps); err != nil {
+		t.Fatal(err)
+	}
+	if len(ps.Boxes) != 1 || ps.Boxes[0].Name != "s2-buffer-box" || len(ps.Boxes[0].Series) != 2 || len(ps.Boxes[0].Series[0].Values) != 2 {
+		t.Errorf("box plots %+v", ps.Boxes)
 	}
 }
 
@@ -549,6 +609,9 @@ func TestBenchOptionErrors(t *testing.T) {
 		{"scenario", Options{Scenario: "s3", Duration: time.Second}},
 		{"duration", Options{Scenario: S1}},
 		{"config", Options{Scenario: S2, Duration: time.Second, Configs: []string{"no-fec"}}},
+		{"runs", Options{Scenario: S1, Duration: time.Second, Runs: -1}},
+		{"rate control", Options{Scenario: S1, Duration: time.Second, RateControl: "cubic"}},
+		{"capacity config", Options{Scenario: Capacity, Duration: time.Second, Configs: []string{"single-metered-tcp"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -106,7 +107,9 @@ type lanesResult struct {
 	// packets declared lost: what no counter explains (negative when
 	// QUIC's lost packets carried ACKs or keepalives rather than data).
 	Unaccounted int64     `json:"unaccounted"`
-	owdSamples  []float64 // sorted, ms
+	Runs        int       `json:"runs"` // runs the numbers are medians over
+	CI95        ciMap     `json:"ci95"` // 95 % bootstrap intervals of the medians
+	owdSamples  []float64 // sorted, ms (all runs)
 }
 
 // lanesReport is results.json for the lanes scenario.
@@ -126,36 +129,58 @@ func runLanes(ctx context.Context, o Options, out io.Writer) error {
 		return err
 	}
 	rep := lanesReport{
-		benchHeader: benchHeader{RateControl: o.RateControl, Scenario: Lanes, Seed: o.Seed, DurationS: o.Duration.Seconds(),
-			Traces: []string{"none (loss models)"}, Started: time.Now().UTC(), Command: o.commandLine()},
-		RateMbps: lanesRateMbps, BaseOWDms: float64(lanesDelay) / 1e6, PacketBytes: demo.PacketBytes,
+		benchHeader: o.header([]string{"none (loss models)"}),
+		RateMbps:    lanesRateMbps, BaseOWDms: float64(lanesDelay) / 1e6, PacketBytes: demo.PacketBytes,
 	}
-	fmt.Fprintf(out, "bondd bench lanes: one path, %s each way, %.0f Mbit/s of %d-byte UDP packets, %s per configuration, seed %d\n",
-		lanesDelay, lanesRateMbps, demo.PacketBytes, o.Duration, o.Seed)
-	for _, c := range lanesConditions() {
-		for _, s := range lanesSettings {
-			name := c.name + "-" + s.name
-			if !o.selected(name) {
-				continue
-			}
-			if c.name == "starlink" && rep.Traces[0] == "none (loss models)" {
-				rep.Traces = scenarioTraces(leo, o.Traces)
-			}
-			sc := emu.Scenario{Name: "lanes", Source: leo.Source, Paths: []emu.PathModel{c.link(leo)}}
-			if c.name != "starlink" {
-				sc.Source = "builtin"
-			}
-			res, mode, err := runLanesConfig(ctx, o, sc, s.lanes, out)
-			if err != nil {
-				return fmt.Errorf("lanes %s: %w", name, err)
-			}
-			res.Name, res.Condition, res.Lanes = name, c.desc, strings.TrimPrefix(s.name, "lanes")
-			fmt.Fprintf(out, "  %-17s %s: delivered %.1f %% (%.2f Mbit/s), one-way delay p50 %.1f / p95 %.1f / p99 %.1f ms, cwnd %.0f B, lanes %.1f (end %d), drops %d full / %d expired\n",
-				name, mode, 100*res.Delivered, res.GoodputMbps, res.OWDms.P50, res.OWDms.P95, res.OWDms.P99,
-				res.CwndBytes, res.MeanLanes, res.FinalLanes, res.QueueFull, res.Expired)
-			rep.Mode = mode
-			rep.Configs = append(rep.Configs, res)
+	fmt.Fprintf(out, "bondd bench lanes: one path, %s each way, %.0f Mbit/s of %d-byte UDP packets, %s per configuration, %d run(s) from seed %d\n",
+		lanesDelay, lanesRateMbps, demo.PacketBytes, o.Duration, o.runs(), o.Seed)
+	perRun := map[string][]lanesResult{}
+	var names []string
+	for r := range o.runs() {
+		ro := o.forRun(r)
+		if leo, err = emu.LEOScenario(ro.Traces, ro.Seed); err != nil {
+			return err
 		}
+		for _, c := range lanesConditions() {
+			for _, s := range lanesSettings {
+				name := c.name + "-" + s.name
+				if !o.selected(name) {
+					continue
+				}
+				if c.name == "starlink" && rep.Traces[0] == "none (loss models)" {
+					rep.Traces = scenarioTraces(leo, o.Traces)
+				}
+				sc := emu.Scenario{Name: "lanes", Source: leo.Source, Paths: []emu.PathModel{c.link(leo)}}
+				if c.name != "starlink" {
+					sc.Source = "builtin"
+				}
+				res, mode, err := runLanesConfig(ctx, ro, sc, s.lanes, out)
+				if err != nil {
+					return fmt.Errorf("lanes %s (seed %d): %w", name, ro.Seed, err)
+				}
+				res.Name, res.Condition, res.Lanes = name, c.desc, strings.TrimPrefix(s.name, "lanes")
+				fmt.Fprintf(out, "  %-17s %s: delivered %.1f %% (%.2f Mbit/s), one-way delay p50 %.1f / p95 %.1f / p99 %.1f ms, cwnd %.0f B, lanes %.1f (end %d), drops %d full / %d expired\n",
+					name, mode, 100*res.Delivered, res.GoodputMbps, res.OWDms.P50, res.OWDms.P95, res.OWDms.P99,
+					res.CwndBytes, res.MeanLanes, res.FinalLanes, res.QueueFull, res.Expired)
+				rep.Mode = mode
+				if r == 0 {
+					names = append(names, name)
+				}
+				perRun[name] = append(perRun[name], res)
+			}
+		}
+	}
+	for _, name := range names {
+		runs := perRun[name]
+		res, err := medianResult(runs, o.Seed, "delivered", "goodput_mbps", "owd_ms", "mean_lanes")
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			res.owdSamples = append(res.owdSamples, r.owdSamples...)
+		}
+		slices.Sort(res.owdSamples)
+		rep.Configs = append(rep.Configs, res)
 	}
 	rep.Targets = lanesTargets(rep.Configs, rep.BaseOWDms)
 	md := lanesMarkdown(&rep)

@@ -20,6 +20,49 @@ const cdfMaxPoints = 400
 // Plots is the content of PlotsFile.
 type Plots struct {
 	Plots []CDFPlot `json:"plots"`
+	// Boxes are box plots (the spread of a per-window metric over all
+	// runs, one box per configuration).
+	Boxes []BoxPlot `json:"boxes,omitempty"`
+}
+
+// BoxPlot is one box plot: one box per configuration.
+type BoxPlot struct {
+	Name   string      `json:"name"` // file name of the drawing, without extension
+	Title  string      `json:"title"`
+	YLabel string      `json:"y_label"`
+	Series []BoxSeries `json:"series"`
+}
+
+// BoxSeries is one box: the samples and their five-number summary
+// (quantiles by linear interpolation).
+type BoxSeries struct {
+	Name   string    `json:"name"`
+	Min    float64   `json:"min"`
+	Q1     float64   `json:"q1"`
+	Median float64   `json:"median"`
+	Q3     float64   `json:"q3"`
+	Max    float64   `json:"max"`
+	Values []float64 `json:"values"` // ascending
+}
+
+// boxSeries is one box as measured.
+type boxSeries struct {
+	Name   string
+	Sorted []float64 // ascending; not modified
+}
+
+// boxPlot returns the box plot of series, leaving out empty series.
+func boxPlot(name, title, ylabel string, series []boxSeries) BoxPlot {
+	p := BoxPlot{Name: name, Title: title, YLabel: ylabel}
+	for _, s := range series {
+		v := s.Sorted
+		if len(v) == 0 {
+			continue
+		}
+		p.Series = append(p.Series, BoxSeries{Name: s.Name, Min: v[0], Q1: quantileLinear(v, 0.25), Median: quantileLinear(v, 0.5),
+			Q3: quantileLinear(v, 0.75), Max: v[len(v)-1], Values: v})
+	}
+	return p
 }
 
 // CDFPlot is one CDF plot: one line per configuration.
@@ -81,8 +124,11 @@ func cdfPoints(sorted []float64) [][2]float64 {
 }
 
 // writePlots writes dir/PlotsFile.
-func writePlots(dir string, plots ...CDFPlot) error {
-	b, err := json.MarshalIndent(Plots{Plots: plots}, "", " ")
+func writePlots(dir string, plots ...CDFPlot) error { return writePlotsBoxes(dir, plots, nil) }
+
+// writePlotsBoxes writes dir/PlotsFile with CDF and box plots.
+func writePlotsBoxes(dir string, plots []CDFPlot, boxes []BoxPlot) error {
+	b, err := json.MarshalIndent(Plots{Plots: plots, Boxes: boxes}, "", " ")
 	if err != nil {
 		return fmt.Errorf("plots: %w", err)
 	}

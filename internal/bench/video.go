@@ -337,6 +337,7 @@ type videoStats struct {
 	bufferMaxMs        float64   // the largest window's
 	bufferWholeMs      float64   // over the whole run as one window
 	windows            int
+	windowBufs         []float64 // minimum playback buffer of each window, ms, sorted
 }
 
 // videoBufferWindow is the span over which one minimum playback buffer is
@@ -401,6 +402,7 @@ func (v *videoFlow) stats() videoStats {
 		slices.Sort(a)
 	}
 	s.windows = len(bufs)
+	s.windowBufs = bufs
 	if len(bufs) > 0 {
 		s.bufferMs = median(bufs)
 		s.bufferMaxMs = bufs[len(bufs)-1]

@@ -364,6 +364,11 @@ type ClassifyConfig struct {
 	// SDP a=rtpmap lines say. classify.CodecUnknown (YAML "auto") means
 	// "RTP; learn the codec from the payload". Optional.
 	PayloadTypes map[uint8]classify.Codec
+	// SDP is an SDP file, like the one the encoder writes (ffmpeg
+	// -sdp_file), whose a=rtpmap lines add the payload types PayloadTypes
+	// does not set (classify.LoadSDP); relative to the config file.
+	// Optional; errors name the SDP file's line.
+	SDP string
 	// NoRTPHeuristic turns off finding RTP on UDP that matches neither
 	// RTPPorts nor PayloadTypes (YAML rtp_heuristic: false). Default false:
 	// the heuristic is on.

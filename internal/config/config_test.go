@@ -355,8 +355,8 @@ classify:
 		{"classify on concentrator", concentratorOK + "classify: {rtp_ports: [5004], classes: [{name: talkback, match: {dscp: [EF]}}]}\n", ""},
 		{"classify empty", edgeOK + "classify: {}\n", ""},
 		{"classify null", edgeOK + "classify:\n", ""},
-		{"classify not a mapping", edgeOK + "classify: [video]\n", "bondd.yaml:10: classify: expected a mapping with fields rtp_ports, payload_types, rtp_heuristic, classes; got a list"},
-		{"classify unknown key", edgeOK + "classify: {rtp_port: [5004]}\n", `bondd.yaml:10: classify.rtp_port: unknown field "rtp_port"; known fields: rtp_ports, payload_types, rtp_heuristic, classes; did you mean "rtp_ports"?`},
+		{"classify not a mapping", edgeOK + "classify: [video]\n", "bondd.yaml:10: classify: expected a mapping with fields rtp_ports, payload_types, rtp_heuristic, classes, sdp; got a list"},
+		{"classify unknown key", edgeOK + "classify: {rtp_port: [5004]}\n", `bondd.yaml:10: classify.rtp_port: unknown field "rtp_port"; known fields: rtp_ports, payload_types, rtp_heuristic, classes, sdp; did you mean "rtp_ports"?`},
 
 		// classify.rtp_ports.
 		{"rtp_ports a single port", edgeOK + "classify: {rtp_ports: 5004}\n", `bondd.yaml:10: classify.rtp_ports: expected a list of ports or ranges, like [5004-5010], got "5004"`},

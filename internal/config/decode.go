@@ -99,7 +99,7 @@ var (
 	concentratorKeys = []string{"listen", "cert_file", "key_file", "client_ca_file", "edges"}
 	edgeEntryKeys    = []string{"id", "token_file", "cert_cn", "allowed_prefixes", "allow_edge_rules", "policy_label_keys"}
 	pathsKeys        = []string{"queue_packets", "max_queue_delay", "keepalive", "idle_timeout", "redial_min", "redial_max", "initial_packet_size_bytes", "rate_control"}
-	classifyKeys     = []string{"rtp_ports", "payload_types", "rtp_heuristic", "classes"}
+	classifyKeys     = []string{"rtp_ports", "payload_types", "rtp_heuristic", "classes", "sdp"}
 	classKeys        = []string{"name", "match", "labels"}
 	classMatchKeys   = []string{"proto", "src", "dst", "src_ports", "dst_ports", "ports", "dscp"}
 )

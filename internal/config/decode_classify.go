@@ -20,6 +20,7 @@ func (d *configDecoder) classify(n *yaml.Node, c *ClassifyConfig) {
 	if pt := f["payload_types"]; pt != nil {
 		c.PayloadTypes = d.payloadTypes(pt, "classify.payload_types")
 	}
+	c.SDP = d.str(f["sdp"], "classify.sdp", "the path of an SDP file")
 	if h := f["rtp_heuristic"]; h != nil {
 		if on, ok := d.boolean(h, "classify.rtp_heuristic"); ok {
 			c.NoRTPHeuristic = !on

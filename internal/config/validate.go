@@ -504,6 +504,9 @@ func (c *ClassifyConfig) compile(v *configValidator) *classify.ClassSet {
 		}
 	}
 
+	if _, err := c.sdpPayloadTypes(); err != nil {
+		v.errorf("classify.sdp", "%v", err)
+	}
 	if n := len(c.Classes); n > classify.MaxClasses {
 		v.errorf(indexField("classify.classes", classify.MaxClasses), "at most %d classes are allowed, got %d", classify.MaxClasses, n)
 	}
@@ -620,12 +623,25 @@ func (c *ClassifyConfig) Options() (classify.Options, error) {
 		v.errs.sort()
 		return classify.Options{}, v.errs
 	}
+	pts, _ := c.sdpPayloadTypes()
+	for pt, codec := range c.PayloadTypes {
+		pts[pt] = codec // payload_types override the SDP file
+	}
 	return classify.Options{
 		RTPPorts:     slices.Clone(c.RTPPorts),
-		PayloadTypes: maps.Clone(c.PayloadTypes),
+		PayloadTypes: pts,
 		NoHeuristic:  c.NoRTPHeuristic,
 		Classes:      set,
 	}, nil
+}
+
+// sdpPayloadTypes reads the SDP file's payload types (an empty map when
+// there is none); the error is a *classify.SDPError.
+func (c *ClassifyConfig) sdpPayloadTypes() (map[uint8]classify.Codec, error) {
+	if c.SDP == "" {
+		return map[uint8]classify.Codec{}, nil
+	}
+	return classify.LoadSDP(c.SDP)
 }
 
 // checkPortRanges checks that each range of a list has Lo ≤ Hi and

@@ -37,8 +37,8 @@ type Options struct {
 	Scheduler string        // a policy.Schedulers name
 	Lanes     string        // "auto" or 1..tunnel.MaxLanes
 	LossPct   float64       // extra random loss on every emulated path, each direction, %
-	// RateControl is tunnel.RateControlBondd (empty: the default) or
-	// tunnel.RateControlQUIC, on both ends.
+	// RateControl is RateControlBondd (empty: the default) or
+	// RateControlQUIC, on both ends.
 	RateControl string
 }
 
@@ -114,7 +114,18 @@ type Bed struct {
 	Recv func(ctx context.Context, deliver func(payload []byte, now time.Time))
 	// Close removes the testbed.
 	Close func()
+	// EdgeNS and ConcNS name the edge's and the concentrator's network
+	// namespaces of a netns testbed (for ip netns exec: the flow's inner
+	// addresses EdgeAddr and ConcAddr live there); empty in process.
+	EdgeNS, ConcNS string
 }
+
+// Inner addresses of the testbeds' flow: the edge side's and the
+// concentrator side's, both IPv4.
+var (
+	EdgeAddr = demoEdgeInner.Addr()
+	ConcAddr = demoServerInner.Addr()
+)
 
 // BedOptions are what a testbed is built from (newInprocessBed,
 // newNetnsBed).
@@ -130,8 +141,9 @@ type BedOptions struct {
 	LEO map[string]*policy.LEOReconf
 	// Lanes is every uplink's tunnel.UplinkOptions.Lanes (0: auto).
 	Lanes int
-	// RateControl is both ends' tunnel.PathOptions.RateControl (empty:
-	// quic-go's congestion control).
+	// RateControl is who decides each path's rate on both bonds: "" (the
+	// bond's default), RateControlBondd or RateControlQUIC. Optional;
+	// applied by applyRateControl.
 	RateControl string
 }
 
@@ -151,18 +163,18 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return fmt.Errorf("--fec must be adaptive or off, not %q", o.FEC)
 	}
 	fopts := tunnel.FECOptions{Mode: o.FEC}
-	if o.RateControl == "" {
-		o.RateControl = tunnel.RateControlBondd
-	}
-	if o.RateControl != tunnel.RateControlBondd && o.RateControl != tunnel.RateControlQUIC {
-		return fmt.Errorf("--rate-control must be bondd or quic, not %q", o.RateControl)
-	}
 	picker, err := policy.NewPicker(o.Scheduler)
 	if err != nil {
 		return err
 	}
 	lanes, err := ParseLanes(o.Lanes)
 	if err != nil {
+		return err
+	}
+	if o.RateControl == "" {
+		o.RateControl = RateControlBondd
+	}
+	if err := ValidateRateControl(o.RateControl); err != nil {
 		return err
 	}
 	if o.LossPct < 0 || o.LossPct >= 100 {
@@ -230,6 +242,9 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 // NewBed builds the netns testbed as root, unless inprocess is set, and the
 // in-process one otherwise, saying so on out when that is for want of root.
 func NewBed(o BedOptions, inprocess bool, out io.Writer) (*Bed, error) {
+	if err := applyRateControl(o.RateControl, nil, nil); err != nil {
+		return nil, err
+	}
 	if testbed.IsRoot() && !inprocess {
 		return newNetnsBed(o)
 	}

@@ -27,13 +27,6 @@ var demoMTU = tunnel.MTUFor(tunnel.DefaultInitialPacketSize)
 // noticed and redialled within a couple of seconds.
 var demoPathOptions = tunnel.PathOptions{IdleTimeout: 3 * time.Second, RedialMax: 2 * time.Second}
 
-// pathOptions returns demoPathOptions with o's rate control.
-func (o BedOptions) pathOptions() tunnel.PathOptions {
-	po := demoPathOptions
-	po.RateControl = o.RateControl
-	return po
-}
-
 // newInprocessBed runs the edge, the concentrator and one emu relay per path
 // in this process, over loopback UDP, with in-memory TUN devices.
 func newInprocessBed(o BedOptions) (*Bed, error) {
@@ -55,10 +48,15 @@ func newInprocessBed(o BedOptions) (*Bed, error) {
 		return nil, err
 	}
 	concDev, edgeDev := tuntest.New(demoMTU, 8), tuntest.New(demoMTU, 8)
-	conc, err := tunnel.NewConcentrator(tunnel.ConcentratorOptions{
-		Device: concDev, MTU: demoMTU, Conn: pc, TLS: tunnel.ServerTLS(cert, nil), Paths: o.pathOptions(), FEC: fopts, Picker: picker,
+	co := tunnel.ConcentratorOptions{
+		Device: concDev, MTU: demoMTU, Conn: pc, TLS: tunnel.ServerTLS(cert, nil), Paths: demoPathOptions, FEC: fopts, Picker: picker,
 		Edges: []tunnel.EdgeAuth{{ID: "demo-edge", Token: demoToken, AllowedPrefixes: []netip.Prefix{demoEdgeInner.Masked()}}},
-	})
+	}
+	err = applyRateControl(o.RateControl, nil, &co)
+	var conc *tunnel.Concentrator
+	if err == nil {
+		conc, err = tunnel.NewConcentrator(co)
+	}
 	if err != nil {
 		pc.Close()
 		return nil, err
@@ -89,11 +87,16 @@ func newInprocessBed(o BedOptions) (*Bed, error) {
 	if err != nil {
 		return fail(err)
 	}
-	edge, err := tunnel.NewEdge(tunnel.EdgeOptions{
+	eo := tunnel.EdgeOptions{
 		ID: "demo-edge", Device: edgeDev, MTU: demoMTU, Concentrator: concAddr.String(), TLS: tlsConf,
-		Token: demoToken, Uplinks: uplinks, Paths: o.pathOptions(), FEC: fopts, Picker: picker,
+		Token: demoToken, Uplinks: uplinks, Paths: demoPathOptions, FEC: fopts, Picker: picker,
 		Rules: o.Rules, Classify: o.Classify,
-	})
+	}
+	err = applyRateControl(o.RateControl, &eo, nil)
+	var edge *tunnel.Edge
+	if err == nil {
+		edge, err = tunnel.NewEdge(eo)
+	}
 	if err != nil {
 		return fail(err)
 	}

@@ -78,10 +78,15 @@ func newNetnsBed(o BedOptions) (bed *Bed, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("concentrator namespace: %w", err)
 	}
-	conc, err := tunnel.NewConcentrator(tunnel.ConcentratorOptions{
-		Device: concDev, MTU: demoMTU, Conn: pc, TLS: tunnel.ServerTLS(cert, nil), Paths: o.pathOptions(), FEC: fopts, Picker: picker,
+	co := tunnel.ConcentratorOptions{
+		Device: concDev, MTU: demoMTU, Conn: pc, TLS: tunnel.ServerTLS(cert, nil), Paths: demoPathOptions, FEC: fopts, Picker: picker,
 		Edges: []tunnel.EdgeAuth{{ID: "demo-edge", Token: demoToken, AllowedPrefixes: []netip.Prefix{demoEdgeInner.Masked()}}},
-	})
+	}
+	err = applyRateControl(o.RateControl, nil, &co)
+	var conc *tunnel.Concentrator
+	if err == nil {
+		conc, err = tunnel.NewConcentrator(co)
+	}
 	if err != nil {
 		concDev.Close()
 		pc.Close()
@@ -93,9 +98,11 @@ func newNetnsBed(o BedOptions) (bed *Bed, err error) {
 	closers = append(closers, func() { conc.Close() })
 
 	// One veth and one relay per uplink.
-	var uplinks []tunnel.UplinkOptions
-	created := time.Now()
-	for i, p := range sc.Paths {
+	// The veths and the relays' sockets first, then the relays in a quick
+	// loop, so that Created is within a millisecond of every relay's
+	// start (its links' model time 0).
+	var listeners []*net.UDPConn
+	for i := range sc.Paths {
 		name := fmt.Sprintf("up%d", i)
 		edgeSide := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 100, byte(i), 2}), 24)
 		emuSide := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 100, byte(i), 1}), 24)
@@ -106,6 +113,15 @@ func newNetnsBed(o BedOptions) (bed *Bed, err error) {
 		if err != nil {
 			return nil, err
 		}
+		closers = append(closers, func() { l.Close() }) // a no-op once its relay owns and closed it
+		listeners = append(listeners, l)
+	}
+	var uplinks []tunnel.UplinkOptions
+	created := time.Now()
+	for i, p := range sc.Paths {
+		name := fmt.Sprintf("up%d", i)
+		edgeSide := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 100, byte(i), 2}), 24)
+		l := listeners[i]
 		r, err := emu.NewRelay(emu.Options{
 			Listen: l, Upstream: concWAN, Up: p.Up, Down: p.Down, Seed: seed + uint64(i),
 			DialUpstream: func() (net.PacketConn, error) { return nsEmu.ListenUDP("10.200.0.1:0") },
@@ -135,15 +151,20 @@ func newNetnsBed(o BedOptions) (bed *Bed, err error) {
 		edgeDev.Close()
 		return nil, err
 	}
-	edge, err := tunnel.NewEdge(tunnel.EdgeOptions{
+	eo := tunnel.EdgeOptions{
 		ID: "demo-edge", Device: edgeDev, MTU: demoMTU, Concentrator: concWAN.String(), TLS: tlsConf,
-		Token: demoToken, Uplinks: uplinks, Paths: o.pathOptions(), FEC: fopts, Picker: picker,
+		Token: demoToken, Uplinks: uplinks, Paths: demoPathOptions, FEC: fopts, Picker: picker,
 		Rules: o.Rules, Classify: o.Classify, Logger: demoLogger(),
 		Listen: func(ctx context.Context, u tunnel.UplinkOptions) (pc net.PacketConn, err error) {
 			err = nsEdge.Do(func() error { pc, err = tunnel.ListenUplink(ctx, u); return err })
 			return pc, err
 		},
-	})
+	}
+	err = applyRateControl(o.RateControl, &eo, nil)
+	var edge *tunnel.Edge
+	if err == nil {
+		edge, err = tunnel.NewEdge(eo)
+	}
 	if err != nil {
 		edgeDev.Close()
 		return nil, err
@@ -186,6 +207,8 @@ func newNetnsBed(o BedOptions) (bed *Bed, err error) {
 				deliver(buf[:n], time.Now())
 			}
 		},
-		Close: cleanup,
+		Close:  cleanup,
+		EdgeNS: nsEdge.Name(),
+		ConcNS: nsConc.Name(),
 	}, nil
 }

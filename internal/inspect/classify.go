@@ -276,6 +276,33 @@ type flowJSON struct {
 	Frames     int     `json:"frames,omitempty"`
 	Keyframes  int     `json:"keyframes,omitempty"`
 	KeyPackets int     `json:"keyframe_packets,omitempty"`
+	Note       string  `json:"note,omitempty"`
+}
+
+// unrecognised is the codec shown for an RTP flow on a dynamic payload
+// type whose codec could not be told from its payloads.
+const unrecognised = "unrecognised"
+
+// codecName is the flow's codec as --summary shows it ("" when none).
+func (fs *flowStats) codecName() string {
+	if fs.unrecognised() {
+		return unrecognised
+	}
+	return fs.codec.String()
+}
+
+// unrecognised: RTP on a dynamic payload type (96–127, or the unassigned
+// 35–63 that classify also learns from the payload) with no codec found.
+func (fs *flowStats) unrecognised() bool {
+	return fs.key.rtp && fs.codec == classify.CodecUnknown && (fs.pt >= 96 || fs.pt >= 35 && fs.pt <= 63)
+}
+
+// note says how to name the codec of an unrecognised flow.
+func (fs *flowStats) note() string {
+	if !fs.unrecognised() {
+		return ""
+	}
+	return fmt.Sprintf("RTP on dynamic payload type %d, codec unrecognised (no payload matched H.264, H.265, VP8, VP9, AV1 or MPEG-TS; SRTP payloads are encrypted): name it with --rtp-pt %d=CODEC or --sdp FILE (the sender's SDP), or classify.payload_types / classify.sdp in the config", fs.pt, fs.pt)
 }
 
 func writeSummary(w io.Writer, flows []*flowStats, asJSON bool) error {
@@ -285,7 +312,7 @@ func writeSummary(w io.Writer, flows []*flowStats, asJSON bool) error {
 		for _, fs := range flows {
 			fj := flowJSON{
 				First: fs.first, Proto: fs.protoName, Src: fs.key.src, Dst: fs.key.dst,
-				SrcPort: fs.key.sport, DstPort: fs.key.dport, Codec: fs.codec.String(), Class: fs.class,
+				SrcPort: fs.key.sport, DstPort: fs.key.dport, Codec: fs.codecName(), Class: fs.class, Note: fs.note(),
 				Packets: fs.packets, Bytes: fs.bytes, Frames: len(fs.frames),
 				Keyframes: fs.keyframes(), KeyPackets: fs.keyPkts, DSCP: []int{},
 			}
@@ -313,10 +340,20 @@ func writeSummary(w io.Writer, flows []*flowStats, asJSON bool) error {
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n",
 			fs.first, fs.protoName, hostPort(fs.key.src, fs.key.sport), hostPort(fs.key.dst, fs.key.dport),
-			ssrc, pt, orDash(fs.codec.String()), orDash(fs.class), fs.dscpList(),
+			ssrc, pt, orDash(fs.codecName()), orDash(fs.class), fs.dscpList(),
 			fs.packets, fs.bytes, len(fs.frames), fs.keyframes(), fs.keyPkts)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, fs := range flows {
+		if n := fs.note(); n != "" {
+			if _, err := fmt.Fprintf(w, "note: flow %d (SSRC 0x%08x): %s\n", fs.first, fs.key.ssrc, n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func hostPort(addr string, port uint16) string {

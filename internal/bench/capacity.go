@@ -1,0 +1,481 @@
+package bench
+
+// Scenario capacity: does the bond carry the sum of its links? Three
+// cellular uplinks (S1's paths, emu.CellularScenario) and the Starlink path
+// of S2 (emu.LEOPaperScenario, the trace's downlink columns in the
+// edge→concentrator direction, as s2Scenario sets it), all in one bond.
+//
+//   - bond-udp: a constant-rate flow of 1200-byte UDP packets offered at
+//     Σ capacity of the four links over the planned traffic window (what
+//     the emulator will serve then: emu.CapacityMbps); delivered over the
+//     Σ capacity of the window the traffic actually ran in, and one-way
+//     delay.
+//   - bond-tcp: one TCP connection (iperf3, in the testbed's namespaces,
+//     through both TUN devices) over the bond.
+//   - single-<path>-tcp: the same TCP flow over a bed of that path alone.
+//
+// The Starlink path replays its trace without wall-clock alignment (its
+// outages fall at seconds 12/27/42/57 of the trace's own minute, which is
+// where the trace's reconfiguration pattern is), so every link's model
+// time is the bed's creation plus a known offset and the capacity of the
+// traffic window is exact.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/demo"
+	"github.com/bondd/bondd/policy"
+)
+
+// Capacity configuration names.
+const (
+	capBondUDP = "bond-udp"
+	capBondTCP = "bond-tcp"
+)
+
+// iperf3Port is the TCP port of the iperf3 server in the concentrator's
+// namespace.
+const iperf3Port = 5201
+
+// capConfig is one capacity configuration.
+type capConfig struct {
+	name, desc string
+	tcp        bool
+	single     int // index of the one path of a single-path bed, or −1 for the bond
+}
+
+// capacityScenario returns the four paths: S1's three cellular paths and
+// S2's Starlink path, without wall-clock alignment.
+func capacityScenario(o Options) (emu.Scenario, error) {
+	cell, err := emu.CellularScenario(o.Traces, o.Seed)
+	if err != nil {
+		return cell, err
+	}
+	s2o := o
+	s2o.Scenario = S2
+	leo, err := s2Scenario(s2o)
+	if err != nil {
+		return leo, err
+	}
+	sat := leo.Paths[0]
+	for _, l := range []*emu.LinkConfig{&sat.Up, &sat.Down} {
+		l.WallClock = false
+	}
+	sc := cell
+	sc.Name = "capacity"
+	sc.Paths = append(slices.Clone(cell.Paths), sat)
+	if leo.Source != "builtin" && cell.Source != "builtin" {
+		sc.Source = cell.Source + ", " + strings.Split(leo.Source, ", ")[0] // the Starlink trace; not the metered path's
+	}
+	return sc, nil
+}
+
+// capConfigs lists the configurations in the order they run.
+func capConfigs(sc emu.Scenario) []capConfig {
+	cs := []capConfig{
+		{name: capBondUDP, desc: "UDP at Σ capacity over the bond", single: -1},
+		{name: capBondTCP, desc: "one TCP flow (iperf3) over the bond", tcp: true, single: -1},
+	}
+	for i, p := range sc.Paths {
+		cs = append(cs, capConfig{name: "single-" + p.Name + "-tcp", desc: "one TCP flow over " + p.Name + " alone", tcp: true, single: i})
+	}
+	return cs
+}
+
+// capConfigNames lists the configuration names (the scenario's paths do
+// not depend on the seed or the traces).
+func capConfigNames() []string {
+	var names []string
+	for _, c := range capConfigs(emu.Scenario{Paths: []emu.PathModel{{Name: "att"}, {Name: "tmobile"}, {Name: "verizon"}, {Name: s2Sat}}}) {
+		names = append(names, c.name)
+	}
+	return names
+}
+
+// capResult is one capacity configuration in results.json.
+type capResult struct {
+	Name         string    `json:"name"`
+	Description  string    `json:"description"`
+	CapacityMbps float64   `json:"capacity_mbps"` // Σ of the bed's links' capacity during the traffic window (edge→concentrator)
+	GoodputMbps  float64   `json:"goodput_mbps"`  // UDP: inner IP bytes received / duration; TCP: iperf3's received payload rate
+	Delivered    float64   `json:"delivered"`     // goodput / capacity
+	OfferedMbps  float64   `json:"offered_mbps,omitempty"`
+	OWDms        *owdStats `json:"owd_ms,omitempty"`    // UDP only
+	LossRate     float64   `json:"loss_rate,omitempty"` // UDP only: packets not received / sent
+	QueueDrops   uint64    `json:"queue_drops"`         // datagrams dropped from bondd's send queues
+	PathsMbps    []capPath `json:"paths"`               // per link of the bed
+	Skipped      string    `json:"skipped,omitempty"`   // why the configuration did not run
+	Runs         int       `json:"runs,omitempty"`      // runs the medians are taken over
+	CI95         ciMap     `json:"ci95,omitempty"`      // 95 % bootstrap intervals of the medians
+	owdSamples   []float64 // sorted one-way delays, ms (for the CDF)
+}
+
+// capPath is one link of a capacity bed.
+type capPath struct {
+	Name         string  `json:"name"`
+	CapacityMbps float64 `json:"capacity_mbps"`
+	BaseOWDms    float64 `json:"base_owd_ms"` // see baseOWD
+	Share        float64 `json:"share"`       // of the datagram bytes bondd sent
+}
+
+// capReport is results.json of the capacity scenario.
+type capReport struct {
+	benchHeader
+	PacketBytes int         `json:"packet_bytes"`
+	Configs     []capResult `json:"configs"`
+	Targets     []target    `json:"targets"`
+}
+
+// windowCapacity returns the capacity of each path of sc (edge→concentrator)
+// over model time [from, to) of a bed whose relay i was seeded seed + i,
+// Mbit/s.
+func windowCapacity(sc emu.Scenario, seed uint64, from, to time.Duration) ([]float64, error) {
+	out := make([]float64, len(sc.Paths))
+	for i, p := range sc.Paths {
+		c, err := emu.CapacityMbps(p.Up, emu.RelayLinkSeed(seed+uint64(i), emu.Up), from, to)
+		if err != nil {
+			return nil, fmt.Errorf("path %s: %w", p.Name, err)
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+// baseOWD is a link's base one-way delay without queueing, ms: Delay plus
+// the median of its DelaySamples plus the median of its series' one-way
+// delay.
+func baseOWD(l emu.LinkConfig) float64 {
+	d := float64(l.Delay) / 1e6
+	med := func(v []time.Duration) float64 {
+		if len(v) == 0 {
+			return 0
+		}
+		s := slices.Clone(v)
+		slices.Sort(s)
+		return float64(s[len(s)/2]) / 1e6
+	}
+	d += med(l.DelaySamples)
+	if l.Series != nil {
+		d += med(l.Series.OWD)
+	}
+	return d
+}
+
+// runCapacity runs the selected configurations o.Runs times and writes
+// the results.
+func runCapacity(ctx context.Context, o Options, out io.Writer) error {
+	sc, err := capacityScenario(o)
+	if err != nil {
+		return err
+	}
+	rep := capReport{benchHeader: o.header(scenarioTraces(sc, o.Traces)), PacketBytes: demo.PacketBytes}
+	fmt.Fprintf(out, "bondd bench capacity: %d paths (%s), %s per configuration, %d run(s) from seed %d\n",
+		len(sc.Paths), sc.Source, o.Duration, o.runs(), o.Seed)
+	perRun := map[string][]capResult{}
+	for r := range o.runs() {
+		ro := o.forRun(r)
+		rsc, err := capacityScenario(ro)
+		if err != nil {
+			return err
+		}
+		for _, c := range capConfigs(rsc) {
+			if !o.selected(c.name) {
+				continue
+			}
+			res, mode, err := runCapConfig(ctx, ro, rsc, c, out)
+			if err != nil {
+				return fmt.Errorf("capacity %s: %w", c.name, err)
+			}
+			if mode != "" {
+				rep.Mode = mode
+			}
+			perRun[c.name] = append(perRun[c.name], res)
+		}
+	}
+	var series []cdfSeries
+	for _, c := range capConfigs(sc) {
+		runs := perRun[c.name]
+		if len(runs) == 0 {
+			continue
+		}
+		res, err := medianResult(runs, o.Seed, "capacity_mbps", "goodput_mbps", "delivered", "owd_ms", "loss_rate")
+		if err != nil {
+			return err
+		}
+		var all []float64
+		for _, r := range runs {
+			all = append(all, r.owdSamples...)
+		}
+		slices.Sort(all)
+		res.owdSamples = all
+		if len(all) > 0 {
+			series = append(series, cdfSeries{Name: c.name, Sorted: all})
+		}
+		rep.Configs = append(rep.Configs, res)
+	}
+	if rep.Mode == "" {
+		rep.Mode = "inprocess"
+	}
+	rep.Targets = capTargets(rep.Configs)
+	md := capMarkdown(&rep)
+	if err := writeResults(o.Out, rep, md, out); err != nil || o.NoPlots {
+		return err
+	}
+	return writePlots(o.Out, cdfPlot("capacity-owd-cdf", "capacity: one-way delay of UDP at Σ capacity (all runs)", "one-way delay (ms)", series))
+}
+
+// runCapConfig runs one configuration on a fresh bed. A TCP configuration
+// without a netns bed or without iperf3 is skipped (Skipped says why).
+func runCapConfig(ctx context.Context, o Options, sc emu.Scenario, c capConfig, out io.Writer) (capResult, string, error) {
+	res := capResult{Name: c.name, Description: c.desc}
+	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, Lanes: o.Lanes, RateControl: o.RateControl}
+	var err error
+	if bo.Picker, err = policy.NewPicker(policy.SchedulerDefault); err != nil {
+		return res, "", err
+	}
+	if c.single >= 0 {
+		bo.Scenario.Paths = []emu.PathModel{sc.Paths[c.single]}
+		bo.Seed = o.Seed + uint64(c.single) // the relay seed the path has in the bond
+	}
+	if c.tcp {
+		if o.Inprocess || !isRoot() {
+			res.Skipped = "a TCP flow needs the netns testbed (root)"
+		} else if _, err := exec.LookPath("iperf3"); err != nil {
+			res.Skipped = "iperf3 is not installed"
+		}
+		if res.Skipped != "" {
+			fmt.Fprintf(out, "  %-22s skipped: %s\n", c.name, res.Skipped)
+			return res, "", nil
+		}
+	}
+	offered := 0.0
+	if !c.tcp {
+		caps, err := windowCapacity(bo.Scenario, bo.Seed, o.Settle, o.Settle+o.Duration)
+		if err != nil {
+			return res, "", err
+		}
+		for _, v := range caps {
+			offered += v
+		}
+	}
+	var (
+		flow    *cbrFlow
+		tcp     tcpRun
+		traffic func(context.Context, *demo.Bed, time.Time) error
+		deliver = func([]byte, time.Time) {}
+	)
+	if c.tcp {
+		traffic = tcp.run(o.Duration)
+	} else {
+		flow = newCBRFlow(offered, demo.PacketBytes, o.Duration)
+		traffic, deliver = flow.send, flow.deliver
+	}
+	run, err := runOnBedAt(ctx, o, bo, time.Time{}, out, traffic, deliver)
+	if err != nil {
+		return res, "", err
+	}
+	from := run.start.Sub(run.created)
+	caps, err := windowCapacity(bo.Scenario, bo.Seed, from, from+o.Duration)
+	if err != nil {
+		return res, "", err
+	}
+	shares := run.paths()
+	for i, p := range bo.Scenario.Paths {
+		cp := capPath{Name: p.Name, CapacityMbps: caps[i], BaseOWDms: baseOWD(p.Up)}
+		if i < len(shares) {
+			cp.Share = shares[i].Share
+		}
+		res.PathsMbps = append(res.PathsMbps, cp)
+		res.CapacityMbps += caps[i]
+	}
+	res.QueueDrops = run.queueDrops
+	if c.tcp {
+		res.GoodputMbps = tcp.mbps
+	} else {
+		res.OfferedMbps = offered
+		res.GoodputMbps = float64(flow.received) * demo.PacketBytes * 8 / o.Duration.Seconds() / 1e6
+		if flow.sent > 0 {
+			res.LossRate = 1 - float64(flow.received)/float64(flow.sent)
+		}
+		res.owdSamples = flow.sortedOWD()
+		s := summariseOWD(res.owdSamples)
+		res.OWDms = &s
+	}
+	if res.CapacityMbps > 0 {
+		res.Delivered = res.GoodputMbps / res.CapacityMbps
+	}
+	line := fmt.Sprintf("  %-22s %s: capacity %.2f Mbit/s, goodput %.2f Mbit/s (%.1f %%)", c.name, run.mode, res.CapacityMbps, res.GoodputMbps, 100*res.Delivered)
+	if res.OWDms != nil {
+		line += fmt.Sprintf(", one-way delay p50 %.1f / p95 %.1f / p99 %.1f ms, loss %.2f %%", res.OWDms.P50, res.OWDms.P95, res.OWDms.P99, 100*res.LossRate)
+	}
+	fmt.Fprintln(out, line)
+	return res, run.mode, nil
+}
+
+// tcpRun runs one iperf3 TCP test through a netns bed: the server in the
+// concentrator's namespace on demo.ConcAddr, the client in the edge's,
+// from demo.EdgeAddr. mbps is the receiver's goodput.
+type tcpRun struct{ mbps float64 }
+
+// run returns the traffic function of runOnBedAt.
+func (t *tcpRun) run(d time.Duration) func(context.Context, *demo.Bed, time.Time) error {
+	return func(ctx context.Context, bed *demo.Bed, start time.Time) error {
+		if bed.EdgeNS == "" || bed.ConcNS == "" {
+			return errors.New("a TCP flow needs the netns testbed")
+		}
+		sctx, scancel := context.WithCancel(ctx)
+		defer scancel()
+		srv := exec.CommandContext(sctx, "ip", "netns", "exec", bed.ConcNS, "iperf3", "-s", "-1", "--forceflush",
+			"-B", demo.ConcAddr.String(), "-p", strconv.Itoa(iperf3Port))
+		stdout, err := srv.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		if err := srv.Start(); err != nil {
+			return fmt.Errorf("iperf3 server: %w", err)
+		}
+		defer func() { scancel(); srv.Wait() }() // the server has exited after its one test, or is killed
+		// Wait for the server to listen: it says so on its first line.
+		sc := bufio.NewScanner(stdout)
+		listening := false
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "Server listening") {
+				listening = true
+				break
+			}
+		}
+		if !listening {
+			return errors.New("iperf3 server did not start listening")
+		}
+		go io.Copy(io.Discard, stdout)
+		secs := max(1, int(math.Round(d.Seconds())))
+		cli := exec.CommandContext(ctx, "ip", "netns", "exec", bed.EdgeNS, "iperf3", "-c", demo.ConcAddr.String(),
+			"-B", demo.EdgeAddr.String(), "-p", strconv.Itoa(iperf3Port), "-t", strconv.Itoa(secs), "-J", "--connect-timeout", "5000")
+		if err := sleepUntil(ctx, start, nil); err != nil {
+			return err
+		}
+		b, err := cli.Output()
+		if err != nil {
+			return fmt.Errorf("iperf3 client: %w: %s", err, clipBytes(b))
+		}
+		mbps, err := iperf3Goodput(b)
+		if err != nil {
+			return err
+		}
+		t.mbps = mbps
+		return nil
+	}
+}
+
+// iperf3Goodput reads the receiver's goodput, Mbit/s, from iperf3's -J
+// output (end.sum_received.bits_per_second). Errors: not JSON, an error
+// reported by iperf3, no receiver summary.
+func iperf3Goodput(b []byte) (float64, error) {
+	var r struct {
+		Error string `json:"error"`
+		End   struct {
+			SumReceived *struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return 0, fmt.Errorf("iperf3 output: %w", err)
+	}
+	if r.Error != "" {
+		return 0, fmt.Errorf("iperf3: %s", r.Error)
+	}
+	if r.End.SumReceived == nil || r.End.SumReceived.BitsPerSecond < 0 || math.IsNaN(r.End.SumReceived.BitsPerSecond) {
+		return 0, errors.New("iperf3 output has no receiver summary (end.sum_received)")
+	}
+	return r.End.SumReceived.BitsPerSecond / 1e6, nil
+}
+
+// clipBytes shortens command output for an error message.
+func clipBytes(b []byte) string {
+	if len(b) > 300 {
+		return string(b[:300]) + "…"
+	}
+	return string(b)
+}
+
+// capTargets checks issue 15's capacity targets within this run:
+// bond-udp delivers ≥ 0.90 × Σ capacity with p95 one-way delay ≤ the
+// slowest path's base one-way delay + 100 ms, and bond-tcp ≥ 1.0 × the
+// best single path.
+func capTargets(cs []capResult) []target {
+	by := map[string]*capResult{}
+	var best *capResult
+	for i := range cs {
+		c := &cs[i]
+		by[c.Name] = c
+		if strings.HasPrefix(c.Name, "single-") && c.Skipped == "" && (best == nil || c.GoodputMbps > best.GoodputMbps) {
+			best = c
+		}
+	}
+	var ts []target
+	udp := by[capBondUDP]
+	if udp != nil && udp.Skipped == "" && udp.OWDms != nil {
+		ts = append(ts, target{Name: "bond-udp delivered / Σ capacity", Want: "≥ 0.90", Known: true, Got: udp.Delivered, Met: udp.Delivered >= 0.90})
+		slowest := 0.0
+		for _, p := range udp.PathsMbps {
+			slowest = max(slowest, p.BaseOWDms)
+		}
+		ts = append(ts, target{Name: fmt.Sprintf("bond-udp p95 one-way delay, ms (slowest base %.1f + 100)", slowest),
+			Want: fmt.Sprintf("≤ %.1f", slowest+100), Known: true, Got: udp.OWDms.P95, Met: udp.OWDms.P95 <= slowest+100})
+	} else {
+		ts = append(ts, target{Name: "bond-udp delivered / Σ capacity", Want: "≥ 0.90"},
+			target{Name: "bond-udp p95 one-way delay, ms", Want: "≤ slowest base + 100"})
+	}
+	tcp := by[capBondTCP]
+	if tcp != nil && tcp.Skipped == "" && best != nil && best.GoodputMbps > 0 {
+		r := tcp.GoodputMbps / best.GoodputMbps
+		ts = append(ts, target{Name: "bond-tcp / best single path (" + best.Name + ")", Want: "≥ 1.0", Known: true, Got: r, Met: r >= 1.0})
+	} else {
+		ts = append(ts, target{Name: "bond-tcp / best single path", Want: "≥ 1.0"})
+	}
+	return ts
+}
+
+// capMarkdown renders results.md of the capacity scenario.
+func capMarkdown(r *capReport) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Capacity: %d configurations, %s each, %s\n\n", len(r.Configs), time.Duration(r.DurationS*float64(time.Second)), r.Mode)
+	fmt.Fprintf(&b, "Command: `%s`. Traces: %s.\n\n", r.Command, strings.Join(r.Traces, ", "))
+	b.WriteString("| configuration | runs | Σ capacity Mbit/s | goodput Mbit/s | delivered | OWD p50 ms | p95 ms | p99 ms | loss % | per-path capacity Mbit/s |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	for _, c := range r.Configs {
+		if c.Skipped != "" {
+			fmt.Fprintf(&b, "| %s | — | — | — | — | — | — | — | — | skipped: %s |\n", c.Name, c.Skipped)
+			continue
+		}
+		owd, loss := "— | — | —", "—"
+		if c.OWDms != nil {
+			owd = fmt.Sprintf("%.1f | %.1f | %.1f", c.OWDms.P50, c.OWDms.P95, c.OWDms.P99)
+			loss = fmt.Sprintf("%.2f", 100*c.LossRate)
+		}
+		var ps []string
+		for _, p := range c.PathsMbps {
+			ps = append(ps, fmt.Sprintf("%s %.2f", p.Name, p.CapacityMbps))
+		}
+		fmt.Fprintf(&b, "| %s | %d | %.2f%s | %.2f%s | %.3f | %s | %s | %s |\n", c.Name, max(1, c.Runs), c.CapacityMbps, c.CI95.text("capacity_mbps"),
+			c.GoodputMbps, c.CI95.text("goodput_mbps"), c.Delivered, owd, loss, strings.Join(ps, ", "))
+	}
+	b.WriteString("\nCapacity is what the emulator's bottlenecks could serve edge→concentrator during the traffic window (emu.CapacityBits: " +
+		"trace capacity less outages, IP bytes). UDP goodput counts inner IP packets (1200 bytes) received; bondd's and QUIC's headers " +
+		"(about 5 % of a 1200-byte packet) come out of the same capacity. TCP goodput is iperf3's received payload rate.\n")
+	b.WriteString(targetsMarkdown(r.Targets))
+	return b.String()
+}
