@@ -79,6 +79,8 @@ type Path struct {
 	// peerDown is set while the peer reports the path UNAVAILABLE
 	// (SetPeerUnavailable, labels.go).
 	peerDown atomic.Bool
+	// rate is the rate-controlled view (pathrate.go).
+	rate pathRate
 }
 
 // NewPath returns a path in state UNAVAILABLE with the given name, labels and
@@ -149,8 +151,13 @@ func (p *Path) HasRoom() bool { return p.queueLen.Load() < int64(p.QueueCap) }
 
 // HasWindow reports whether the path would send one more packet at once:
 // its queued bytes plus its bytes in flight are below its congestion window
-// (RFC 9002 §7). Before the first metrics update it reports true.
+// (RFC 9002 §7). Before the first metrics update it reports true. A
+// rate-controlled path has room while its queue drains within RateRoomTime
+// at the target rate (pathrate.go).
 func (p *Path) HasWindow() bool {
+	if p.rate.on.Load() {
+		return p.rateHasWindow()
+	}
 	cwnd := p.cwnd.Load()
 	return cwnd == 0 || p.queueB.Load()+p.inflight.Load() < cwnd
 }
@@ -158,8 +165,14 @@ func (p *Path) HasWindow() bool {
 // ExpectedDelivery estimates how long a packet queued now takes to reach the
 // peer: the bytes ahead of it (queued plus in flight) drained at the path's
 // rate, cwnd per smoothed RTT, plus half the smoothed RTT (the one-way
-// propagation). Paths without an RTT sample yet count as 0 RTT.
-func (p *Path) ExpectedDelivery() time.Duration {
+// propagation). Paths without an RTT sample yet count as 0 RTT. A
+// rate-controlled path uses DeliveryEstimate instead (pathrate.go).
+func (p *Path) ExpectedDelivery() time.Duration { return p.expectedDeliveryAt(time.Now()) }
+
+func (p *Path) expectedDeliveryAt(now time.Time) time.Duration {
+	if p.rate.on.Load() {
+		return p.rateExpectedDelivery(now)
+	}
 	srtt := p.srtt.Load()
 	cwnd := p.cwnd.Load()
 	ahead := p.queueB.Load() + p.inflight.Load()
@@ -172,7 +185,8 @@ func (p *Path) ExpectedDelivery() time.Duration {
 // Status derives the path status at now that default path choices use:
 // UNAVAILABLE without a connection or while the peer reports the path
 // UNAVAILABLE ([Path.SetPeerUnavailable]), DEGRADED when the peer has been
-// silent for longer than max(MinSilence, 4·smoothed RTT) or when the path has used
+// silent for longer than max(MinSilence, 4·smoothed RTT), when a
+// rate-controlled path loses LossDegraded or more ([Path.LossDegradedAt]), or when the path has used
 // BudgetDegradeFraction of its byte budget in the current period (see
 // [Path.SetBudget]), ACTIVE otherwise.
 func (p *Path) Status(now time.Time) Status {
@@ -192,7 +206,7 @@ func (p *Path) LinkStatus(now time.Time) Status {
 		return StatusUnavailable
 	}
 	silence := time.Duration(now.UnixNano() - p.lastRecv.Load())
-	if silence > max(MinSilence, 4*p.SmoothedRTT()) {
+	if silence > max(MinSilence, 4*p.SmoothedRTT()) || p.LossDegradedAt(now) {
 		return StatusDegraded
 	}
 	return StatusActive
@@ -205,13 +219,16 @@ const (
 	ReasonBudget = "budget" // DEGRADED: BudgetDegradeFraction of the byte budget used
 )
 
-// StatusReason says why Status(now) is not ACTIVE: ReasonDown, ReasonSilent
-// or ReasonBudget; "" when it is ACTIVE. For status reports.
+// StatusReason says why Status(now) is not ACTIVE: ReasonDown, ReasonSilent,
+// ReasonLoss or ReasonBudget; "" when it is ACTIVE. For status reports.
 func (p *Path) StatusReason(now time.Time) string {
 	switch p.LinkStatus(now) {
 	case StatusUnavailable:
 		return ReasonDown
 	case StatusDegraded:
+		if p.LossDegradedAt(now) {
+			return ReasonLoss
+		}
 		return ReasonSilent
 	}
 	if p.BudgetExhausted(now) {

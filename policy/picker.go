@@ -16,7 +16,8 @@ type Picker interface {
 // at once. When no path has window room it picks the path with the earliest
 // expected delivery (Path.ExpectedDelivery), which spreads a load above any
 // one path's rate in proportion to the paths' rates. DEGRADED paths are used
-// only when no path is ACTIVE. It is the default scheduler
+// only when no path is ACTIVE. Rate-controlled paths (pathrate.go) are
+// ranked by expected delivery, loss included, instead of smoothed RTT. It is the default scheduler
 // (SchedulerLowestRTT), the base choice under the rules (Select).
 type LowestRTT struct{}
 
@@ -24,15 +25,15 @@ type LowestRTT struct{}
 func (LowestRTT) Pick(paths []*Path, now time.Time, out []int) int {
 	for _, want := range [...]Status{StatusActive, StatusDegraded} {
 		best, bestEDT := -1, -1
-		var bestRTT, bestDelivery time.Duration
+		var bestDelivery time.Duration
 		for i, p := range paths {
 			if p.Status(now) != want {
 				continue
 			}
-			if srtt := p.SmoothedRTT(); p.HasWindow() && p.HasRoom() && (best < 0 || rttLess(srtt, bestRTT)) {
-				best, bestRTT = i, srtt
+			if p.HasWindow() && p.HasRoom() && (best < 0 || pickLess(p, paths[best], now)) {
+				best = i
 			}
-			if d := p.ExpectedDelivery(); bestEDT < 0 || d < bestDelivery {
+			if d := p.expectedDeliveryAt(now); bestEDT < 0 || d < bestDelivery {
 				bestEDT, bestDelivery = i, d
 			}
 		}

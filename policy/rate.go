@@ -285,11 +285,13 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	good := float64(r.Bytes) * 1e6 / length // bytes/s received
 	e.delivery += deliverySmooth * (good - e.delivery)
 	lossNow := 0.0
-	if tot := float64(r.Datagrams) + float64(r.Lost); tot > 0 {
-		lossNow = float64(r.Lost) / tot
-	}
 	lossBefore := e.loss
-	e.loss += min(1, length/lossWindow) * (lossNow - e.loss)
+	if tot := float64(r.Datagrams) + float64(r.Lost); tot > 0 {
+		// An interval in which nothing was sent or arrived says nothing
+		// about loss: only intervals with datagrams move the average.
+		lossNow = float64(r.Lost) / tot
+		e.loss += min(1, length/lossWindow) * (lossNow - e.loss)
+	}
 
 	if r.Datagrams == 0 {
 		// Nothing arrived: no delay information. Hold.

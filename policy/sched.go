@@ -46,10 +46,10 @@ func (MinRTT) Pick(paths []*Path, now time.Time, out []int) int {
 			if p.Status(now) != want {
 				continue
 			}
-			if p.HasWindow() && p.HasRoom() && (best < 0 || rttLess(p.SmoothedRTT(), paths[best].SmoothedRTT())) {
+			if p.HasWindow() && p.HasRoom() && (best < 0 || pickLess(p, paths[best], now)) {
 				best = i
 			}
-			if bestAny < 0 || rttLess(p.SmoothedRTT(), paths[bestAny].SmoothedRTT()) {
+			if bestAny < 0 || pickLess(p, paths[bestAny], now) {
 				bestAny = i
 			}
 		}
@@ -74,7 +74,9 @@ func (MinRTT) Pick(paths []*Path, now time.Time, out []int) int {
 // crosses s; if the bytes already ahead of the packet on f, scaled by
 // Lambda, fit into X, waiting for f delivers sooner and the packet stays on
 // f. Lambda (the paper's λ, default 1) tunes how eagerly slow paths are
-// skipped.
+// skipped. On rate-controlled paths (pathrate.go) the estimate is the
+// expected delivery time of each (DeliveryEstimate) and the fastest path
+// is the one with the earliest.
 type BLEST struct {
 	Lambda float64
 }
@@ -88,7 +90,7 @@ func (s BLEST) Pick(paths []*Path, now time.Time, out []int) int {
 	for _, want := range [...]Status{StatusActive, StatusDegraded} {
 		fast := -1
 		for i, p := range paths {
-			if p.Status(now) == want && (fast < 0 || rttLess(p.SmoothedRTT(), paths[fast].SmoothedRTT())) {
+			if p.Status(now) == want && (fast < 0 || pickLess(p, paths[fast], now)) {
 				fast = i
 			}
 		}
@@ -104,11 +106,18 @@ func (s BLEST) Pick(paths []*Path, now time.Time, out []int) int {
 		slow := -1
 		for i, p := range paths {
 			if i != fast && p.Status(now) == want && p.HasWindow() && p.HasRoom() &&
-				(slow < 0 || rttLess(p.SmoothedRTT(), paths[slow].SmoothedRTT())) {
+				(slow < 0 || pickLess(p, paths[slow], now)) {
 				slow = i
 			}
 		}
-		if slow >= 0 {
+		if slow >= 0 && f.RateControlled() && paths[slow].RateControlled() {
+			// With rates, BLEST's estimate is the delivery time itself:
+			// the slow path wins if it delivers sooner than waiting on f.
+			if float64(f.expectedDeliveryAt(now))*lambda > float64(paths[slow].expectedDeliveryAt(now)) {
+				out[0] = slow
+				return 1
+			}
+		} else if slow >= 0 {
 			rttF, rttS := f.SmoothedRTT(), paths[slow].SmoothedRTT()
 			ahead := float64(f.QueueBytes() + f.BytesInFlight())
 			if rttF <= 0 || ahead*lambda > float64(f.CongestionWindow())*float64(rttS)/float64(rttF) {

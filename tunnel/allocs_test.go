@@ -2,12 +2,14 @@ package tunnel
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/bondd/bondd/tun/tuntest"
+	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
 
 // discardTUN is a stand-in TUN whose Write counts packets and keeps
@@ -24,9 +26,15 @@ func (d *discardTUN) Write(bufs [][]byte, offset int) (int, error) {
 
 // allocsBond returns a bond over dev with two connected paths and the
 // given FEC options, with congestion state so that parity has window room.
-func allocsBond(t *testing.T, dev *discardTUN, fopts FECOptions) *Bond {
+// With rate control the paths pace at a high target and their datagrams
+// carry the per-path sequence number, as after the peer negotiated "rate".
+func allocsBond(t *testing.T, dev *discardTUN, fopts FECOptions, rate bool) *Bond {
 	t.Helper()
-	b, err := newBond("van-1", dev, bondOptions{mtu: testMTU, paths: PathOptions{}.withDefaults(),
+	popts := PathOptions{}
+	if rate {
+		popts.RateControl = RateControlBondd
+	}
+	b, err := newBond("van-1", dev, bondOptions{mtu: testMTU, paths: popts.withDefaults(),
 		fec: fopts.withDefaults(), log: discardLogger})
 	if err != nil {
 		t.Fatal(err)
@@ -36,18 +44,29 @@ func allocsBond(t *testing.T, dev *discardTUN, fopts FECOptions) *Bond {
 		p, _ := b.pathFor(name, nil)
 		p.state.SetConnected(true, now)
 		p.state.OnMetrics(20*time.Millisecond, 20*time.Millisecond, 1<<20, 0)
+		if rate {
+			p.rc.setPeer(ctrlmsg.CapRate, now)
+			p.rc.target.Store(math.Float64bits(1e12)) // never waits: the test counts allocations, not time
+			p.state.OnRateEstimate(1e12, 0, 0, now)
+		}
 	}
 	return b
 }
 
 // TestBondSendAllocs checks that Bond.send as a whole (classification
 // skipped without rules, path pick, FEC block and parity, header, queue
-// push) allocates nothing per packet once warm. A lane's pop stands in
-// for the connection: each frame queued is popped and its buffer returned.
+// push) allocates nothing per packet once warm, with and without rate
+// control. A lane's pacer check, pop and stamp stand in for the
+// connection: each frame queued is popped and its buffer returned.
 func TestBondSendAllocs(t *testing.T) {
-	for _, fopts := range []FECOptions{{Mode: FECOff}, {Mode: FECFixed, Ratio: 0.25}} {
-		t.Run(fopts.Mode, func(t *testing.T) {
-			b := allocsBond(t, &discardTUN{Device: tuntest.New(testMTU, 1)}, fopts)
+	for _, tc := range []struct {
+		fopts FECOptions
+		rate  bool
+	}{{FECOptions{Mode: FECOff}, false}, {FECOptions{Mode: FECFixed, Ratio: 0.25}, false},
+		{FECOptions{Mode: FECOff}, true}, {FECOptions{Mode: FECFixed, Ratio: 0.25}, true}} {
+		fopts := tc.fopts
+		t.Run(fmt.Sprint(fopts.Mode, " rate=", tc.rate), func(t *testing.T) {
+			b := allocsBond(t, &discardTUN{Device: tuntest.New(testMTU, 1)}, fopts, tc.rate)
 			pkt := udp4(edgeAddr, srvAddr, make([]byte, 1000))
 			set := b.paths.Load()
 			buf := getBuf()
@@ -58,11 +77,12 @@ func TestBondSendAllocs(t *testing.T) {
 					buf = getBuf()
 				}
 				for _, p := range set.paths {
-					for {
+					for p.rc.pace(now) == 0 { // the lane: pacer, pop, stamp
 						f, ok, _ := p.queue.pop(now.UnixNano())
 						if !ok {
 							break
 						}
+						p.rc.release(f.bytes(), now)
 						putBuf(f.buf)
 					}
 				}
@@ -86,12 +106,15 @@ func TestBondSendAllocs(t *testing.T) {
 
 // TestBondReceiveAllocs checks that Bond.receive as a whole (header,
 // duplicate filter, FEC decoder, inner packet checks, TUN write) allocates
-// nothing per datagram once warm, for plain and FEC-protected datagrams.
+// nothing per datagram once warm, for plain and FEC-protected datagrams,
+// and with the path's rate meter in front of it.
 func TestBondReceiveAllocs(t *testing.T) {
-	for _, fecOn := range []bool{false, true} {
-		t.Run(fmt.Sprint("fec=", fecOn), func(t *testing.T) {
+	for _, tc := range []struct{ fecOn, rate bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		fecOn := tc.fecOn
+		t.Run(fmt.Sprint("fec=", fecOn, " rate=", tc.rate), func(t *testing.T) {
 			dev := &discardTUN{Device: tuntest.New(testMTU, 1)}
-			b := allocsBond(t, dev, FECOptions{Mode: FECOff})
+			b := allocsBond(t, dev, FECOptions{Mode: FECOff}, tc.rate)
+			p := b.paths.Load().paths[0]
 			b.allowed = []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}
 			pkt := udp4(edgeAddr, srvAddr, make([]byte, 1000))
 			wbuf, rec := make([][]byte, 1), newRecovered(testMTU)
@@ -102,8 +125,15 @@ func TestBondReceiveAllocs(t *testing.T) {
 				if fecOn {
 					h.Flags, h.Block, h.Index, h.K = FlagFEC, seq/4, uint16(seq%4), 4
 				}
+				if tc.rate {
+					h.Flags |= FlagPathSeq
+					h.PathSeq = uint32(seq)
+				}
 				seq++
 				dg = append(AppendHeader(dg[:0], &h), pkt...)
+				if tc.rate {
+					p.rc.onDatagram(dg, time.Now()) // lane.routineReceive's meter
+				}
 				b.receive(dg, wbuf, rec)
 			}
 			for range 200 {

@@ -32,6 +32,9 @@ type Bond struct {
 	started atomic.Int64   // unix ns: creation, or the peer's last restart (new bond id)
 
 	seq atomic.Uint64 // next bond sequence number to send
+	// pathSeq is set once the peer negotiated the "rate" capability: the
+	// headers then carry FlagPathSeq (ratectl.go).
+	pathSeq atomic.Bool
 
 	fecTx *fecSender   // nil when FEC is off
 	dec   *fec.Decoder // receive side; safe for concurrent use

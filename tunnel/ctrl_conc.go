@@ -248,6 +248,15 @@ func (c *bondControl) routineServeControl(conn *quic.Conn, str *quic.Stream, p *
 	c.begin(bondID, p)
 	defer c.end(bondID)
 	ctr := &c.bond.ctlCtr
+	var wmu sync.Mutex // the rate feedback writes on str too (ratectl.go)
+	if caps&ctrlmsg.CapRate != 0 {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer close(stop)
+		p.rc.setPeer(caps, time.Now())
+		wg.Go(func() { p.rc.routineRateFeedback(conn, str, &wmu, stop) })
+	}
 	for {
 		msg, why, err := readControl(str, caps, ctrlmsg.FromEdge, ctr)
 		if err != nil {
@@ -262,11 +271,15 @@ func (c *bondControl) routineServeControl(conn *quic.Conn, str *quic.Stream, p *
 			c.onReport(bondID, p, m)
 		case *ctrlmsg.LabelUpdate:
 			c.onLabels(bondID, m)
+		case *ctrlmsg.RateFeedback:
+			c.bond.onRateFeedback(m, time.Now())
 		case *ctrlmsg.MappingRule:
 			res := c.onRule(bondID, m)
+			wmu.Lock()
 			str.SetWriteDeadline(time.Now().Add(ctrlWriteTimeout))
 			err := ctrlmsg.Write(str, res)
 			str.SetWriteDeadline(time.Time{})
+			wmu.Unlock()
 			if err != nil {
 				return
 			}

@@ -69,6 +69,7 @@ type ctrlConn struct {
 	lane int
 	caps ctrlmsg.Caps
 	dead atomic.Bool // a write failed: not a carrier any more
+	wmu  sync.Mutex  // serialises writes: the control writer's and the rate feedback's
 }
 
 // doorbell returns the channel that wakes routineControlWriter.
@@ -102,6 +103,10 @@ func (e *Edge) attachControl(conn *quic.Conn, str *quic.Stream, pathName string,
 	ec.streams = append(ec.streams, cc)
 	ec.mu.Unlock()
 	ec.ring()
+	if p := e.paths[idx]; caps&ctrlmsg.CapRate != 0 {
+		p.rc.setPeer(caps, time.Now())
+		e.wg.Go(func() { p.rc.routineRateFeedback(conn, str, &cc.wmu, e.ctx.Done()) })
+	}
 	e.wg.Go(func() {
 		e.routineControlReader(cc)
 		ec.mu.Lock()
@@ -137,6 +142,10 @@ func (e *Edge) routineControlReader(cc *ctrlConn) {
 		if why != "" {
 			violation(why)
 			return
+		}
+		if fb, ok := msg.(*ctrlmsg.RateFeedback); ok {
+			e.bond.onRateFeedback(fb, time.Now())
+			continue
 		}
 		res, ok := msg.(*ctrlmsg.MappingResult)
 		if !ok {
@@ -263,9 +272,11 @@ func (e *Edge) routineControlWriter() {
 		}
 		interval = max(interval, e.paths[carrier.path].state.SmoothedRTT())
 		send := func(v any) bool {
+			carrier.wmu.Lock()
 			carrier.str.SetWriteDeadline(time.Now().Add(ctrlWriteTimeout))
 			err := ctrlmsg.Write(carrier.str, v)
 			carrier.str.SetWriteDeadline(time.Time{})
+			carrier.wmu.Unlock()
 			if err != nil {
 				e.log.Debug("control write failed", "err", err)
 				carrier.dead.Store(true)

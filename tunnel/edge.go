@@ -159,6 +159,8 @@ func (e *Edge) routineUplink(p *path, u UplinkOptions) {
 	mode = "auto"
 	p.laneMode.Store(&mode)
 	ctl := policy.NewLaneController(MaxLanes, time.Now())
+	var sizer laneSizer // rate control's lane sizing (ratectl.go)
+	n := 1
 	start(0)
 	tick := time.NewTicker(policy.LaneSampleEvery)
 	defer tick.Stop()
@@ -167,11 +169,17 @@ func (e *Edge) routineUplink(p *path, u UplinkOptions) {
 		case <-e.ctx.Done():
 			return
 		case now := <-tick.C:
-			d := ctl.Sample(p.laneSample(now))
+			var d policy.LaneDecision
+			if p.rc.active() {
+				d = sizer.decide(p, now, n)
+			} else {
+				d = ctl.Sample(p.laneSample(now))
+			}
+			d.Delta = min(max(n+d.Delta, 1), MaxLanes) - n
 			if d.Delta == 0 {
 				continue
 			}
-			n := ctl.Lanes()
+			n += d.Delta
 			for i := n - d.Delta; i < n; i++ { // added
 				start(i)
 			}

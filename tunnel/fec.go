@@ -161,6 +161,7 @@ func (b *Bond) sendParity(p *fec.Parity, picks []int, now time.Time) {
 		}
 		h := Header{Type: TypeParity, Flags: FlagFEC, Seq: b.seq.Add(1) - 1, Timestamp: uint64(now.UnixMicro()),
 			Class: ref.Class, Block: ref.Block, Index: uint16(ref.Index), K: uint16(ref.K), R: uint16(ref.R), MaxLen: uint16(ref.MaxLen)}
+		b.flagPathSeq(&h, len(shard))
 		buf := getBuf()
 		off := Headroom - HeaderLen(&h)
 		AppendHeader(buf[off:off], &h)

@@ -12,13 +12,13 @@ import (
 )
 
 // TestParityHeaderFits checks that the longest header bondd puts on a parity
-// shard, plus the shard's length prefix, fits the MaxHeaderLen that MTUFor
+// shard, plus the shard's length prefix, fits the HeaderBudget that MTUFor
 // reserves.
 func TestParityHeaderFits(t *testing.T) {
 	h := Header{Type: TypeParity, Flags: FlagFEC, Seq: 1<<62 - 1, Timestamp: 1<<62 - 1,
 		Class: 0, Block: 1<<62 - 1, Index: 2*fec.DefaultMaxK - 1, K: fec.DefaultMaxK, R: fec.DefaultMaxK, MaxLen: 1500}
-	if n := HeaderLen(&h) + fec.ShardOverhead; n > MaxHeaderLen {
-		t.Fatalf("parity header %d bytes + shard prefix > MaxHeaderLen %d", HeaderLen(&h), MaxHeaderLen)
+	if n := HeaderLen(&h) + fec.ShardOverhead; n > HeaderBudget {
+		t.Fatalf("parity header %d bytes + shard prefix > HeaderBudget %d", HeaderLen(&h), HeaderBudget)
 	}
 }
 

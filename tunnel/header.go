@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"encoding/binary"
 	"errors"
 
 	"github.com/quic-go/quic-go/quicvarint"
@@ -9,7 +10,8 @@ import (
 // Wire format of a bondd datagram (the payload of one QUIC DATAGRAM frame):
 //
 //	byte 0      version (high 4 bits, = Version) | type (low 4 bits)
-//	byte 1      flags (FlagFEC, FlagFlow)
+//	byte 1      flags (FlagFEC, FlagFlow, FlagPathSeq)
+//	if FlagPathSeq: 4 bytes, the per-path sequence number (big-endian)
 //	varint      bond sequence number (QUIC variable-length integer, RFC 9000 §16)
 //	varint      send timestamp, µs since the Unix epoch
 //	if FlagFEC: varint FEC class, varint block id, varint index in block,
@@ -39,6 +41,20 @@ const (
 	// (ParseFlowTag). Receivers that predate it ignore the bit; senders
 	// set it only towards peers that know it.
 	FlagFlow = 0x02
+	// FlagPathSeq marks a header with a 4-byte per-path sequence number
+	// right after the flags byte (PathSeqLen, at offset PathSeqOffset). The
+	// sending lane writes it, and rewrites the send timestamp, in place when
+	// it hands the datagram to QUIC (StampPathSeq), so the receiver sees
+	// gaps only for datagrams the path itself lost (rate control, ratectl.go).
+	// Senders set it only towards peers that negotiated the "rate" control
+	// capability; older receivers would misparse it.
+	FlagPathSeq = 0x04
+)
+
+// Position of the per-path sequence number of a FlagPathSeq header.
+const (
+	PathSeqOffset = 2 // bytes from the start of the header
+	PathSeqLen    = 4 // bytes
 )
 
 // Limits checked by ParseHeader.
@@ -46,11 +62,18 @@ const (
 	// MaxFECShards bounds k and r (and k+r): Reed–Solomon over GF(2^8).
 	MaxFECShards = 256
 	// MaxHeaderLen is the longest header AppendHeader produces, in bytes:
-	// 2 fixed + 8 seq + 8 timestamp + 8 class + 8 block + 3×2 (index, k, r)
-	// + 2 length. A DATA header with FEC fields and a flow tag in front of
-	// its payload is shorter: 2 + 8 + 8 + 1 class (< fec.MaxClasses) + 8
-	// + 3×2 + MaxFlowTagLen = 39.
-	MaxHeaderLen = 42
+	// 2 fixed + 4 path seq + 8 seq + 8 timestamp + 8 class + 8 block + 3×2
+	// (index, k, r) + 2 length.
+	MaxHeaderLen = 46
+	// HeaderBudget is the header length, in bytes, the inner MTU leaves
+	// room for (MTUFor): MaxHeaderLen without the path sequence number. A
+	// DATA header with FEC fields and a flow tag in front of its payload
+	// takes 2 + 8 + 8 + 1 class (< fec.MaxClasses) + 8 + 3×2 +
+	// MaxFlowTagLen = 39. A sender adds FlagPathSeq only to a datagram that
+	// still fits the budget with it (in practice all of them until the bond
+	// sequence or the FEC block id needs an 8-byte varint, after 2^30), so
+	// the 1280-byte inner MTU of the default 1360-byte QUIC packets stays.
+	HeaderBudget = 42
 	// Headroom is the space, in bytes, reserved in front of every packet read
 	// from the TUN, so the header is written in place with no copy. It is at
 	// least MaxHeaderLen and a multiple of 16.
@@ -61,6 +84,7 @@ const (
 type Header struct {
 	Type      uint8
 	Flags     uint8
+	PathSeq   uint32 // per-path sequence number, valid when Flags&FlagPathSeq != 0
 	Seq       uint64 // bond-wide sequence number
 	Timestamp uint64 // send time, µs since the Unix epoch
 
@@ -87,6 +111,9 @@ var (
 // Sequence numbers and timestamps must be below 2^62.
 func AppendHeader(b []byte, h *Header) []byte {
 	b = append(b, Version<<4|h.Type&0x0f, h.Flags)
+	if h.Flags&FlagPathSeq != 0 {
+		b = binary.BigEndian.AppendUint32(b, h.PathSeq)
+	}
 	b = quicvarint.Append(b, h.Seq)
 	b = quicvarint.Append(b, h.Timestamp)
 	if h.Flags&FlagFEC != 0 {
@@ -105,6 +132,9 @@ func AppendHeader(b []byte, h *Header) []byte {
 // HeaderLen returns the encoded length of h in bytes.
 func HeaderLen(h *Header) int {
 	n := 2 + quicvarint.Len(h.Seq) + quicvarint.Len(h.Timestamp)
+	if h.Flags&FlagPathSeq != 0 {
+		n += PathSeqLen
+	}
 	if h.Flags&FlagFEC != 0 {
 		n += quicvarint.Len(h.Class) + quicvarint.Len(h.Block) +
 			quicvarint.Len(uint64(h.Index)) + quicvarint.Len(uint64(h.K)) + quicvarint.Len(uint64(h.R))
@@ -135,6 +165,14 @@ func ParseHeader(b []byte, h *Header) (n int, err error) {
 		return 0, ErrFlags
 	}
 	n = 2
+	h.PathSeq = 0
+	if h.Flags&FlagPathSeq != 0 {
+		if len(b) < 2+PathSeqLen {
+			return 0, ErrShortHeader
+		}
+		h.PathSeq = binary.BigEndian.Uint32(b[2:])
+		n += PathSeqLen
+	}
 	var fields [8]uint64 // seq, timestamp, class, block, index, k, r, max length
 	nf := 2
 	if h.Flags&FlagFEC != 0 {
@@ -170,4 +208,22 @@ func ParseHeader(b []byte, h *Header) (n int, err error) {
 		h.Index, h.K, h.R, h.MaxLen = uint16(idx), uint16(k), uint16(r), uint16(fields[7])
 	}
 	return n, nil
+}
+
+// StampPathSeq writes seq and the send timestamp now (µs since the Unix
+// epoch) into the header at the start of d in place, when d's header has
+// FlagPathSeq; it reports whether it did. The timestamp is rewritten only
+// when its encoding keeps its length (an 8-byte varint, as every
+// timestamp after 1970 + 2^30 µs is), so the header's length never
+// changes. It does not allocate and never panics on a short d.
+func StampPathSeq(d []byte, seq uint32, now uint64) bool {
+	if len(d) < 2+PathSeqLen+1 || d[1]&FlagPathSeq == 0 {
+		return false
+	}
+	binary.BigEndian.PutUint32(d[PathSeqOffset:], seq)
+	ts := 2 + PathSeqLen + 1<<(d[2+PathSeqLen]>>6) // after the bond sequence varint
+	if len(d) >= ts+8 && d[ts]>>6 == 3 && now < 1<<62 {
+		binary.BigEndian.PutUint64(d[ts:], now|3<<62)
+	}
+	return true
 }

@@ -34,7 +34,7 @@ const quicDatagramOverhead = 37
 
 // MTUFor returns the inner (TUN) MTU, in bytes, that fits in one datagram
 // from the first packet of a connection whose QUIC packets are
-// initialPacketSize bytes: the datagram payload limit minus MaxHeaderLen,
+// initialPacketSize bytes: the datagram payload limit minus HeaderBudget,
 // rounded down to a multiple of 8. For the default 1360 it is 1280; for
 // QUIC's minimum 1200 it is 1120; for 1452 (a full 1500-byte IPv4 path) 1368.
 //
@@ -48,7 +48,7 @@ const quicDatagramOverhead = 37
 // is below 1388 bytes (1360 + IPv4 and UDP headers) fails the handshake; set
 // initial_packet_size_bytes lower for it and accept an IPv4-only tunnel.
 func MTUFor(initialPacketSize int) int {
-	return (initialPacketSize - quicDatagramOverhead - MaxHeaderLen) &^ 7
+	return (initialPacketSize - quicDatagramOverhead - HeaderBudget) &^ 7
 }
 
 // PathOptions tunes every path of a bond. The zero value is valid: each zero
@@ -61,6 +61,13 @@ type PathOptions struct {
 	RedialMin         time.Duration // first redial backoff
 	RedialMax         time.Duration // backoff cap
 	InitialPacketSize int           // QUIC packet size from the first packet, bytes (1200..1452)
+	// RateControl is who decides each path's sending rate:
+	// RateControlBondd (pacing at the target of bondd's per-path rate
+	// estimator, fed by the receiver's reports; ratectl.go) or
+	// RateControlQUIC (quic-go's congestion control alone, the behaviour
+	// before rate control). Empty: RateControlQUIC. Each end decides for
+	// what it sends.
+	RateControl string
 	// QlogDir, when set, is an existing directory where quic-go writes the
 	// qlog of every path connection, one <odcid>_<client|server>.sqlog
 	// file each (see qlogFile), for debugging. Optional; empty: no qlog.
@@ -84,6 +91,9 @@ func (o PathOptions) withDefaults() PathOptions {
 	if o.InitialPacketSize == 0 {
 		o.InitialPacketSize = DefaultInitialPacketSize
 	}
+	if o.RateControl == "" {
+		o.RateControl = RateControlQUIC
+	}
 	return o
 }
 
@@ -95,6 +105,8 @@ func (o PathOptions) validate() error {
 		return fmt.Errorf("initial packet size %d bytes is outside 1200..1452", o.InitialPacketSize)
 	case o.RedialMax < o.RedialMin:
 		return errors.New("redial_max is below redial_min")
+	case o.RateControl != RateControlQUIC && o.RateControl != RateControlBondd:
+		return fmt.Errorf("rate control %q is neither %q nor %q", o.RateControl, RateControlBondd, RateControlQUIC)
 	}
 	return nil
 }

@@ -19,7 +19,8 @@ type path struct {
 	name  string
 	state *policy.Path
 	queue *sendQueue
-	loss  fec.LossIntervals // RFC 5348 §5.4 loss rate, fed by every lane's tracer
+	loss  fec.LossIntervals // RFC 5348 §5.4 loss rate, fed by every lane's tracer (or the rate reports, ratectl.go)
+	rc    *rateCtl          // per-path rate control (ratectl.go)
 	lanes [MaxLanes]lane
 	// lanesMu orders lanes coming up and going down with the path's
 	// connected state (laneUp, laneDown).
@@ -38,6 +39,7 @@ type path struct {
 func newPath(b *Bond, name string, labels map[string]string) *path {
 	p := &path{bond: b, name: name, state: policy.NewPath(name, labels, b.popts.QueuePackets)}
 	p.queue = newSendQueue(b.popts.QueuePackets, b.popts.MaxQueueDelay, p.state.SetQueueLen, &p.drops)
+	p.rc = newRateCtl(p, b.popts.RateControl)
 	for i := range p.lanes {
 		p.lanes[i] = lane{path: p, idx: i, bell: make(chan struct{}, 1)}
 	}
@@ -140,6 +142,7 @@ func (p *path) stats(now time.Time) PathStats {
 		RxBytes:          p.rxBytes.Load(),
 		Drops:            p.drops.snapshot(PathDropReasons),
 		Rescued:          p.rescued.Load(),
+		Rate:             p.rc.stats(),
 	}
 	if srtt := s.SmoothedRTT; srtt > 0 {
 		s.CapacityBps = uint64(float64(s.CongestionWindow) * 8 / srtt.Seconds())

@@ -43,6 +43,7 @@ func (l *lane) routineReceive(conn *quic.Conn) {
 		}
 		p.rxPackets.Add(1)
 		p.rxBytes.Add(uint64(len(dg)))
+		p.rc.onDatagram(dg, time.Now()) // the path's rate meter (ratectl.go)
 		p.bond.receive(dg, wbuf, rec)
 	}
 }

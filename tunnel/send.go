@@ -127,8 +127,10 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 	if dir != nil {
 		b.rules.track(set.states, b.picks[:k], n, now)
 	}
+	k = b.probeLossy(set, b.picks, k, now) // rate control: keep a lossy path's loss figure fresh
 	h := Header{Type: TypeData, Seq: b.seq.Add(1) - 1, Timestamp: uint64(now.UnixMicro())}
 	sealed := protect && b.protect(pkt, b.picks[0], &h, now)
+	b.flagPathSeq(&h, n)
 	off := Headroom - HeaderLen(&h)
 	AppendHeader(buf[off:off], &h)
 	f := frame{buf: buf, off: off, end: Headroom + n, enqueued: now.UnixNano(), expires: expires, prio: prio}
@@ -190,11 +192,22 @@ func (l *lane) routineSend(conn *quic.Conn) {
 	// that woke this lane is not lost to the others.
 	defer p.queue.ringIfQueued()
 	var tooLarge *quic.DatagramTooLargeError
+	pace := time.NewTimer(time.Hour) // the pacer's wait (ratectl.go)
+	defer pace.Stop()
 	for !l.draining.Load() {
 		if !l.mayHand() {
 			p.queue.ringIfQueued()
 			select {
 			case <-l.bell:
+			case <-done:
+				return
+			}
+			continue
+		}
+		if d := p.rc.pace(time.Now()); d > 0 { // frames wait in the queue, where deadlines act
+			pace.Reset(d)
+			select {
+			case <-pace.C:
 			case <-done:
 				return
 			}
@@ -211,6 +224,7 @@ func (l *lane) routineSend(conn *quic.Conn) {
 			p.queue.ring()
 		}
 		l.unsent.Add(1)
+		p.rc.release(f.bytes(), time.Now()) // per-path sequence number, pacer tokens
 		err := conn.SendDatagram(f.bytes())
 		switch {
 		case err == nil:

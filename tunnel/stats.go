@@ -66,8 +66,12 @@ type PathStats struct {
 	// are the first live lane's); nil while the path is down.
 	Conn      *ConnStats `json:"conn,omitempty"`
 	LastError string     `json:"last_error,omitempty"`
+	// Rate is the path's rate control (ratectl.go); nil before the first
+	// report from the peer and without the peer's "rate" capability.
+	Rate *RateStats `json:"rate,omitempty"`
 	// StatusReason says why Status is not ACTIVE: "down", "silent" (the
-	// peer has been quiet too long) or "budget" (BudgetUsedBytes reached
+	// peer has been quiet too long), "loss" (rate control: the receiver
+	// sees policy.LossDegraded or more lost) or "budget" (BudgetUsedBytes reached
 	// 90 % of BudgetBytes); empty when ACTIVE.
 	StatusReason string `json:"status_reason,omitempty"`
 	// BudgetBytes is the path's byte budget per BudgetPeriod (config

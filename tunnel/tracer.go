@@ -66,12 +66,16 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 		if l != nil && !e.IsMTUProbePacket {
 			p := l.path
 			p.state.OnLoss(1)
-			p.loss.OnLoss(time.Now(), p.state.SmoothedRTT())
+			if !p.rc.active() { // with rate control the receiver's reports feed FEC (ratectl.go)
+				p.loss.OnLoss(time.Now(), p.state.SmoothedRTT())
+			}
 		}
 	case qlog.PacketSent:
 		if l != nil {
 			l.path.state.OnSent()
-			l.path.loss.OnSent(1)
+			if !l.path.rc.active() {
+				l.path.loss.OnSent(1)
+			}
 			n := 0
 			for _, f := range e.Frames {
 				if _, ok := f.Frame.(*qlog.DatagramFrame); ok {

@@ -98,6 +98,10 @@ var (
 		{desc("path_capacity_bytes_per_second", "What the path's congestion windows carry per smoothed RTT: the capacity the scheduler sees.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.CapacityBps) / 8 }},
 		{desc("path_lanes", "Live QUIC connections (lanes) of the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(len(p.Lanes)) }},
 		{desc("path_queued_packets", "Datagrams waiting in the path's send queue.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.QueueLen) }},
+		{desc("path_rate_target_bytes_per_second", "Rate control: the rate the path's pacer releases at (0 without rate control).", pathLabels...), func(p *tunnel.PathStats) float64 { return rateOf(p).TargetBps / 8 }},
+		{desc("path_rate_delivery_bytes_per_second", "Rate control: the smoothed rate the peer received on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return rateOf(p).DeliveryBps / 8 }},
+		{desc("path_rate_queue_delay_seconds", "Rate control: the queueing delay the peer measured on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return rateOf(p).QueueDelay }},
+		{desc("path_receiver_loss_ratio", "Rate control: the datagram loss the peer sees on the path over about a second, 0-1.", pathLabels...), func(p *tunnel.PathStats) float64 { return rateOf(p).Loss }},
 	}
 	pathCounterDescs = []pathMetric{
 		{desc("path_sent_packets_total", "bondd datagrams (data and parity) sent on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.TxPackets) }},
@@ -107,9 +111,25 @@ var (
 		{desc("path_quic_sent_packets_total", "QUIC packets sent on the path, every connection so far.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.PacketsSent) }},
 		{desc("path_quic_lost_packets_total", "QUIC packets declared lost by loss detection (RFC 9002) on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.PacketsLost) }},
 		{desc("path_rescued_packets_total", "Queued datagrams moved to other paths when this one failed.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.Rescued) }},
+		{desc("path_paced_held_back_bytes_total", "Rate control: bytes that waited in the path's queue for the pacer.", pathLabels...), func(p *tunnel.PathStats) float64 { return rateOf(p).HeldBack }},
 	}
 	pathStatuses = []string{policy.StatusActive.String(), policy.StatusDegraded.String(), policy.StatusUnavailable.String()}
 )
+
+// rateFigures are a path's rate-control figures as metrics want them: bit/s,
+// seconds, ratio, bytes; all 0 without rate control.
+type rateFigures struct {
+	TargetBps, DeliveryBps, QueueDelay, Loss, HeldBack float64
+}
+
+func rateOf(p *tunnel.PathStats) rateFigures {
+	r := p.Rate
+	if r == nil {
+		return rateFigures{}
+	}
+	return rateFigures{TargetBps: float64(r.TargetBps), DeliveryBps: float64(r.DeliveryBps),
+		QueueDelay: r.QueueDelay.Seconds(), Loss: r.Loss, HeldBack: float64(r.HeldBackBytes)}
+}
 
 type pathMetric struct {
 	desc *prometheus.Desc

@@ -146,6 +146,7 @@ func startDaemon(cfg *config.Config, rw *rules.Watcher, log *slog.Logger) (daemo
 		RedialMin:         cfg.Paths.RedialMin,
 		RedialMax:         cfg.Paths.RedialMax,
 		InitialPacketSize: cfg.Paths.InitialPacketSizeBytes,
+		RateControl:       cfg.Paths.RateControl,
 		QlogDir:           cfg.QlogDir,
 	}
 	if cfg.QlogDir != "" {

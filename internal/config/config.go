@@ -51,6 +51,7 @@ const (
 	DefaultRedialMin              = tunnel.DefaultRedialMin
 	DefaultRedialMax              = tunnel.DefaultRedialMax
 	DefaultInitialPacketSizeBytes = tunnel.DefaultInitialPacketSize
+	DefaultRateControl            = tunnel.RateControlBondd
 	// DefaultMaxQueueDelay is how long a packet may wait in a path's send
 	// queue before it is dropped rather than sent late.
 	DefaultMaxQueueDelay = tunnel.DefaultMaxQueueDelay
@@ -299,6 +300,12 @@ type PathsConfig struct {
 	// MinInitialPacketSizeBytes to MaxInitialPacketSizeBytes. Default
 	// DefaultInitialPacketSizeBytes.
 	InitialPacketSizeBytes int
+	// RateControl is who decides each path's sending rate, bond-wide for
+	// what this end sends: "bondd" (DefaultRateControl; a per-path rate
+	// estimator fed by the receiver's reports, and pacing) or "quic"
+	// (quic-go's congestion control alone, the behaviour before rate
+	// control; tunnel.PathOptions.RateControl).
+	RateControl string
 }
 
 // FECConfig configures forward error correction on what this end sends (key
@@ -557,6 +564,9 @@ func (c *Config) Defaults() {
 	}
 	if p.InitialPacketSizeBytes == 0 {
 		p.InitialPacketSizeBytes = DefaultInitialPacketSizeBytes
+	}
+	if p.RateControl == "" {
+		p.RateControl = DefaultRateControl
 	}
 }
 

@@ -308,7 +308,9 @@ func TestConfigParse(t *testing.T) {
 
 		// paths.
 		{"paths all", edgeOK + "paths: {queue_packets: 1024, keepalive: 500ms, idle_timeout: 3s, redial_min: 100ms, redial_max: 30s, initial_packet_size_bytes: 1452}\n", ""},
-		{"paths unknown key", edgeOK + "paths: {keepalive_ms: 500}\n", `bondd.yaml:10: paths.keepalive_ms: unknown field "keepalive_ms"; known fields: queue_packets, max_queue_delay, keepalive, idle_timeout, redial_min, redial_max, initial_packet_size_bytes; did you mean "keepalive"?`},
+		{"paths unknown key", edgeOK + "paths: {keepalive_ms: 500}\n", `bondd.yaml:10: paths.keepalive_ms: unknown field "keepalive_ms"; known fields: queue_packets, max_queue_delay, keepalive, idle_timeout, redial_min, redial_max, initial_packet_size_bytes, rate_control; did you mean "keepalive"?`},
+		{"rate control", edgeOK + "paths: {rate_control: quic}\n", ""},
+		{"rate control unknown", edgeOK + "paths: {rate_control: bbr}\n", `bondd.yaml:10: paths.rate_control: expected bondd or quic, got "bbr"`},
 		{"queue_packets negative", edgeOK + "paths: {queue_packets: -1}\n", "bondd.yaml:10: paths.queue_packets: expected an integer from 1 to 65536 packets, got -1"},
 		{"queue_packets too large", edgeOK + "paths:\n  queue_packets: 65537\n", "bondd.yaml:11: paths.queue_packets: expected an integer from 1 to 65536 packets, got 65537"},
 		{"queue_packets word", edgeOK + "paths: {queue_packets: many}\n", `bondd.yaml:10: paths.queue_packets: expected an integer number of packets, got "many"`},

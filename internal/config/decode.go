@@ -98,7 +98,7 @@ var (
 	leoReconfKeys    = []string{"seconds", "window_ms"}
 	concentratorKeys = []string{"listen", "cert_file", "key_file", "client_ca_file", "edges"}
 	edgeEntryKeys    = []string{"id", "token_file", "cert_cn", "allowed_prefixes", "allow_edge_rules", "policy_label_keys"}
-	pathsKeys        = []string{"queue_packets", "max_queue_delay", "keepalive", "idle_timeout", "redial_min", "redial_max", "initial_packet_size_bytes"}
+	pathsKeys        = []string{"queue_packets", "max_queue_delay", "keepalive", "idle_timeout", "redial_min", "redial_max", "initial_packet_size_bytes", "rate_control"}
 	classifyKeys     = []string{"rtp_ports", "payload_types", "rtp_heuristic", "classes", "sdp"}
 	classKeys        = []string{"name", "match", "labels"}
 	classMatchKeys   = []string{"proto", "src", "dst", "src_ports", "dst_ports", "ports", "dscp"}
@@ -569,6 +569,7 @@ func (d *configDecoder) paths(n *yaml.Node, p *PathsConfig) {
 	p.RedialMin = d.duration(f["redial_min"], "paths.redial_min")
 	p.RedialMax = d.duration(f["redial_max"], "paths.redial_max")
 	p.InitialPacketSizeBytes = d.integer(f["initial_packet_size_bytes"], "paths.initial_packet_size_bytes", "an integer number of bytes")
+	p.RateControl = d.str(f["rate_control"], "paths.rate_control", "bondd or quic")
 }
 
 func (d *configDecoder) fec(n *yaml.Node, c *FECConfig) {

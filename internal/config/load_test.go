@@ -48,6 +48,7 @@ func TestConfigDefaults(t *testing.T) {
 			RedialMin:              250 * time.Millisecond,
 			RedialMax:              10 * time.Second,
 			InitialPacketSizeBytes: 1360,
+			RateControl:            "bondd",
 		},
 	}
 	c.src = nil
@@ -109,6 +110,7 @@ paths:
   redial_min: 1s
   redial_max: 1m
   initial_packet_size_bytes: 1452
+  rate_control: quic
 fec:
   mode: fixed
   k: 10
@@ -175,6 +177,7 @@ classify:
 			RedialMin:              time.Second,
 			RedialMax:              time.Minute,
 			InitialPacketSizeBytes: 1452,
+			RateControl:            "quic",
 		},
 		FEC:   FECConfig{Mode: "fixed", K: 10, Alpha: 1.5, Ratio: 0.2, Budget: 30 * time.Millisecond},
 		Rules: filepath.Join(dir, "rules.yaml"),

@@ -439,6 +439,11 @@ func (p *PathsConfig) validate(v *configValidator) {
 	if p.QueuePackets < 0 || p.QueuePackets > MaxQueuePackets {
 		v.errorf("paths.queue_packets", "expected an integer from 1 to %d packets, got %d", MaxQueuePackets, p.QueuePackets)
 	}
+	switch p.RateControl {
+	case "", tunnel.RateControlBondd, tunnel.RateControlQUIC:
+	default:
+		v.errorf("paths.rate_control", "expected bondd or quic, got %q", p.RateControl)
+	}
 	if p.InitialPacketSizeBytes != 0 && (p.InitialPacketSizeBytes < MinInitialPacketSizeBytes || p.InitialPacketSizeBytes > MaxInitialPacketSizeBytes) {
 		v.errorf("paths.initial_packet_size_bytes", "expected an integer from %d to %d bytes, got %d", MinInitialPacketSizeBytes, MaxInitialPacketSizeBytes, p.InitialPacketSizeBytes)
 	}

@@ -37,6 +37,9 @@ type Options struct {
 	Scheduler string        // a policy.Schedulers name
 	Lanes     string        // "auto" or 1..tunnel.MaxLanes
 	LossPct   float64       // extra random loss on every emulated path, each direction, %
+	// RateControl is RateControlBondd (empty: the default) or
+	// RateControlQUIC, on both ends.
+	RateControl string
 }
 
 // demoReport is what bondd demo prints, and writes with --json.
@@ -59,6 +62,7 @@ type demoReport struct {
 	Recovered       uint64       `json:"recovered"` // data packets the concentrator reconstructed
 	Lanes           string       `json:"lanes"`     // the --lanes setting: auto or N
 	ExtraLossPct    float64      `json:"extra_loss_pct"`
+	RateControl     string       `json:"rate_control"` // bondd or quic
 	Bond            *bondSummary `json:"bond"`
 }
 
@@ -70,6 +74,15 @@ type demoPath struct {
 	State    string  `json:"state"`
 	Packets  uint64  `json:"packets"`
 	Lanes    int     `json:"lanes"` // live QUIC connections at the end
+	// Rate control (zero without it): the target and the rate the
+	// receiver got at the end, Mbit/s; the queueing delay the receiver
+	// measured, ms; the receiver-seen loss at the end (0–1); and the
+	// bytes that waited for the pacer during the run.
+	TargetMbps    float64 `json:"target_mbps"`
+	DeliveryMbps  float64 `json:"delivery_mbps"`
+	QueueDelayMs  float64 `json:"queue_delay_ms"`
+	ReceiverLoss  float64 `json:"receiver_loss"`
+	HeldBackBytes uint64  `json:"held_back_bytes"`
 }
 
 type bondSummary struct {
@@ -158,6 +171,12 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.RateControl == "" {
+		o.RateControl = RateControlBondd
+	}
+	if err := ValidateRateControl(o.RateControl); err != nil {
+		return err
+	}
 	if o.LossPct < 0 || o.LossPct >= 100 {
 		return fmt.Errorf("--loss %g: expected a percentage from 0 to below 100", o.LossPct)
 	}
@@ -166,14 +185,14 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return err
 	}
 	addLoss(&sc, o.LossPct/100)
-	bed, err := NewBed(BedOptions{Scenario: sc, Seed: o.Seed, FEC: fopts, Picker: picker, Lanes: lanes}, o.Inprocess, out)
+	bed, err := NewBed(BedOptions{Scenario: sc, Seed: o.Seed, FEC: fopts, Picker: picker, Lanes: lanes, RateControl: o.RateControl}, o.Inprocess, out)
 	if err != nil {
 		return err
 	}
 	defer bed.Close()
 
-	fmt.Fprintf(out, "bondd demo: %s, %.1f Mbit/s of %d-byte UDP packets for %s over %d uplinks, scheduler %s, FEC %s, lanes %s\n",
-		bed.Mode, o.RateMbps, PacketBytes, o.Duration, len(sc.Paths), o.Scheduler, o.FEC, o.Lanes)
+	fmt.Fprintf(out, "bondd demo: %s, %.1f Mbit/s of %d-byte UDP packets for %s over %d uplinks, scheduler %s, FEC %s, lanes %s, rate control %s\n",
+		bed.Mode, o.RateMbps, PacketBytes, o.Duration, len(sc.Paths), o.Scheduler, o.FEC, o.Lanes, o.RateControl)
 	if o.LossPct > 0 {
 		fmt.Fprintf(out, "extra random loss: %g %% on every path, each direction\n", o.LossPct)
 	}
@@ -203,7 +222,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	}
 	rep := buildReport(bed, sc, o, fs, before, bed.Edge.Stats())
 	tx, rx, rx0 := rep.fecAfter(before, bed.Edge.Stats()), bed.Conc.Stats().FEC, concBefore.FEC
-	rep.Scheduler, rep.Seed, rep.Lanes, rep.ExtraLossPct = o.Scheduler, o.Seed, o.Lanes, o.LossPct
+	rep.Scheduler, rep.Seed, rep.Lanes, rep.ExtraLossPct, rep.RateControl = o.Scheduler, o.Seed, o.Lanes, o.LossPct, o.RateControl
 	rep.FEC, rep.CodingRate, rep.ParitySent, rep.Recovered = o.FEC, tx.rate, tx.parity, rx.Recovered-rx0.Recovered
 	if os.Getenv("BONDD_DEMO_DEBUG") != "" {
 		for _, p := range bed.Edge.Stats().Paths {
@@ -294,6 +313,14 @@ func buildReport(bed *Bed, sc emu.Scenario, o Options, fs *demoFlow, before, aft
 		if s := p.PacketsSent - b.PacketsSent; s > 0 {
 			dp.LossRate = float64(p.PacketsLost-b.PacketsLost) / float64(s)
 		}
+		if r := p.Rate; r != nil {
+			dp.TargetMbps, dp.DeliveryMbps = float64(r.TargetBps)/1e6, float64(r.DeliveryBps)/1e6
+			dp.QueueDelayMs, dp.ReceiverLoss = float64(r.QueueDelay)/1e6, r.Loss
+			dp.HeldBackBytes = r.HeldBackBytes
+			if b.Rate != nil {
+				dp.HeldBackBytes -= min(dp.HeldBackBytes, b.Rate.HeldBackBytes)
+			}
+		}
 		rep.Bond.QueueFull += p.Drops[tunnel.DropQueueFull] - b.Drops[tunnel.DropQueueFull]
 		rep.Bond.Expired += p.Drops[tunnel.DropExpired] - b.Drops[tunnel.DropExpired]
 		rep.Bond.Deadline += p.Drops[tunnel.DropDeadline] - b.Drops[tunnel.DropDeadline]
@@ -306,9 +333,10 @@ func buildReport(bed *Bed, sc emu.Scenario, o Options, fs *demoFlow, before, aft
 func printReport(out io.Writer, r demoReport) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "path\tstate\tlanes\tshare\tpackets\tsrtt ms\tQUIC loss\t")
+	fmt.Fprintln(tw, "path\tstate\tlanes\tshare\tpackets\tsrtt ms\tQUIC loss\ttarget Mbit/s\tdelivery Mbit/s\tqueue ms\trx loss\theld back KB\t")
 	for _, p := range r.Paths {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f %%\t%d\t%.1f\t%.2f %%\t\n", p.Name, p.State, p.Lanes, 100*p.Share, p.Packets, p.RTTms, 100*p.LossRate)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f %%\t%d\t%.1f\t%.2f %%\t%.2f\t%.2f\t%.1f\t%.2f %%\t%d\t\n", p.Name, p.State, p.Lanes, 100*p.Share, p.Packets, p.RTTms, 100*p.LossRate,
+			p.TargetMbps, p.DeliveryMbps, p.QueueDelayMs, 100*p.ReceiverLoss, p.HeldBackBytes/1000)
 	}
 	tw.Flush()
 	fmt.Fprintln(out)

@@ -223,7 +223,37 @@ func Print(w io.Writer, r *Report, now time.Time) {
 				formatPathDrops(p.Drops), formatLabels(p.Labels), p.LastError)
 		}
 		tw.Flush()
+		writeRateTable(w, b.Paths)
 	}
+}
+
+// writeRateTable prints the paths' rate control (tunnel.RateStats), when
+// any path has it: target and delivery rate, the peer-measured queueing
+// delay, the receiver-seen loss, the bytes held back by pacing.
+func writeRateTable(w io.Writer, paths []tunnel.PathStats) {
+	any := false
+	for _, p := range paths {
+		any = any || p.Rate != nil
+	}
+	if !any {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  rate control\tmode\ttarget\tdelivery\tqueue delay\trx loss\theld back\treports\tfallbacks")
+	for _, p := range paths {
+		r := p.Rate
+		if r == nil {
+			fmt.Fprintf(tw, "  %s\t-\t\t\t\t\t\t\t\n", p.Name)
+			continue
+		}
+		mode := r.Mode
+		if !r.Active {
+			mode += " (inactive)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%.2f %%\t%s\t%d\t%d\n", p.Name, mode, formatRate(r.TargetBps), formatRate(r.DeliveryBps),
+			r.QueueDelay.Round(100*time.Microsecond), 100*r.Loss, formatBytes(r.HeldBackBytes), r.Reports, r.Fallbacks)
+	}
+	tw.Flush()
 }
 
 // pathDropsHeader names the path drop reasons in the order formatPathDrops

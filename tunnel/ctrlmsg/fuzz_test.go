@@ -97,3 +97,21 @@ func FuzzLabels(f *testing.F) {
 
 // validUTF8 is utf8.ValidString the slow way.
 func validUTF8(s string) bool { return string([]rune(s)) == s }
+
+// FuzzRateFeedback parses PATH_RATE_FEEDBACK bodies: never a panic, and a
+// report that parses keeps the checks' invariants and round-trips.
+func FuzzRateFeedback(f *testing.F) {
+	for _, s := range ctrlSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		m, err := ParseRateFeedback(body)
+		if err != nil {
+			return
+		}
+		if m.EndUs < m.StartUs || m.OWDMeanUs < m.OWDMinUs || m.Lost > MaxRateDatagrams {
+			t.Fatalf("accepted %+v", m)
+		}
+		checkRoundTrip(t, TypeRateFeedback, m)
+	})
+}

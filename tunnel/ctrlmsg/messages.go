@@ -29,7 +29,7 @@ const (
 	CapLabels                   // "path_labels": PATH_LABEL_UPDATE
 	CapMapping                  // "path_mapping": PATH_MAPPING_RULE and PATH_MAPPING_RESULT
 
-	CapsAll = CapState | CapLabels | CapMapping // every capability this build knows
+	CapsAll = CapState | CapLabels | CapMapping | CapRate // every capability this build knows
 )
 
 // capNames are the wire names of the capabilities, in list order.
@@ -40,6 +40,7 @@ var capNames = []struct {
 	{CapState, "path_state"},
 	{CapLabels, "path_labels"},
 	{CapMapping, "path_mapping"},
+	{CapRate, "rate"},
 }
 
 // CapsOf returns the capabilities named in list that this build knows;
@@ -78,7 +79,7 @@ const (
 )
 
 // Message is a control message after the hello: *StateReport,
-// *LabelUpdate, *MappingRule or *MappingResult.
+// *LabelUpdate, *MappingRule, *MappingResult or *RateFeedback.
 type Message interface {
 	MessageType() string // the Type* constant of its "type" field
 }
@@ -102,6 +103,7 @@ var types = map[string]typeInfo{
 	TypeLabelUpdate:   {Info{CapLabels, FromEdge}, parseAs(ParseLabelUpdate)},
 	TypeMappingRule:   {Info{CapMapping, FromEdge}, parseAs(ParseMappingRule)},
 	TypeMappingResult: {Info{CapMapping, FromConcentrator}, parseAs(ParseMappingResult)},
+	TypeRateFeedback:  {Info{CapRate, FromEdge | FromConcentrator}, parseAs(ParseRateFeedback)},
 }
 
 func parseAs[M Message](f func([]byte) (M, error)) func([]byte) (Message, error) {

@@ -23,6 +23,8 @@ var ctrlSeeds = []string{
 	`{"type":"path_mapping_result","request":7,"id":"keyframes","status":"OK"}`,
 	`{"type":"path_mapping_result","request":9,"id":"x","status":"INVALID_RULE","reason":"edge rule: match frame_typ: unknown key"}`,
 	`{"type":"path_mapping_result","request":9,"id":"x","status":"NOT_AUTHORIZED"}`,
+	`{"type":"path_rate_feedback","path":"cell-a","start_us":1000,"end_us":51000,"bytes":62500,"datagrams":50,"lost":3,"highest_seq":4294967295,"owd_min_us":-20000,"owd_mean_us":-18000}`,
+	`{"type":"path_rate_feedback","path":"sat","start_us":5,"end_us":5,"bytes":0,"datagrams":0,"lost":0,"highest_seq":0,"owd_min_us":0,"owd_mean_us":0}`,
 }
 
 func TestControlParseValid(t *testing.T) {
@@ -107,6 +109,12 @@ func TestControlParseInvalid(t *testing.T) {
 		{"result no id", TypeMappingResult, `{"type":"path_mapping_result","request":1,"status":"OK"}`, "rule id"},
 		{"not authorized with reason", TypeMappingResult, `{"type":"path_mapping_result","request":1,"id":"r","status":"NOT_AUTHORIZED","reason":"edge not allowed"}`, "NOT_AUTHORIZED with a reason"},
 		{"long reason", TypeMappingResult, `{"type":"path_mapping_result","request":1,"id":"r","status":"REJECTED","reason":"` + long(1025) + `"}`, "reason"},
+		{"rate no path", TypeRateFeedback, `{"type":"path_rate_feedback","start_us":1,"end_us":2}`, "path name"},
+		{"rate backwards", TypeRateFeedback, `{"type":"path_rate_feedback","path":"a","start_us":3,"end_us":2}`, "interval"},
+		{"rate long interval", TypeRateFeedback, `{"type":"path_rate_feedback","path":"a","start_us":0,"end_us":60000001}`, "interval"},
+		{"rate many lost", TypeRateFeedback, `{"type":"path_rate_feedback","path":"a","lost":67108865}`, "lost"},
+		{"rate mean below min", TypeRateFeedback, `{"type":"path_rate_feedback","path":"a","owd_min_us":5,"owd_mean_us":4}`, "mean delay"},
+		{"rate negative bytes", TypeRateFeedback, `{"type":"path_rate_feedback","path":"a","bytes":-1}`, "cannot unmarshal"},
 		{"Hello is not control", TypeHello, `{"type":"Hello"}`, "unknown type"},
 	}
 	for _, tt := range tests {
@@ -123,7 +131,7 @@ func TestCapsNegotiation(t *testing.T) {
 	if c := CapsOf([]string{"path_mapping", "future_thing", "path_state"}); c != CapMapping|CapState {
 		t.Fatalf("CapsOf = %b", c)
 	}
-	if got := CapsAll.Names(); !reflect.DeepEqual(got, []string{"path_state", "path_labels", "path_mapping"}) {
+	if got := CapsAll.Names(); !reflect.DeepEqual(got, []string{"path_state", "path_labels", "path_mapping", "rate"}) {
 		t.Fatalf("names = %v", got)
 	}
 	if Caps(0).Names() != nil {

@@ -1,0 +1,128 @@
+package policy
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Rate-controlled paths.
+//
+// When bondd decides a path's rate (the tunnel's rate control: a
+// [RateEstimator] per path fed by the receiver's [RateReport]s, and a
+// [Pacer]), the scheduler's view of the path changes with it:
+//
+//   - [Path.HasWindow] is true while the path's pacer would release its
+//     queue within RateRoomTime at the target rate, instead of comparing
+//     queued and in-flight bytes with quic-go's congestion window;
+//   - [Path.ExpectedDelivery] is [DeliveryEstimate]: queued bytes / target
+//     rate + one-way delay + the receiver-seen loss weighted by
+//     DefaultLossPenalty, instead of cwnd/sRTT;
+//   - the pickers rank paths by that expected delivery rather than by the
+//     smoothed RTT alone (pickLess), so a lossy path with the lowest RTT is
+//     not chosen while a cleaner path has room;
+//   - a path whose receiver-seen loss is at least LossDegraded is
+//     DEGRADED with reason ReasonLoss until it falls below LossRecovered.
+//
+// A path without rate control (RateControl false, the "quic" setting)
+// keeps the congestion-window view.
+
+// Constants of the rate-controlled view.
+const (
+	// RateRoomTime is how much queue, in time at the target rate, a
+	// rate-controlled path may hold and still count as having room: about
+	// one pacing burst.
+	RateRoomTime = 10 * time.Millisecond
+	// LossDegraded is the receiver-seen loss rate (0–1) at which a
+	// rate-controlled path becomes DEGRADED with ReasonLoss; LossRecovered
+	// the rate below which it is ACTIVE again (hysteresis).
+	LossDegraded  = 0.10
+	LossRecovered = 0.05
+	// LossMemory is how long a loss figure is believed without a fresh
+	// report: an older one counts as no loss.
+	LossMemory = 10 * time.Second
+)
+
+// ReasonLoss is the [Path.StatusReason] of a rate-controlled path that is
+// DEGRADED because the receiver sees it lose LossDegraded or more.
+const ReasonLoss = "loss"
+
+// pathRate is the rate-control state of a Path, set by SetRateControl and
+// OnRateEstimate and read lock-free.
+type pathRate struct {
+	on        atomic.Bool
+	target    atomic.Uint64 // float64 bits, bytes/s
+	loss      atomic.Uint64 // float64 bits, 0–1
+	queue     atomic.Int64  // ns
+	at        atomic.Int64  // unix ns of the last estimate
+	lossy     atomic.Bool   // in the LossDegraded state
+	lossSince atomic.Int64  // unix ns when it became lossy
+}
+
+// SetRateControl switches the path between the rate-controlled view (true)
+// and the congestion-window view (false; the default).
+func (p *Path) SetRateControl(on bool) { p.rate.on.Store(on) }
+
+// RateControlled reports whether the path is in the rate-controlled view.
+func (p *Path) RateControlled() bool { return p.rate.on.Load() }
+
+// OnRateEstimate publishes the path's rate estimate at now: the pacer's
+// target (bytes/s), the receiver-seen datagram loss rate (0–1) and the
+// queueing delay the receiver measured. Safe for concurrent use.
+func (p *Path) OnRateEstimate(target, loss float64, queue time.Duration, now time.Time) {
+	if math.IsNaN(loss) {
+		loss = 0
+	}
+	p.rate.target.Store(math.Float64bits(max(target, 0)))
+	p.rate.loss.Store(math.Float64bits(min(max(loss, 0), 1)))
+	p.rate.queue.Store(int64(queue))
+	p.rate.at.Store(now.UnixNano())
+	switch {
+	case !p.rate.lossy.Load() && loss >= LossDegraded:
+		p.rate.lossSince.Store(now.UnixNano())
+		p.rate.lossy.Store(true)
+	case p.rate.lossy.Load() && loss < LossRecovered:
+		p.rate.lossy.Store(false)
+	}
+}
+
+// TargetRate returns the last published target rate, bytes/s; 0 before
+// the first estimate.
+func (p *Path) TargetRate() float64 { return math.Float64frombits(p.rate.target.Load()) }
+
+// ReceiverLoss returns the receiver-seen loss rate (0–1) as of now: 0 when
+// the last estimate is older than LossMemory.
+func (p *Path) ReceiverLoss(now time.Time) float64 {
+	if now.UnixNano()-p.rate.at.Load() > int64(LossMemory) {
+		return 0
+	}
+	return math.Float64frombits(p.rate.loss.Load())
+}
+
+// LossDegradedAt reports whether the rate-controlled path is DEGRADED for
+// loss at now (ReasonLoss).
+func (p *Path) LossDegradedAt(now time.Time) bool {
+	return p.rate.on.Load() && p.rate.lossy.Load() && now.UnixNano()-p.rate.at.Load() <= int64(LossMemory)
+}
+
+// rateHasWindow is HasWindow for a rate-controlled path.
+func (p *Path) rateHasWindow() bool {
+	t := p.TargetRate()
+	return t <= 0 || float64(p.queueB.Load()) < t*RateRoomTime.Seconds()+1500
+}
+
+// rateExpectedDelivery is ExpectedDelivery for a rate-controlled path.
+func (p *Path) rateExpectedDelivery(now time.Time) time.Duration {
+	owd := OneWayDelay(p.MinRTT(), p.SmoothedRTT(), time.Duration(p.rate.queue.Load()))
+	return DeliveryEstimate(int(p.queueB.Load()), p.TargetRate(), owd, p.ReceiverLoss(now), DefaultLossPenalty)
+}
+
+// pickLess orders two paths for the pickers: by expected delivery when
+// both are rate-controlled and have an RTT sample, else by smoothed RTT
+// (rttLess).
+func pickLess(a, b *Path, now time.Time) bool {
+	if a.RateControlled() && b.RateControlled() && a.SmoothedRTT() > 0 && b.SmoothedRTT() > 0 {
+		return a.expectedDeliveryAt(now) < b.expectedDeliveryAt(now)
+	}
+	return rttLess(a.SmoothedRTT(), b.SmoothedRTT())
+}

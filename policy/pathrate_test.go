@@ -1,0 +1,104 @@
+package policy
+
+import (
+	"testing"
+	"time"
+)
+
+// ratePaths returns connected rate-controlled paths with the given RTTs
+// and receiver-seen losses, each at a 1 MB/s target with an empty queue.
+func ratePaths(now time.Time, rtts []time.Duration, loss []float64) []*Path {
+	var ps []*Path
+	for i, rtt := range rtts {
+		p := NewPath(string(rune('a'+i)), nil, 64)
+		p.SetConnected(true, now)
+		p.OnMetrics(rtt, rtt, 10*1252, 0)
+		p.SetRateControl(true)
+		p.OnRateEstimate(1e6, loss[i], 0, now)
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+func TestRatePickersAvoidLossyPath(t *testing.T) {
+	now := time.Unix(1000, 0)
+	ms := time.Millisecond
+	tests := []struct {
+		name   string
+		picker Picker
+		rtts   []time.Duration
+		loss   []float64
+		queueB []int // bytes queued per path
+		want   int
+	}{
+		{"lowestrtt clean", LowestRTT{}, []time.Duration{10 * ms, 20 * ms, 35 * ms}, []float64{0, 0, 0}, nil, 0},
+		{"lowestrtt lossy fastest", LowestRTT{}, []time.Duration{10 * ms, 20 * ms, 35 * ms}, []float64{0.5, 0, 0}, nil, 1},
+		{"lowestrtt 3% loss is still ACTIVE but costs", LowestRTT{}, []time.Duration{10 * ms, 20 * ms}, []float64{0.03, 0}, nil, 1},
+		{"lowestrtt spreads by rate when full", LowestRTT{}, []time.Duration{10 * ms, 20 * ms}, []float64{0, 0}, []int{200_000, 20_000}, 1},
+		{"minrtt lossy fastest", MinRTT{}, []time.Duration{10 * ms, 20 * ms, 35 * ms}, []float64{0.5, 0, 0}, nil, 1},
+		{"blest lossy fastest", BLEST{}, []time.Duration{10 * ms, 20 * ms, 35 * ms}, []float64{0.5, 0, 0}, nil, 1},
+		{"blest waits on a fast path that delivers sooner", BLEST{}, []time.Duration{10 * ms, 200 * ms}, []float64{0, 0}, []int{20_000, 0}, 0},
+		{"blest goes slow when the fast queue is long", BLEST{}, []time.Duration{10 * ms, 40 * ms}, []float64{0, 0}, []int{100_000, 0}, 1},
+		{"lossy path used when it is the only one", LowestRTT{}, []time.Duration{10 * ms}, []float64{0.5}, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ps := ratePaths(now, tt.rtts, tt.loss)
+			for i, b := range tt.queueB {
+				ps[i].SetQueueLen(b/1250, b)
+			}
+			out := make([]int, len(ps))
+			if n := tt.picker.Pick(ps, now, out); n != 1 || out[0] != tt.want {
+				t.Fatalf("picked %v (n=%d), want %d", out[:n], n, tt.want)
+			}
+		})
+	}
+}
+
+func TestRateLossStatus(t *testing.T) {
+	now := time.Unix(1000, 0)
+	p := ratePaths(now, []time.Duration{20 * time.Millisecond}, []float64{0})[0]
+	steps := []struct {
+		loss   float64
+		at     time.Duration
+		status Status
+		reason string
+	}{
+		{0.02, 0, StatusActive, ""},
+		{0.5, 100 * time.Millisecond, StatusDegraded, ReasonLoss},
+		{0.07, 200 * time.Millisecond, StatusDegraded, ReasonLoss}, // hysteresis
+		{0.04, 300 * time.Millisecond, StatusActive, ""},
+		{0.2, 400 * time.Millisecond, StatusDegraded, ReasonLoss},
+	}
+	for _, s := range steps {
+		at := now.Add(s.at)
+		p.OnMetrics(20*time.Millisecond, 20*time.Millisecond, 0, 0)
+		p.OnReceive(at)
+		p.OnRateEstimate(1e6, s.loss, 0, at)
+		if st, r := p.Status(at), p.StatusReason(at); st != s.status || r != s.reason {
+			t.Fatalf("loss %.2f: %v %q, want %v %q", s.loss, st, r, s.status, s.reason)
+		}
+	}
+	// A stale figure is forgotten; without rate control loss does not count.
+	if late := now.Add(LossMemory + time.Second); p.ReceiverLoss(late) != 0 || p.LossDegradedAt(late) {
+		t.Fatal("stale loss still counts")
+	}
+	p.SetRateControl(false)
+	if p.LossDegradedAt(now.Add(400 * time.Millisecond)) {
+		t.Fatal("loss degrades a path without rate control")
+	}
+}
+
+func TestRateHasWindow(t *testing.T) {
+	now := time.Unix(1000, 0)
+	p := ratePaths(now, []time.Duration{20 * time.Millisecond}, []float64{0})[0]
+	for _, tt := range []struct {
+		queued int
+		want   bool
+	}{{0, true}, {11_000, true}, {12_000, false}} { // 1 MB/s × 10 ms + 1500
+		p.SetQueueLen(tt.queued/1250, tt.queued)
+		if got := p.HasWindow(); got != tt.want {
+			t.Fatalf("queued %d: HasWindow %v", tt.queued, got)
+		}
+	}
+}

@@ -1,0 +1,70 @@
+package policy
+
+// SeqLossWindow is how many sequence numbers behind the highest a
+// [SeqLoss] remembers, a power of two.
+const SeqLossWindow = 4096
+
+// SeqLoss counts the datagrams missing from a path's sequence with
+// reordering tolerated: a gap is counted as lost only at the second Take
+// after the sequence passed it, so a datagram may arrive up to one
+// feedback interval late (50 ms or an sRTT) and still count as received.
+// Datagrams of one path travel on several lanes (QUIC connections), each
+// with its own send queue, so they arrive out of order by far more than
+// the packet threshold of RFC 9002 §6.1.1 (3); RFC 4737's reordering
+// extent is the measure, and one interval is the tolerance (compare the
+// time threshold of RFC 9002 §6.1.2). A forward jump of more than 2^16
+// (a restarted sender) resynchronises without loss. The zero value is
+// ready; not safe for concurrent use; it does not allocate.
+type SeqLoss struct {
+	bits    [SeqLossWindow / 64]uint64
+	have    bool
+	highest uint32 // the highest sequence number seen
+	mark    uint32 // highest at the previous Take
+	final   uint32 // every number up to this one is accounted for
+}
+
+func (s *SeqLoss) set(seq uint32)   { s.bits[seq/64%uint32(len(s.bits))] |= 1 << (seq % 64) }
+func (s *SeqLoss) clear(seq uint32) { s.bits[seq/64%uint32(len(s.bits))] &^= 1 << (seq % 64) }
+func (s *SeqLoss) isSet(seq uint32) bool {
+	return s.bits[seq/64%uint32(len(s.bits))]&(1<<(seq%64)) != 0
+}
+
+// OnSeq records the arrival of sequence number seq (mod 2^32).
+func (s *SeqLoss) OnSeq(seq uint32) {
+	d := int32(seq - s.highest)
+	switch {
+	case !s.have || d > maxSeqJump || d < -maxSeqJump:
+		s.bits = [SeqLossWindow / 64]uint64{}
+		s.have, s.highest, s.mark, s.final = true, seq, seq-1, seq-1
+		s.set(seq)
+	case d > 0:
+		for i := uint32(1); i < uint32(d) && i < SeqLossWindow; i++ {
+			s.clear(s.highest + i)
+		}
+		s.highest = seq
+		s.set(seq)
+	case int32(seq-s.final) > 0 && uint32(-d) < SeqLossWindow:
+		s.set(seq) // late, but not yet accounted for
+	}
+}
+
+// Take returns the datagrams found missing among the numbers the sequence
+// had passed at the previous Take, and starts the next interval. A number
+// that fell out of the window before it was accounted for counts as lost.
+func (s *SeqLoss) Take() (lost uint32) {
+	if !s.have {
+		return 0
+	}
+	n := int32(s.mark - s.final)
+	for i := int32(1); i <= n; i++ {
+		seq := s.final + uint32(i)
+		if s.highest-seq >= SeqLossWindow || !s.isSet(seq) {
+			lost++
+		}
+	}
+	if n > 0 {
+		s.final = s.mark
+	}
+	s.mark = s.highest
+	return lost
+}

@@ -1,0 +1,519 @@
+package tunnel
+
+import (
+	"encoding/binary"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/quicvarint"
+
+	"github.com/bondd/bondd/policy"
+	"github.com/bondd/bondd/tunnel/ctrlmsg"
+)
+
+// Per-path rate control (docs/design.md, "Rate control"). quic-go's
+// loss-based window cannot be replaced, so bondd decides each path's rate
+// itself and keeps quic-go's windows from binding below it:
+//
+//  1. The sending lane stamps every datagram with the path's next sequence
+//     number and its hand-off time (FlagPathSeq, StampPathSeq) as it hands
+//     it to quic-go. Frames dropped from bondd's own queue never get a
+//     number, so the receiver's gaps are the path's own loss.
+//  2. The receiver keeps a policy.RateMeter per path (lane.routineReceive)
+//     and, every max(50 ms, sRTT), sends the path's report back as a
+//     PATH_RATE_FEEDBACK on one of the path's control streams
+//     (routineRateFeedback).
+//  3. The sender feeds each report to the path's policy.RateEstimator
+//     (onFeedback) and publishes the target; the lanes of the path pop
+//     frames from its queue only when the path's policy.Pacer has tokens,
+//     so the wait happens in bondd's priority queue, where deadlines and
+//     priorities act, not in the link's queue.
+//  4. The target, the receiver-seen loss and the queueing delay go to the
+//     scheduler's view of the path (policy.Path.OnRateEstimate), and the
+//     loss to the FEC loss estimator instead of QUIC's loss events.
+//
+// A path with no report for longer than max(4 sRTT, rateStaleMin) while it
+// sends halves its target once per such period, down to
+// policy.DefaultMinRate: a path whose feedback stopped must not keep a
+// stale high rate.
+//
+// Rate control is active on a path when this end's PathOptions.RateControl
+// is RateControlBondd and the peer negotiated the "rate" capability;
+// otherwise (RateControlQUIC, or an older peer) the path keeps quic-go's
+// pacing and the congestion-window view, and only reports what it receives
+// if the peer asks.
+
+// Values of PathOptions.RateControl.
+const (
+	// RateControlQUIC leaves each path's rate to quic-go's congestion
+	// control, the behaviour before rate control (the zero value).
+	RateControlQUIC = "quic"
+	// RateControlBondd paces each path at the target of its
+	// policy.RateEstimator, fed by the receiver's reports.
+	RateControlBondd = "bondd"
+)
+
+// Timing of rate control.
+const (
+	rateFeedbackMin = 50 * time.Millisecond  // the shortest feedback interval (GCC: 50–100 ms)
+	rateStaleMin    = 500 * time.Millisecond // no report for this long (or 4 sRTT) while sending: fall back
+	rateQuietAfter  = time.Second            // empty reports continue this long after the last datagram
+	lossProbeEvery  = 100 * time.Millisecond // a lossy path gets a copy of one packet this often
+	pacerBurstTime  = 4 * time.Millisecond   // the bucket holds this much at the target rate, at least DefaultPacerBurst
+)
+
+// rateCtl is one path's rate-control state, on both roles: the receiver's
+// meter and the sender's estimator and pacer.
+type rateCtl struct {
+	p  *path
+	on bool // this end paces by rate (RateControlBondd)
+
+	// peer is set when the peer negotiated the "rate" capability on one of
+	// the path's connections: it then understands FlagPathSeq and sends
+	// reports.
+	peer  atomic.Bool
+	txSeq atomic.Uint32 // the next per-path sequence number
+
+	// Receiver.
+	meterMu  sync.Mutex
+	meter    policy.RateMeter
+	seqLoss  policy.SeqLoss                    // the reports' Lost: reordering across lanes tolerated for one interval
+	lastRxNs atomic.Int64                      // unix ns of the last metered datagram
+	owner    atomic.Pointer[quic.Conn]         // the connection whose routine sends this path's reports
+	sentFb   atomic.Uint64                     // reports sent
+	lastFb   atomic.Pointer[policy.RateReport] // the last report sent, for the status
+
+	// Sender.
+	estMu     sync.Mutex
+	est       *policy.RateEstimator
+	lastSent  uint64    // paced at the previous Update, bytes
+	staleAt   time.Time // the last report, or the last fallback step
+	staleSent uint64    // paced bytes at staleAt
+	estimate  atomic.Pointer[policy.RateEstimate]
+	target    atomic.Uint64 // float64 bits, bytes/s: what the pacer releases
+	reports   atomic.Uint64 // reports received
+	fallbacks atomic.Uint64 // halvings for want of reports
+
+	probeAt int64 // unix ns of the last loss probe; the TUN reader's (probeLossy)
+
+	pacerMu   sync.Mutex
+	pacer     policy.Pacer
+	pacerRate uint64 // the target bits the pacer was last set to
+	released  atomic.Uint64
+	heldBack  atomic.Uint64 // bytes that waited for tokens
+}
+
+func newRateCtl(p *path, mode string) *rateCtl {
+	rc := &rateCtl{p: p, on: mode == RateControlBondd}
+	rc.est = policy.NewRateEstimator(policy.RateConfig{LEO: p.state.LEOReconf()})
+	rc.target.Store(math.Float64bits(rc.est.Target()))
+	return rc
+}
+
+// active reports whether the path paces by rate now.
+func (rc *rateCtl) active() bool { return rc.on && rc.peer.Load() }
+
+// setPeer records that a connection of the path negotiated caps.
+func (rc *rateCtl) setPeer(caps ctrlmsg.Caps, now time.Time) {
+	if caps&ctrlmsg.CapRate == 0 || rc.peer.Swap(true) {
+		return
+	}
+	rc.p.bond.pathSeq.Store(true)
+	if rc.on {
+		rc.estMu.Lock()
+		rc.staleAt = now
+		rc.estMu.Unlock()
+		rc.p.state.SetRateControl(true)
+		rc.p.state.OnRateEstimate(rc.targetRate(), 0, 0, now)
+	}
+}
+
+func (rc *rateCtl) targetRate() float64 { return math.Float64frombits(rc.target.Load()) }
+
+// onDatagram meters one datagram received on the path at now. It does not
+// allocate.
+func (rc *rateCtl) onDatagram(dg []byte, now time.Time) {
+	seq, ts, ok := peekPathSeq(dg)
+	if !ok {
+		return
+	}
+	rc.meterMu.Lock()
+	rc.meter.OnDatagram(uint64(now.UnixMicro()), ts, seq, len(dg))
+	rc.seqLoss.OnSeq(seq)
+	rc.meterMu.Unlock()
+	rc.lastRxNs.Store(now.UnixNano())
+}
+
+// peekPathSeq returns the per-path sequence number and send timestamp of a
+// FlagPathSeq datagram, without checking the rest of its header.
+func peekPathSeq(dg []byte) (seq uint32, ts uint64, ok bool) {
+	if len(dg) < 2+PathSeqLen+1 || dg[1]&FlagPathSeq == 0 || dg[0]>>4 != Version {
+		return 0, 0, false
+	}
+	seq = binary.BigEndian.Uint32(dg[PathSeqOffset:])
+	off := 2 + PathSeqLen + 1<<(dg[2+PathSeqLen]>>6)
+	if off >= len(dg) {
+		return 0, 0, false
+	}
+	ts, _, err := quicvarint.Parse(dg[off:])
+	return seq, ts, err == nil
+}
+
+// report takes the meter's report for the interval ending at now, or
+// false when the path has been quiet for rateQuietAfter.
+func (rc *rateCtl) report(now time.Time) (policy.RateReport, bool) {
+	if now.UnixNano()-rc.lastRxNs.Load() > int64(rateQuietAfter) {
+		return policy.RateReport{}, false
+	}
+	rc.meterMu.Lock()
+	r := rc.meter.Report(uint64(now.UnixMicro()))
+	// The lanes of a path reorder its datagrams by more than the meter's
+	// same-interval correction; SeqLoss waits one interval for late ones.
+	r.Lost = rc.seqLoss.Take()
+	rc.meterMu.Unlock()
+	return r, true
+}
+
+// routineRateFeedback serves one connection of the path that negotiated
+// the rate capability, until it ends: while it owns the path's feedback it
+// sends the receiver's report every max(rateFeedbackMin, sRTT) on str
+// (whose writes wmu serialises with the control plane's), and it applies
+// the sender's fallback when reports stop coming. It also returns when
+// stop is closed.
+func (rc *rateCtl) routineRateFeedback(conn *quic.Conn, str *quic.Stream, wmu *sync.Mutex, stop <-chan struct{}) {
+	defer rc.owner.CompareAndSwap(conn, nil)
+	done := conn.Context().Done()
+	timer := time.NewTimer(rateFeedbackMin)
+	defer timer.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-stop:
+			return
+		case <-timer.C:
+		}
+		interval := max(rateFeedbackMin, rc.p.state.SmoothedRTT())
+		timer.Reset(interval)
+		if !rc.owner.CompareAndSwap(nil, conn) && rc.owner.Load() != conn {
+			continue // another connection of the path sends the reports
+		}
+		now := time.Now()
+		rc.checkStale(now)
+		r, ok := rc.report(now)
+		if !ok {
+			continue
+		}
+		m := feedbackOf(rc.p.name, &r)
+		wmu.Lock()
+		str.SetWriteDeadline(now.Add(ctrlWriteTimeout))
+		err := ctrlmsg.Write(str, m)
+		str.SetWriteDeadline(time.Time{})
+		wmu.Unlock()
+		if err != nil {
+			return
+		}
+		rc.p.bond.ctlCtr.sent.Add(1)
+		rc.sentFb.Add(1)
+		rc.lastFb.Store(&r)
+	}
+}
+
+func feedbackOf(name string, r *policy.RateReport) *ctrlmsg.RateFeedback {
+	return &ctrlmsg.RateFeedback{Type: ctrlmsg.TypeRateFeedback, Path: name, StartUs: r.Start, EndUs: r.End,
+		Bytes: r.Bytes, Datagrams: r.Datagrams, Lost: r.Lost, HighestSeq: r.HighestSeq,
+		OWDMinUs: r.OWDMin, OWDMeanUs: r.OWDMean}
+}
+
+// onFeedback applies a report from the peer about this path, received at
+// now: the estimator learns from it, the target is published to the pacer
+// and the scheduler, and the receiver-seen loss feeds FEC.
+func (rc *rateCtl) onFeedback(m *ctrlmsg.RateFeedback, now time.Time) {
+	r := policy.RateReport{Start: m.StartUs, End: m.EndUs, Bytes: m.Bytes, Datagrams: m.Datagrams,
+		Lost: m.Lost, HighestSeq: m.HighestSeq, OWDMin: m.OWDMinUs, OWDMean: m.OWDMeanUs}
+	rc.reports.Add(1)
+	rc.estMu.Lock()
+	sent := rc.released.Load()
+	rc.est.Update(now, &r, policy.SendStats{SentBytes: int64(sent - rc.lastSent),
+		BacklogBytes: int64(rc.p.state.QueueBytes()), SRTT: rc.p.state.SmoothedRTT()})
+	rc.lastSent = sent
+	rc.staleAt, rc.staleSent = now, sent
+	est := rc.est.Estimate()
+	rc.estMu.Unlock()
+	rc.estimate.Store(&est)
+	if !rc.active() {
+		return // reports are shown, but quic-go keeps the rate
+	}
+	rc.target.Store(math.Float64bits(est.Target))
+	rc.p.state.OnRateEstimate(est.Target, est.Loss, est.QueueDelay, now)
+	rc.feedFECLoss(&r, now)
+}
+
+// feedFECLoss gives FEC's loss-interval estimator (RFC 5348 §5.4) the
+// receiver-seen losses of a report in place of QUIC's loss events: each
+// lost datagram is an event, spread evenly over the report's datagrams.
+func (rc *rateCtl) feedFECLoss(r *policy.RateReport, now time.Time) {
+	total := int(r.Datagrams) + int(r.Lost)
+	if r.Lost == 0 {
+		rc.p.loss.OnSent(total)
+		return
+	}
+	lost := min(int(r.Lost), 1000)
+	per := total / lost
+	for i := range lost {
+		rc.p.loss.OnSent(per)
+		rc.p.loss.OnLoss(now.Add(time.Duration(i)), 0)
+	}
+	rc.p.loss.OnSent(total - per*lost)
+}
+
+// checkStale halves the target when no report arrived for max(4 sRTT,
+// rateStaleMin) while the path sent: the fallback for lost feedback.
+func (rc *rateCtl) checkStale(now time.Time) {
+	if !rc.active() {
+		return
+	}
+	rc.estMu.Lock()
+	defer rc.estMu.Unlock()
+	limit := max(4*rc.p.state.SmoothedRTT(), rateStaleMin)
+	sent := rc.released.Load()
+	if now.Sub(rc.staleAt) < limit {
+		return
+	}
+	if sent == rc.staleSent { // nothing sent: nothing to learn from, nothing stale
+		rc.staleAt = now
+		return
+	}
+	t := max(rc.targetRate()/2, policy.DefaultMinRate)
+	rc.target.Store(math.Float64bits(t))
+	rc.staleAt, rc.staleSent = now, sent
+	rc.fallbacks.Add(1)
+	loss := 0.0
+	if e := rc.estimate.Load(); e != nil {
+		loss = e.Loss
+	}
+	rc.p.state.OnRateEstimate(t, loss, 0, now)
+}
+
+// pace returns how long lane routines must wait before the path's pacer
+// releases the next frame: 0 when it may go now (or rate control is off).
+func (rc *rateCtl) pace(now time.Time) time.Duration {
+	if !rc.active() {
+		return 0
+	}
+	rc.pacerMu.Lock()
+	defer rc.pacerMu.Unlock()
+	if t := rc.target.Load(); t != rc.pacerRate {
+		rate := math.Float64frombits(t)
+		rc.pacer.SetRate(now, rate, max(policy.DefaultPacerBurst, int(rate*pacerBurstTime.Seconds())))
+		rc.pacerRate = t
+	}
+	return rc.pacer.Delay(now, 1)
+}
+
+// release accounts n bytes handed to quic-go at now and stamps the frame
+// d with the path's next sequence number.
+func (rc *rateCtl) release(d []byte, now time.Time) {
+	n := len(d)
+	if rc.peer.Load() {
+		StampPathSeq(d, rc.txSeq.Add(1)-1, uint64(now.UnixMicro()))
+	}
+	rc.released.Add(uint64(n))
+	if !rc.active() {
+		return
+	}
+	rc.pacerMu.Lock()
+	before := rc.pacer.DelayedBytes()
+	rc.pacer.Consume(now, n)
+	held := rc.pacer.DelayedBytes() - before
+	rc.pacerMu.Unlock()
+	if held > 0 {
+		rc.heldBack.Add(held)
+	}
+}
+
+// flagPathSeq adds FlagPathSeq to h, a header for payload bytes, when the
+// peer negotiated it and the datagram still fits the bond's datagram
+// budget with it (HeaderBudget; with a flow tag of up to MaxFlowTagLen in
+// front of the payload).
+func (b *Bond) flagPathSeq(h *Header, payload int) {
+	if !b.pathSeq.Load() {
+		return
+	}
+	h.Flags |= FlagPathSeq
+	if HeaderLen(h)+MaxFlowTagLen+payload > b.mtu+HeaderBudget {
+		h.Flags &^= FlagPathSeq
+	}
+}
+
+// onRateFeedback hands a PATH_RATE_FEEDBACK to the path it is about;
+// one about a path this bond does not have is ignored.
+func (b *Bond) onRateFeedback(m *ctrlmsg.RateFeedback, now time.Time) {
+	for _, p := range b.paths.Load().paths {
+		if p.name == m.Path {
+			p.rc.onFeedback(m, now)
+			return
+		}
+	}
+}
+
+// RateStats is a path's rate control as the status shows it.
+type RateStats struct {
+	// Mode is RateControlBondd or RateControlQUIC, this end's setting;
+	// Active reports that the path paces by rate (bondd, and the peer
+	// negotiated the "rate" capability).
+	Mode   string `json:"mode"`
+	Active bool   `json:"active"`
+	// TargetBps is the pacer's rate, DeliveryBps the smoothed rate the
+	// peer received, CapacityBps the last bottleneck sample, bit/s.
+	TargetBps   uint64 `json:"target_bps"`
+	DeliveryBps uint64 `json:"delivery_bps"`
+	CapacityBps uint64 `json:"capacity_bps"`
+	// QueueDelay is the peer-measured queueing delay of the path.
+	QueueDelay time.Duration `json:"queue_delay_ns"`
+	// Loss is the receiver-seen datagram loss rate over about a second,
+	// 0–1 (gaps in the per-path sequence).
+	Loss float64 `json:"loss"`
+	// HeldBackBytes is the bytes that waited for the pacer; ReleasedBytes
+	// all bytes the lanes handed to QUIC.
+	HeldBackBytes uint64 `json:"held_back_bytes"`
+	ReleasedBytes uint64 `json:"released_bytes"`
+	// Reports counts the peer's reports received; Fallbacks the target
+	// halvings for want of them; Overuses the estimator's back-offs.
+	Reports   uint64 `json:"reports"`
+	Fallbacks uint64 `json:"fallbacks"`
+	Overuses  uint64 `json:"overuses"`
+	// FeedbackSent counts the reports this end sent about what it
+	// received on the path.
+	FeedbackSent uint64 `json:"feedback_sent"`
+}
+
+// stats returns the path's rate statistics, nil when the peer never
+// negotiated the capability.
+func (rc *rateCtl) stats() *RateStats {
+	if !rc.peer.Load() {
+		return nil
+	}
+	mode := RateControlQUIC
+	if rc.on {
+		mode = RateControlBondd
+	}
+	s := &RateStats{Mode: mode, Active: rc.active(), HeldBackBytes: rc.heldBack.Load(), ReleasedBytes: rc.released.Load(),
+		Reports: rc.reports.Load(), Fallbacks: rc.fallbacks.Load(), FeedbackSent: rc.sentFb.Load()}
+	if e := rc.estimate.Load(); e != nil {
+		s.DeliveryBps, s.CapacityBps = uint64(e.Delivery*8), uint64(e.Capacity*8)
+		s.QueueDelay, s.Loss, s.Overuses = e.QueueDelay, e.Loss, e.Overuses
+	}
+	if rc.active() {
+		s.TargetBps = uint64(rc.targetRate() * 8)
+	} else if e := rc.estimate.Load(); e != nil {
+		s.TargetBps = uint64(e.Target * 8)
+	}
+	return s
+}
+
+// probeLossy adds to the k picks of a packet (out of set, at now) a copy
+// for each rate-controlled path that the scheduler avoids for its loss,
+// at most one every lossProbeEvery per path: the copies cost nothing in
+// loss (the receiver keeps the first of each sequence number) and keep
+// the path's loss figure fresh, so it turns ACTIVE again when its loss
+// ends. It returns the new number of picks. Called only from the TUN
+// reader; allocation-free.
+func (b *Bond) probeLossy(set *pathSet, picks []int, k int, now time.Time) int {
+	ns := now.UnixNano()
+	for i, p := range set.paths {
+		if k >= len(picks) || !p.rc.active() || ns-p.rc.probeAt < int64(lossProbeEvery) ||
+			p.state.ReceiverLoss(now) < policy.LossRecovered || p.state.LinkStatus(now) == policy.StatusUnavailable {
+			continue
+		}
+		picked := false
+		for _, j := range picks[:k] {
+			picked = picked || j == i
+		}
+		if !picked {
+			picks[k] = i
+			k++
+			p.rc.probeAt = ns
+		}
+	}
+	return k
+}
+
+// Lane sizing under rate control. quic-go's windows must never bind below
+// the target: the lanes' windows together must hold target × sRTT ×
+// policy.DefaultLaneHeadroom, and the largest burst offered to the path in
+// the last laneBurstMemory (a keyframe), so the next one leaves at the
+// pacing rate. A lane's window is predicted from the receiver-seen loss
+// (policy.RenoWindow), or the lanes' mean window if larger: on a
+// loss-free path one lane holds any rate. An
+// added lane that did not raise the delivery rate is taken back
+// (policy.LaneTrial). Lanes are added at once, ahead of the next burst,
+// and removed only after laneShrinkAfter of lower demand.
+
+// Lane sizing timing.
+const (
+	laneBurstMemory = 4 * time.Second  // how long the largest burst is remembered
+	laneShrinkAfter = 10 * time.Second // lower demand for this long removes lanes
+)
+
+// laneSizer is the rate-control lane decision of one path; routineUplink
+// owns it. The zero value is ready.
+type laneSizer struct {
+	trial     policy.LaneTrial
+	offeredAt uint64    // queue bytes offered at the last sample
+	lastAt    time.Time // the last sample
+	bursts    [int(laneBurstMemory / policy.LaneSampleEvery)]int
+	head      int
+	lowSince  time.Time // since when fewer lanes would do; zero: not so
+}
+
+// decide returns the lane change the path p wants at now, with n lanes
+// live or asked for, as a policy.LaneDecision for routineUplink's log.
+func (s *laneSizer) decide(p *path, now time.Time, n int) policy.LaneDecision {
+	offered := p.queue.offeredBytes()
+	burst := int(offered - s.offeredAt)
+	if s.lastAt.IsZero() {
+		burst = 0
+	}
+	s.offeredAt, s.lastAt = offered, now
+	s.bursts[s.head] = burst
+	s.head = (s.head + 1) % len(s.bursts)
+	largest := 0
+	for _, b := range s.bursts {
+		largest = max(largest, b)
+	}
+	est := p.rc.estimate.Load()
+	target, loss, delivery := p.rc.targetRate(), 0.0, 0.0
+	if est != nil {
+		loss, delivery = est.Loss, est.Delivery
+	}
+	s.trial.Observe(now, n, delivery, target)
+	srtt := p.state.SmoothedRTT()
+	demand := policy.LaneDemand(target, srtt, policy.DefaultLaneHeadroom, largest)
+	window := policy.RenoWindow(loss, policy.LaneWireBytes, 10_000)
+	if live := p.liveLanes(); live > 0 { // a window the lanes reached counts too
+		window = max(window, p.state.CongestionWindow()/live)
+	}
+	want := policy.LanesFor(demand, window, MaxLanes, s.trial.Cap())
+	if p.state.LossDegradedAt(now) {
+		want = 1 // the scheduler avoids the path: more lanes cannot help
+	}
+	d := policy.LaneDecision{LossRate: loss, DemandBps: float64(demand) * 8 / max(srtt.Seconds(), 0.001),
+		UsedBps: delivery * 8, CapacityBps: target * 8}
+	switch {
+	case want > n:
+		d.Delta, d.Reason = want-n, "rate control: the lanes' windows would bind below target × sRTT or the last burst"
+		s.lowSince = time.Time{}
+	case want < n && s.lowSince.IsZero():
+		s.lowSince = now
+	case want < n && now.Sub(s.lowSince) >= laneShrinkAfter:
+		d.Delta, d.Reason = -1, "rate control: fewer lanes hold the target"
+		s.lowSince = now
+	case want >= n:
+		s.lowSince = time.Time{}
+	}
+	return d
+}
