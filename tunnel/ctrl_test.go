@@ -198,7 +198,7 @@ func ruleIDs(s BondStats) []string {
 func TestControlMappingResults(t *testing.T) {
 	env := newCtrlEnv(t, func(ea *EdgeAuth) { ea.AllowEdgeRules = true })
 	rc := env.dialRaw(t, 1, allCaps)
-	if got := strings.Join(rc.reply.Control, ","); got != "path_state,path_labels,path_mapping" {
+	if got := strings.Join(rc.reply.Control, ","); got != "path_state,path_labels,path_mapping,flow_tags" {
 		t.Fatalf("negotiated %q", got)
 	}
 

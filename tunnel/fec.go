@@ -94,6 +94,7 @@ type fecSender struct {
 }
 
 func newFECSender(o FECOptions, mtu int) (*fecSender, error) {
+	mtu += MaxFlowTagLen // a protected payload may start with a flow tag
 	enc, err := fec.NewEncoder(fec.EncoderOptions{K: o.K, Budget: o.Budget, MaxPacketLen: mtu})
 	if err != nil {
 		return nil, err
@@ -210,11 +211,12 @@ func (b *Bond) routineFECFlush(done <-chan struct{}) {
 const fecRecoveredBufs = 64
 
 // newRecovered returns a path receive routine's buffers for reconstructed
-// packets, with tun.MinWriteOffset bytes of headroom each.
+// packets (inner packet and flow tag), with 16 ≥ tun.MinWriteOffset bytes
+// of headroom each.
 func newRecovered(mtu int) *fec.Recovered {
 	rc := &fec.Recovered{Offset: 16}
 	for range fecRecoveredBufs {
-		rc.Bufs = append(rc.Bufs, make([]byte, rc.Offset+max(mtu, 1500)))
+		rc.Bufs = append(rc.Bufs, make([]byte, rc.Offset+max(mtu+MaxFlowTagLen, 1500)))
 	}
 	return rc
 }
