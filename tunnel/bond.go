@@ -63,6 +63,7 @@ type Bond struct {
 	pathsMu sync.Mutex
 
 	// Send-side scratch, owned by the one goroutine that reads the TUN.
+	objs    objTracker // bytes so far of the frames being sent (objdeadline.go)
 	picks   []int
 	sel     policy.Scratch
 	icmpBuf []byte

@@ -14,7 +14,15 @@ type frame struct {
 	enqueued int64 // unix ns
 	expires  int64 // unix ns after which the frame is dropped (a rule's deadline_ms); 0: enqueued + the queue's maxAge
 	prio     uint8 // the directive's priority, 0–255; higher is sent first and dropped last
+	// The video frame (object) the packet belongs to, when the classifier
+	// found one: its frame_id, and whether it is a keyframe.
+	obj           uint64
+	hasObj, isKey bool
 }
+
+// lostObjects is how many recently dropped objects a send queue remembers
+// to drop the rest of.
+const lostObjects = 8
 
 func (f *frame) bytes() []byte { return f.buf[f.off:f.end] }
 
@@ -50,9 +58,12 @@ type sendQueue struct {
 
 	mu      sync.Mutex // guards all following
 	bands   [queueBands]bandFIFO
-	n       int    // frames queued, all bands
-	bytes   int    // sum of the queued frames' lengths
-	offered uint64 // bytes ever pushed: the demand on the path
+	lost    [lostObjects]uint64 // objects (non-key frames) that lost a packet here
+	nlost   int                 // entries of lost in use
+	lostPos int                 // where the next one goes
+	n       int                 // frames queued, all bands
+	bytes   int                 // sum of the queued frames' lengths
+	offered uint64              // bytes ever pushed: the demand on the path
 }
 
 // bandFIFO is one priority band's frames, oldest first: a circular buffer
@@ -72,6 +83,9 @@ func (r *bandFIFO) pushFront(f frame) {
 	r.buf[r.head] = f
 	r.n++
 }
+
+// head0 returns the oldest frame; r must not be empty.
+func (r *bandFIFO) head0() *frame { return &r.buf[r.head] }
 
 func (r *bandFIFO) popFront() frame {
 	f := r.buf[r.head]
@@ -109,7 +123,13 @@ func (q *sendQueue) push(f frame) {
 			}
 		}
 		q.drops.add(DropQueueFull)
+		// Keyframes are dropped last: a non-key frame goes instead of the
+		// keyframe packet at the head of the victim band.
+		if victim >= 0 && !f.isKey && q.bands[victim].head0().isKey {
+			victim = -1
+		}
 		if victim < 0 {
+			q.lostLocked(&f)
 			q.mu.Unlock()
 			putBuf(f.buf)
 			return
@@ -117,6 +137,7 @@ func (q *sendQueue) push(f frame) {
 		old := q.bands[victim].popFront()
 		q.n--
 		q.bytes -= old.end - old.off
+		q.lostLocked(&old)
 		putBuf(old.buf)
 	}
 	if q.bands[band].buf == nil {
@@ -182,8 +203,14 @@ func (q *sendQueue) pop(now int64) (f frame, ok, more bool) {
 			q.n--
 			q.bytes -= f.end - f.off
 			if reason, dead := q.expired(&f, now); dead {
+				q.lostLocked(&f)
 				putBuf(f.buf)
 				q.drops.add(reason)
+				continue
+			}
+			if q.partLostLocked(&f) { // the rest of a frame already partly lost
+				putBuf(f.buf)
+				q.drops.add(DropObjectLost)
 				continue
 			}
 			ok = true
@@ -194,6 +221,35 @@ func (q *sendQueue) pop(now int64) (f frame, ok, more bool) {
 	q.mu.Unlock()
 	q.onLen(n, by)
 	return f, ok, n > 0
+}
+
+// lostLocked remembers the object of f, being dropped, so that the rest of
+// it is dropped too: a frame missing a packet is not decodable, and its
+// other packets only delay the frames behind it. Keyframes are exempt: a
+// keyframe's packets are the last dropped (a lost keyframe costs its
+// GOP, MoMQ finding F5), and the receiver's FEC may still rebuild the
+// missing one.
+func (q *sendQueue) lostLocked(f *frame) {
+	if !f.hasObj || f.isKey || q.partLostLocked(f) {
+		return
+	}
+	q.lost[q.lostPos] = f.obj // overwrites the oldest once full
+	q.lostPos = (q.lostPos + 1) % lostObjects
+	q.nlost = min(q.nlost+1, lostObjects)
+}
+
+// partLostLocked reports whether f belongs to a non-key object that already
+// lost a packet in this queue.
+func (q *sendQueue) partLostLocked(f *frame) bool {
+	if !f.hasObj || f.isKey {
+		return false
+	}
+	for i := range q.nlost {
+		if q.lost[i] == f.obj {
+			return true
+		}
+	}
+	return false
 }
 
 // expired reports whether f is past its deadline at now (unix ns), and

@@ -141,6 +141,21 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 		}
 		tl = b.flows.tagPacket(buf, md, dir, now)
 	}
+	f := frame{buf: buf, end: Headroom + n, enqueued: now.UnixNano(), expires: expires, prio: prio}
+	if md != nil && md.Has(classify.KeyFrameID) {
+		f.obj, f.hasObj = md.FrameID(), true
+		f.isKey = md.Has(classify.KeyFrameType) && md.FrameType == classify.FrameKey
+		if fb := b.objs.add(f.obj, n); f.isKey {
+			// A keyframe waits as long as sending all of it takes.
+			base := b.popts.MaxQueueDelay
+			if expires != 0 {
+				base = time.Duration(expires - f.enqueued)
+			}
+			if d := objectDeadline(fb, pathRateBps(set.states[b.picks[0]]), base, DefaultObjectMargin); d > base {
+				f.expires = f.enqueued + int64(d)
+			}
+		}
+	}
 	h := Header{Type: TypeData, Seq: b.seq.Add(1) - 1, Timestamp: uint64(now.UnixMicro())}
 	if tl > 0 {
 		h.Flags |= FlagFlow
@@ -149,11 +164,13 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 	sealed := protect && b.protect(buf[Headroom-tl:Headroom+n], b.picks[0], &h, now)
 	off := Headroom - tl - HeaderLen(&h)
 	AppendHeader(buf[off:off], &h)
-	f := frame{buf: buf, off: off, end: Headroom + n, enqueued: now.UnixNano(), expires: expires, prio: prio}
+	f.off = off
 	for _, i := range b.picks[1:k] {
 		dup := getBuf()
 		copy(dup[off:f.end], buf[off:f.end])
-		set.paths[i].queue.push(frame{buf: dup, off: off, end: f.end, enqueued: f.enqueued, expires: expires, prio: prio})
+		d := f
+		d.buf = dup
+		set.paths[i].queue.push(d)
 	}
 	set.paths[b.picks[0]].queue.push(f)
 	b.ctr.txPackets.Add(1)
