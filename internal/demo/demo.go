@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -101,6 +102,12 @@ type Bed struct {
 	Recv func(ctx context.Context, deliver func(payload []byte, now time.Time))
 	// Close removes the testbed.
 	Close func()
+	// EdgeNS is the edge's network namespace, by the name `ip netns exec`
+	// takes, for outside programs (an encoder) that send through the bond;
+	// empty in process. Dst is the address Recv listens on, inside the
+	// concentrator side.
+	EdgeNS string
+	Dst    netip.AddrPort
 }
 
 // BedOptions are what a testbed is built from (newInprocessBed,

@@ -186,6 +186,8 @@ func newNetnsBed(o BedOptions) (bed *Bed, err error) {
 				deliver(buf[:n], time.Now())
 			}
 		},
-		Close: cleanup,
+		Close:  cleanup,
+		EdgeNS: nsEdge.Name(),
+		Dst:    dst,
 	}, nil
 }
