@@ -83,7 +83,7 @@ type Options struct {
 
 // benchHeader is what results.json says about the run as a whole.
 type benchHeader struct {
-	Scenario  string    `json:"scenario"` // "s1", "s2" or "lanes"
+	Scenario  string    `json:"scenario"` // "s1", "s2", "lanes" or "video"
 	Mode      string    `json:"mode"`     // "netns" or "inprocess"
 	Seed      uint64    `json:"seed"`
 	DurationS float64   `json:"duration_s"` // traffic time per configuration, s
@@ -114,8 +114,10 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		names = s2ConfigNames()
 	case Lanes:
 		names = lanesConfigNames()
+	case Video:
+		names = videoConfigNames()
 	default:
-		return fmt.Errorf("unknown scenario %q; expected %s, %s or %s", o.Scenario, S1, S2, Lanes)
+		return fmt.Errorf("unknown scenario %q; expected %s, %s, %s or %s", o.Scenario, S1, S2, Lanes, Video)
 	}
 	for _, c := range o.Configs {
 		if !slices.Contains(names, c) {
@@ -130,6 +132,8 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return runS1(ctx, o, out)
 	case Lanes:
 		return runLanes(ctx, o, out)
+	case Video:
+		return runVideo(ctx, o, out)
 	default:
 		return runS2(ctx, o, out)
 	}
