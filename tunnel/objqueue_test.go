@@ -105,3 +105,29 @@ func TestPathRate(t *testing.T) {
 		t.Fatalf("rate %v, want 10 Mbit/s (125 kB per 100 ms)", r)
 	}
 }
+
+// TestSendQueueLostObjectLapses checks that a frame_id dropped long ago
+// (past lostObjectAge) does not condemn a later frame with the same id.
+func TestSendQueueLostObjectLapses(t *testing.T) {
+	q := newSendQueue(4, 100*time.Millisecond, func(int, int) {}, nil)
+	mk := func(at, expires time.Duration) frame {
+		return frame{buf: getBuf(), end: 1, enqueued: int64(at), expires: int64(expires), obj: 7, hasObj: true}
+	}
+	q.push(mk(0, 5*time.Millisecond))
+	if _, ok, _ := q.pop(int64(10 * time.Millisecond)); ok {
+		t.Fatal("a frame past its deadline was sent")
+	}
+	for _, c := range []struct {
+		at   time.Duration
+		sent bool
+	}{{20 * time.Millisecond, false}, {10*time.Millisecond + MaxObjectDeadline, true}} {
+		q.push(mk(c.at, 0))
+		f, ok, _ := q.pop(int64(c.at))
+		if ok != c.sent {
+			t.Fatalf("frame of the lost object at %v: sent %v, want %v", c.at, ok, c.sent)
+		}
+		if ok {
+			putBuf(f.buf)
+		}
+	}
+}

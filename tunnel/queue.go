@@ -24,6 +24,12 @@ type frame struct {
 // to drop the rest of.
 const lostObjects = 8
 
+// lostObjectAge is how long a send queue keeps dropping the rest of an
+// object that lost a packet: past MaxObjectDeadline no packet of it is
+// queued any more, and a frame_id seen again later (a wrapped RTP
+// timestamp, a stream that repeats one) is another frame.
+const lostObjectAge = int64(MaxObjectDeadline)
+
 func (f *frame) bytes() []byte { return f.buf[f.off:f.end] }
 
 // Priority bands of a send queue: a frame's priority 0–255 falls into band
@@ -59,6 +65,7 @@ type sendQueue struct {
 	mu      sync.Mutex // guards all following
 	bands   [queueBands]bandFIFO
 	lost    [lostObjects]uint64 // objects (non-key frames) that lost a packet here
+	lostAt  [lostObjects]int64  // when, unix ns: an entry lapses after lostObjectAge
 	nlost   int                 // entries of lost in use
 	lostPos int                 // where the next one goes
 	n       int                 // frames queued, all bands
@@ -129,7 +136,7 @@ func (q *sendQueue) push(f frame) {
 			victim = -1
 		}
 		if victim < 0 {
-			q.lostLocked(&f)
+			q.lostLocked(&f, f.enqueued)
 			q.mu.Unlock()
 			putBuf(f.buf)
 			return
@@ -137,7 +144,7 @@ func (q *sendQueue) push(f frame) {
 		old := q.bands[victim].popFront()
 		q.n--
 		q.bytes -= old.end - old.off
-		q.lostLocked(&old)
+		q.lostLocked(&old, f.enqueued)
 		putBuf(old.buf)
 	}
 	if q.bands[band].buf == nil {
@@ -203,12 +210,12 @@ func (q *sendQueue) pop(now int64) (f frame, ok, more bool) {
 			q.n--
 			q.bytes -= f.end - f.off
 			if reason, dead := q.expired(&f, now); dead {
-				q.lostLocked(&f)
+				q.lostLocked(&f, now)
 				putBuf(f.buf)
 				q.drops.add(reason)
 				continue
 			}
-			if q.partLostLocked(&f) { // the rest of a frame already partly lost
+			if q.partLostLocked(&f, now) { // the rest of a frame already partly lost
 				putBuf(f.buf)
 				q.drops.add(DropObjectLost)
 				continue
@@ -229,23 +236,23 @@ func (q *sendQueue) pop(now int64) (f frame, ok, more bool) {
 // keyframe's packets are the last dropped (a lost keyframe costs its
 // GOP, MoMQ finding F5), and the receiver's FEC may still rebuild the
 // missing one.
-func (q *sendQueue) lostLocked(f *frame) {
-	if !f.hasObj || f.isKey || q.partLostLocked(f) {
+func (q *sendQueue) lostLocked(f *frame, now int64) {
+	if !f.hasObj || f.isKey || q.partLostLocked(f, now) {
 		return
 	}
-	q.lost[q.lostPos] = f.obj // overwrites the oldest once full
+	q.lost[q.lostPos], q.lostAt[q.lostPos] = f.obj, now // overwrites the oldest once full
 	q.lostPos = (q.lostPos + 1) % lostObjects
 	q.nlost = min(q.nlost+1, lostObjects)
 }
 
-// partLostLocked reports whether f belongs to a non-key object that already
-// lost a packet in this queue.
-func (q *sendQueue) partLostLocked(f *frame) bool {
+// partLostLocked reports whether f belongs to a non-key object that lost a
+// packet in this queue less than lostObjectAge before now (unix ns).
+func (q *sendQueue) partLostLocked(f *frame, now int64) bool {
 	if !f.hasObj || f.isKey {
 		return false
 	}
 	for i := range q.nlost {
-		if q.lost[i] == f.obj {
+		if q.lost[i] == f.obj && now-q.lostAt[i] < lostObjectAge {
 			return true
 		}
 	}
