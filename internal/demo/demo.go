@@ -102,12 +102,13 @@ type Bed struct {
 	Recv func(ctx context.Context, deliver func(payload []byte, now time.Time))
 	// Close removes the testbed.
 	Close func()
-	// EdgeNS is the edge's network namespace, by the name `ip netns exec`
-	// takes, for outside programs (an encoder) that send through the bond;
-	// empty in process. Dst is the address Recv listens on, inside the
+	// EdgeNS and ConcNS are the edge's and the concentrator's network
+	// namespaces, by the name `ip netns exec` takes, for outside programs
+	// (an encoder, a TCP transfer) that send through the bond; empty in
+	// process. Dst is the address Recv listens on, inside the
 	// concentrator side.
-	EdgeNS string
-	Dst    netip.AddrPort
+	EdgeNS, ConcNS string
+	Dst            netip.AddrPort
 }
 
 // BedOptions are what a testbed is built from (newInprocessBed,
