@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,7 +67,11 @@ func runVideo(ctx context.Context, o Options, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		rep.Traces = append(rep.Traces, scenarioTraces(sc, o.Traces)...)
+		for _, tr := range scenarioTraces(sc, o.Traces) {
+			if !slices.Contains(rep.Traces, tr) {
+				rep.Traces = append(rep.Traces, tr)
+			}
+		}
 		for _, f := range []string{FormatRTP, FormatTS} {
 			for _, mode := range []string{"bond", "single"} {
 				name := scName + "-" + f + "-" + mode

@@ -81,6 +81,10 @@ func TestNetnsTCPBulk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	long, err := rules.CompileBytes("reseq-long.yaml", []byte("rules:\n  - id: long\n    priority: 0\n    actions: {resequence_ms: 500}\n"), rules.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	two := emu.Scenario{Name: "tcp"}
@@ -95,10 +99,13 @@ func TestNetnsTCPBulk(t *testing.T) {
 		name string
 		sc   emu.Scenario
 		off  bool
-	}{{"bond", two, false}, {"bond-no-reseq", two, true}, {"single", one, false}} {
+	}{{"bond", two, false}, {"bond-500", two, false}, {"bond-no-reseq", two, true}, {"single", one, false}} {
 		o := demo.BedOptions{Scenario: c.sc, Seed: 1}
 		if c.off {
 			o.Rules = staticRules{off}
+		}
+		if c.name == "bond-500" {
+			o.Rules = staticRules{long}
 		}
 		bed, err := demo.NewBed(o, false, io.Discard)
 		if err != nil {
@@ -111,7 +118,7 @@ func TestNetnsTCPBulk(t *testing.T) {
 		res[c.name] = tcpBulk(ctx, t, bed, 8*time.Second)
 		rs := bed.Conc.Stats().Reseq
 		bed.Close()
-		t.Logf("%-14s %.1f Mbit/s; reseq held %d skipped %d late %d", c.name, res[c.name], rs.Held, rs.Skipped, rs.Late)
+		t.Logf("%-14s %.1f Mbit/s; reseq held %d skipped %d late %d overflow %d wait %.0f ms hold %v", c.name, res[c.name], rs.Held, rs.Skipped, rs.Late, rs.Overflow, rs.WaitMs, rs.HoldMs)
 	}
 	if res["bond"] < 1.5*res["single"] {
 		t.Errorf("bond %.1f Mbit/s, single path %.1f: want ≥ 1.5×", res["bond"], res["single"])
