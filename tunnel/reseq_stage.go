@@ -191,8 +191,12 @@ func (b *Bond) startReseq(wg *sync.WaitGroup, done <-chan struct{}) {
 // connected paths' smoothed RTTs (a bound on the spread of their one-way
 // delays when the reverse delays are alike), plus the FEC block budget
 // (fec.DefaultBudget: a reconstruction comes at most that long after the
-// block's last packet). 0 with fewer than two connected paths with RTT
-// samples: then the resequencer learns the bound from what it sees.
+// block's last packet); with one path, the FEC budget alone (a flow is
+// reordered only by reconstructions). 0 before any connected path has an
+// RTT sample: then the resequencer waits its cap until it learns the
+// bound from what it sees. A real loss holds a flow this long, so the
+// hint must not be the cap: a TCP sender would hear of the loss that much
+// later.
 func reseqSpread(set *pathSet, now time.Time) time.Duration {
 	var lo, hi time.Duration
 	n := 0
@@ -207,7 +211,7 @@ func reseqSpread(set *pathSet, now time.Time) time.Duration {
 		hi = max(hi, r)
 		n++
 	}
-	if n < 2 {
+	if n == 0 {
 		return 0
 	}
 	return hi - lo + fec.DefaultBudget
