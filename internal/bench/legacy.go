@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,8 +121,8 @@ func frameMD5s(ctx context.Context, path, format string) ([]string, error) {
 }
 
 // StreamVideo streams src through bed (a netns testbed: bed.EdgeNS set) in
-// format, records what reaches bed.Dst until drain after the sender ends,
-// and scores the recording against src. dir receives the recording.
+// format, records what reaches demo.ConcAddr:demo.Port until drain after
+// the sender ends, and scores the recording against src. dir receives the recording.
 // Errors: no namespace, the sender failing, ctx ending.
 func StreamVideo(ctx context.Context, bed *demo.Bed, src *VideoSource, format, name, dir string, drain time.Duration) (VideoResult, error) {
 	res := VideoResult{Name: name, Format: format, Frames: len(src.MD5)}
@@ -129,11 +130,12 @@ func StreamVideo(ctx context.Context, bed *demo.Bed, src *VideoSource, format, n
 		return res, errors.New("legacy video needs the netns testbed (root)")
 	}
 	var url string
+	dst := netip.AddrPortFrom(demo.ConcAddr, demo.Port)
 	switch format {
 	case FormatRTP:
-		url = fmt.Sprintf("rtp://%s?pkt_size=1200", bed.Dst)
+		url = fmt.Sprintf("rtp://%s?pkt_size=1200", dst)
 	case FormatTS:
-		url = fmt.Sprintf("udp://%s?pkt_size=1128", bed.Dst) // 6 × 188
+		url = fmt.Sprintf("udp://%s?pkt_size=1128", dst) // 6 × 188
 	default:
 		return res, fmt.Errorf("format %q is not rtp or ts", format)
 	}

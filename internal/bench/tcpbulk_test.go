@@ -21,7 +21,7 @@ import (
 // sockets at both ends: nothing to install beyond the interpreter).
 func tcpBulk(ctx context.Context, t *testing.T, bed *demo.Bed, d time.Duration) float64 {
 	t.Helper()
-	addr := bed.Dst.Addr().String()
+	addr := demo.ConcAddr.String()
 	sink := exec.CommandContext(ctx, "ip", "netns", "exec", bed.ConcNS, "python3", "-c", fmt.Sprintf(`
 import socket
 l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); l.bind((%q, 5201)); l.listen(1)

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -102,14 +101,18 @@ type Bed struct {
 	Recv func(ctx context.Context, deliver func(payload []byte, now time.Time))
 	// Close removes the testbed.
 	Close func()
-	// EdgeNS and ConcNS are the edge's and the concentrator's network
-	// namespaces, by the name `ip netns exec` takes, for outside programs
-	// (an encoder, a TCP transfer) that send through the bond; empty in
-	// process. Dst is the address Recv listens on, inside the
-	// concentrator side.
+	// EdgeNS and ConcNS name the edge's and the concentrator's network
+	// namespaces of a netns testbed (for ip netns exec: the flow's inner
+	// addresses EdgeAddr and ConcAddr live there); empty in process.
 	EdgeNS, ConcNS string
-	Dst            netip.AddrPort
 }
+
+// Inner addresses of the testbeds' flow: the edge side's and the
+// concentrator side's, both IPv4.
+var (
+	EdgeAddr = demoEdgeInner.Addr()
+	ConcAddr = demoServerInner.Addr()
+)
 
 // BedOptions are what a testbed is built from (newInprocessBed,
 // newNetnsBed).

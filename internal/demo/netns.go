@@ -189,6 +189,5 @@ func newNetnsBed(o BedOptions) (bed *Bed, err error) {
 		Close:  cleanup,
 		EdgeNS: nsEdge.Name(),
 		ConcNS: nsConc.Name(),
-		Dst:    dst,
 	}, nil
 }
