@@ -94,8 +94,9 @@ func TestNetnsLegacyVideo(t *testing.T) {
 	for _, f := range []string{FormatTS, FormatRTP} {
 		b, s := results[fmtName("loss-%s-bond", f)], results[fmtName("loss-%s-single", f)]
 		// Equal loss on every path: the bond is not expected to beat the
-		// single path here, only not to lose more than a GOP to it.
-		if b.BitExact+legacyGOP < s.BitExact || b.Decodable < s.Decodable {
+		// single path here, only not to lose more than a GOP (or five
+		// decodable frames) to it.
+		if b.BitExact+legacyGOP < s.BitExact || b.Decodable+5 < s.Decodable {
 			t.Errorf("%s: %d frames bit-exact and %d decodable through the bond, %d and %d over the best single path",
 				f, b.BitExact, b.Decodable, s.BitExact, s.Decodable)
 		}
