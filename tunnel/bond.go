@@ -40,6 +40,20 @@ type Bond struct {
 	dec   *fec.Decoder // receive side; safe for concurrent use
 	rules *ruleState   // nil without a rule source; owned by the TUN reader
 
+	// Per-flow sequencing (flowtag.go, reseq_stage.go). The send side tags
+	// only while peerTags is set: the peer announced ctrlmsg.CapFlowTags
+	// in its hello (or hello reply). flows, cls and md are owned by the
+	// TUN reader; cls classifies packets for reseqWait when no rule set
+	// is in force. reseq is the receive side; reseqWrite writes what it
+	// releases, always under reseq's mutex, with reseqWbuf as its scratch.
+	peerTags   atomic.Bool
+	flows      *flowTable
+	cls        *classify.Classifier
+	md         classify.Metadata
+	reseq      *reseqRx
+	reseqWrite deliverFunc
+	reseqWbuf  [][]byte
+
 	// ctl is the control plane's session state on the concentrator
 	// (ctrl_conc.go); nil on the edge. ctlCtr counts control messages on
 	// both ends.
@@ -52,6 +66,7 @@ type Bond struct {
 	pathsMu sync.Mutex
 
 	// Send-side scratch, owned by the one goroutine that reads the TUN.
+	objs    objTracker // bytes so far of the frames being sent (objdeadline.go)
 	picks   []int
 	sel     policy.Scratch
 	icmpBuf []byte
@@ -78,6 +93,7 @@ type pathSet struct {
 type bondCounters struct {
 	txPackets, rxPackets atomic.Uint64
 	icmpSent, mssClamped atomic.Uint64
+	flowTagged           atomic.Uint64
 }
 
 // bondOptions are what newBond needs beyond the edge id and device.
@@ -89,6 +105,7 @@ type bondOptions struct {
 	rules    RuleSource
 	classify classify.Options
 	allowed  []netip.Prefix
+	reseq    ReseqOptions
 	log      *slog.Logger
 	// peer is, on the concentrator, the edge the bond serves: its control
 	// plane (ctrl_conc.go) is built from it. nil on the edge.
@@ -112,24 +129,34 @@ func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
 	if err != nil {
 		return nil, err
 	}
-	dec, err := fec.NewDecoder(fec.DecoderOptions{MaxPacketLen: max(mtu, fec.DefaultMaxPacketLen)})
+	cls, err := classify.New(o.classify)
+	if err != nil {
+		return nil, err
+	}
+	// A protected payload may carry a flow tag in front of the inner packet.
+	dec, err := fec.NewDecoder(fec.DecoderOptions{MaxPacketLen: max(mtu+MaxFlowTagLen, fec.DefaultMaxPacketLen)})
 	if err != nil {
 		return nil, err
 	}
 	b := &Bond{
-		edgeID:  edgeID,
-		log:     log,
-		dev:     dev,
-		mtu:     mtu,
-		picker:  picker,
-		popts:   popts,
-		allowed: allowed,
-		icmpBuf: make([]byte, 0, 1500),
-		wbuf:    make([][]byte, 1),
-		dec:     dec,
-		rules:   rs,
-		ctl:     ctl,
+		edgeID:    edgeID,
+		log:       log,
+		dev:       dev,
+		mtu:       mtu,
+		picker:    picker,
+		popts:     popts,
+		allowed:   allowed,
+		icmpBuf:   make([]byte, 0, 1500),
+		wbuf:      make([][]byte, 1),
+		dec:       dec,
+		rules:     rs,
+		ctl:       ctl,
+		flows:     newFlowTable(0, 0),
+		cls:       cls,
+		reseq:     newReseqRx(o.reseq),
+		reseqWbuf: make([][]byte, 1),
 	}
+	b.reseqWrite = func(pkt []byte, off int) { b.deliver(pkt, off, b.reseqWbuf) }
 	if ctl != nil {
 		ctl.bond = b
 	}
@@ -176,6 +203,7 @@ func (b *Bond) adoptBondID(id uint64) (changed bool) {
 		b.rx.bondID = id
 		b.rx.dedupe.reset()
 		b.dec.Reset()
+		b.reseq.reset() // the restarted peer numbers its flows afresh
 		b.started.Store(time.Now().UnixNano())
 	}
 	b.rx.Unlock()
@@ -199,20 +227,24 @@ func (b *Bond) Stats() BondStats {
 	id := b.rx.bondID
 	b.rx.Unlock()
 	s := BondStats{
-		EdgeID:     b.edgeID,
-		BondID:     id,
-		Uptime:     time.Duration(time.Now().UnixNano() - b.started.Load()),
-		MTU:        b.mtu,
-		TxPackets:  b.ctr.txPackets.Load(),
-		RxPackets:  b.ctr.rxPackets.Load(),
-		Drops:      b.drops.snapshot(BondDropReasons),
-		ICMPSent:   b.ctr.icmpSent.Load(),
-		MSSClamped: b.ctr.mssClamped.Load(),
-		FEC:        b.fecStats(),
-		Rules:      b.rules.stats(),
-		Control:    b.controlStats(),
-		PeerPaths:  b.ctl.peerReport(),
+		EdgeID:       b.edgeID,
+		BondID:       id,
+		Uptime:       time.Duration(time.Now().UnixNano() - b.started.Load()),
+		MTU:          b.mtu,
+		TxPackets:    b.ctr.txPackets.Load(),
+		RxPackets:    b.ctr.rxPackets.Load(),
+		Drops:        b.drops.snapshot(BondDropReasons),
+		ICMPSent:     b.ctr.icmpSent.Load(),
+		MSSClamped:   b.ctr.mssClamped.Load(),
+		FEC:          b.fecStats(),
+		Rules:        b.rules.stats(),
+		FlowTagged:   b.ctr.flowTagged.Load(),
+		FlowUntagged: b.flows.full.Load(),
+		Control:      b.controlStats(),
+		PeerPaths:    b.ctl.peerReport(),
 	}
+	rs, _ := b.reseq.stats() // malformed tags are drops (DropBadFlowTag)
+	s.Reseq = &rs
 	now := time.Now()
 	s.Paths = make([]PathStats, 0, len(b.paths.Load().paths)) // [] in JSON, not null, before any path
 	for _, p := range b.paths.Load().paths {

@@ -140,6 +140,7 @@ func (c *Concentrator) Start() error {
 	c.wg.Go(func() { routineReadTUN(c.opts.Device, c.log, c.route) })
 	for _, e := range c.edges {
 		e.bond.startFEC(&c.wg, c.ctx.Done())
+		e.bond.startReseq(&c.wg, c.ctx.Done())
 	}
 	return nil
 }
@@ -297,6 +298,7 @@ func (c *Concentrator) accept(conn *quic.Conn) (*lane, error) {
 		return nil, fmt.Errorf("edge %s: more than %d paths", h.EdgeID, maxPaths)
 	}
 	caps := ctrlmsg.CapsOf(h.Control) // the concentrator takes every capability it knows
+	e.bond.peerTags.Store(caps&ctrlmsg.CapFlowTags != 0)
 	if err := ctrlmsg.Write(str, &ctrlmsg.HelloReply{Type: ctrlmsg.TypeHelloReply, OK: true, MTU: c.opts.MTU, Control: caps.Names()}); err != nil {
 		conn.CloseWithError(codeProtocol, "hello reply failed")
 		return nil, err

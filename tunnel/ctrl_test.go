@@ -176,7 +176,7 @@ func ruleIDs(s BondStats) []string {
 func TestControlMappingResults(t *testing.T) {
 	env := newCtrlEnv(t, func(ea *EdgeAuth) { ea.AllowEdgeRules = true })
 	rc := env.dialRaw(t, 1, allCaps)
-	if got := strings.Join(rc.reply.Control, ","); got != "path_state,path_labels,path_mapping,rate" {
+	if got := strings.Join(rc.reply.Control, ","); got != "path_state,path_labels,path_mapping,flow_tags,rate" {
 		t.Fatalf("negotiated %q", got)
 	}
 

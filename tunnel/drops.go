@@ -35,6 +35,8 @@ const (
 	DropSendError                          // path: SendDatagram failed (connection closing)
 	DropReceiveQueueFull                   // path: dropped inside quic-go's receive queue
 	DropNoRoute                            // concentrator: no edge's allowed prefixes hold the destination
+	DropBadFlowTag                         // bond: a DATA payload with FlagFlow whose flow tag is malformed
+	DropObjectLost                         // path: the rest of a (non-key) video frame that lost a packet in the queue
 
 	numDropReasons // not a reason: the number of them
 )
@@ -69,6 +71,8 @@ var dropInfo = [numDropReasons]struct {
 	DropSendError:        {"send_error", scopePath},
 	DropReceiveQueueFull: {"receive_queue_full", scopePath},
 	DropNoRoute:          {"no_route", scopeConc},
+	DropBadFlowTag:       {"bad_flow_tag", scopeBond},
+	DropObjectLost:       {"object_lost", scopePath},
 }
 
 // String returns the reason's name in status, metrics and docs, like

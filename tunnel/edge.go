@@ -120,6 +120,7 @@ func (e *Edge) Start() {
 	e.wg.Go(func() { tun.DrainEvents(e.opts.Device, func(ev tun.Event) { e.log.Debug("tun event", "event", ev) }) })
 	e.wg.Go(func() { routineReadTUN(e.opts.Device, e.log, func([]byte) *Bond { return e.bond }) })
 	e.bond.startFEC(&e.wg, e.ctx.Done())
+	e.bond.startReseq(&e.wg, e.ctx.Done())
 }
 
 // Close closes every connection and the TUN device, and waits for all of the
@@ -325,8 +326,10 @@ func (e *Edge) hello(ctx context.Context, conn *quic.Conn, u UplinkOptions, lane
 			"path", u.Name, "edge_mtu", e.opts.MTU, "concentrator_mtu", r.MTU)
 	}
 	str.SetDeadline(time.Time{})
+	caps := ctrlmsg.CapsOf(r.Control) & ctrlmsg.CapsAll
+	e.bond.peerTags.Store(caps&ctrlmsg.CapFlowTags != 0)
 	// The stream stays open for the control plane (ctrl_edge.go).
-	e.attachControl(conn, str, u.Name, lane, ctrlmsg.CapsOf(r.Control)&ctrlmsg.CapsAll)
+	e.attachControl(conn, str, u.Name, lane, caps)
 	return nil
 }
 

@@ -94,6 +94,7 @@ type fecSender struct {
 }
 
 func newFECSender(o FECOptions, mtu int) (*fecSender, error) {
+	mtu += MaxFlowTagLen // a protected payload may start with a flow tag
 	enc, err := fec.NewEncoder(fec.EncoderOptions{K: o.K, Budget: o.Budget, MaxPacketLen: mtu})
 	if err != nil {
 		return nil, err
@@ -161,7 +162,7 @@ func (b *Bond) sendParity(p *fec.Parity, picks []int, now time.Time) {
 		}
 		h := Header{Type: TypeParity, Flags: FlagFEC, Seq: b.seq.Add(1) - 1, Timestamp: uint64(now.UnixMicro()),
 			Class: ref.Class, Block: ref.Block, Index: uint16(ref.Index), K: uint16(ref.K), R: uint16(ref.R), MaxLen: uint16(ref.MaxLen)}
-		b.flagPathSeq(&h, len(shard))
+		b.flagPathSeq(&h, 0, len(shard))
 		buf := getBuf()
 		off := Headroom - HeaderLen(&h)
 		AppendHeader(buf[off:off], &h)
@@ -211,11 +212,12 @@ func (b *Bond) routineFECFlush(done <-chan struct{}) {
 const fecRecoveredBufs = 64
 
 // newRecovered returns a path receive routine's buffers for reconstructed
-// packets, with tun.MinWriteOffset bytes of headroom each.
+// packets (inner packet and flow tag), with 16 ≥ tun.MinWriteOffset bytes
+// of headroom each.
 func newRecovered(mtu int) *fec.Recovered {
 	rc := &fec.Recovered{Offset: 16}
 	for range fecRecoveredBufs {
-		rc.Bufs = append(rc.Bufs, make([]byte, rc.Offset+max(mtu, 1500)))
+		rc.Bufs = append(rc.Bufs, make([]byte, rc.Offset+max(mtu+MaxFlowTagLen, 1500)))
 	}
 	return rc
 }

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go/quicvarint"
@@ -205,7 +206,7 @@ type flowTable struct {
 	idle  int64 // ns
 	epoch time.Time
 	set   bool
-	full  uint64 // flows sent untagged: no slot free
+	full  atomic.Uint64 // packets sent untagged: no slot free; read by Stats
 }
 
 type flowSlot struct {
@@ -254,7 +255,7 @@ func (t *flowTable) next(h uint64, now time.Time) (tag FlowTag, ok bool) {
 		}
 	}
 	if free < 0 {
-		t.full++
+		t.full.Add(1)
 		return FlowTag{}, false
 	}
 	s := &t.slots[free]

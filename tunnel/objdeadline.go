@@ -1,6 +1,10 @@
 package tunnel
 
-import "time"
+import (
+	"time"
+
+	"github.com/bondd/bondd/policy"
+)
 
 // Deadlines sized to the object.
 // A video frame is sent as a burst of packets; a keyframe is hundreds of
@@ -35,4 +39,44 @@ func objectDeadline(frameBytes int, rateBps float64, base, margin time.Duration)
 		return max(base, MaxObjectDeadline)
 	}
 	return max(base, min(time.Duration(ser)+margin, MaxObjectDeadline))
+}
+
+// objTrackerSize is how many frames (interleaved streams) objTracker
+// follows at once.
+const objTrackerSize = 8
+
+// objTracker counts the bytes the sender has seen so far of each of the
+// last objTrackerSize frames, by frame_id. Owned by the TUN reader; it
+// never allocates.
+type objTracker struct {
+	ids   [objTrackerSize]uint64
+	bytes [objTrackerSize]int
+	used  [objTrackerSize]bool
+	next  int // the entry a new frame takes
+}
+
+// add counts n more bytes of frame id and returns its bytes so far.
+func (t *objTracker) add(id uint64, n int) int {
+	for i := range t.ids {
+		if t.used[i] && t.ids[i] == id {
+			t.bytes[i] += n
+			return t.bytes[i]
+		}
+	}
+	i := t.next
+	t.next = (t.next + 1) % objTrackerSize
+	t.ids[i], t.bytes[i], t.used[i] = id, n, true
+	return n
+}
+
+// pathRateBps is the send rate, bit/s, that sizes an object's deadline on
+// path p: its congestion window per smoothed RTT, 0 before the first RTT
+// sample. Hook: once policy.Path carries a per-path target rate (the rate
+// controller's), use it here instead.
+func pathRateBps(p *policy.Path) float64 {
+	srtt := p.SmoothedRTT()
+	if srtt <= 0 {
+		return 0
+	}
+	return float64(p.CongestionWindow()) * 8 / srtt.Seconds()
 }

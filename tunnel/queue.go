@@ -14,7 +14,21 @@ type frame struct {
 	enqueued int64 // unix ns
 	expires  int64 // unix ns after which the frame is dropped (a rule's deadline_ms); 0: enqueued + the queue's maxAge
 	prio     uint8 // the directive's priority, 0–255; higher is sent first and dropped last
+	// The video frame (object) the packet belongs to, when the classifier
+	// found one: its frame_id, and whether it is a keyframe.
+	obj           uint64
+	hasObj, isKey bool
 }
+
+// lostObjects is how many recently dropped objects a send queue remembers
+// to drop the rest of.
+const lostObjects = 8
+
+// lostObjectAge is how long a send queue keeps dropping the rest of an
+// object that lost a packet: past MaxObjectDeadline no packet of it is
+// queued any more, and a frame_id seen again later (a wrapped RTP
+// timestamp, a stream that repeats one) is another frame.
+const lostObjectAge = int64(MaxObjectDeadline)
 
 func (f *frame) bytes() []byte { return f.buf[f.off:f.end] }
 
@@ -50,9 +64,13 @@ type sendQueue struct {
 
 	mu      sync.Mutex // guards all following
 	bands   [queueBands]bandFIFO
-	n       int    // frames queued, all bands
-	bytes   int    // sum of the queued frames' lengths
-	offered uint64 // bytes ever pushed: the demand on the path
+	lost    [lostObjects]uint64 // objects (non-key frames) that lost a packet here
+	lostAt  [lostObjects]int64  // when, unix ns: an entry lapses after lostObjectAge
+	nlost   int                 // entries of lost in use
+	lostPos int                 // where the next one goes
+	n       int                 // frames queued, all bands
+	bytes   int                 // sum of the queued frames' lengths
+	offered uint64              // bytes ever pushed: the demand on the path
 }
 
 // bandFIFO is one priority band's frames, oldest first: a circular buffer
@@ -72,6 +90,9 @@ func (r *bandFIFO) pushFront(f frame) {
 	r.buf[r.head] = f
 	r.n++
 }
+
+// head0 returns the oldest frame; r must not be empty.
+func (r *bandFIFO) head0() *frame { return &r.buf[r.head] }
 
 func (r *bandFIFO) popFront() frame {
 	f := r.buf[r.head]
@@ -109,7 +130,13 @@ func (q *sendQueue) push(f frame) {
 			}
 		}
 		q.drops.add(DropQueueFull)
+		// Keyframes are dropped last: a non-key frame goes instead of the
+		// keyframe packet at the head of the victim band.
+		if victim >= 0 && !f.isKey && q.bands[victim].head0().isKey {
+			victim = -1
+		}
 		if victim < 0 {
+			q.lostLocked(&f, f.enqueued)
 			q.mu.Unlock()
 			putBuf(f.buf)
 			return
@@ -117,6 +144,7 @@ func (q *sendQueue) push(f frame) {
 		old := q.bands[victim].popFront()
 		q.n--
 		q.bytes -= old.end - old.off
+		q.lostLocked(&old, f.enqueued)
 		putBuf(old.buf)
 	}
 	if q.bands[band].buf == nil {
@@ -182,8 +210,14 @@ func (q *sendQueue) pop(now int64) (f frame, ok, more bool) {
 			q.n--
 			q.bytes -= f.end - f.off
 			if reason, dead := q.expired(&f, now); dead {
+				q.lostLocked(&f, now)
 				putBuf(f.buf)
 				q.drops.add(reason)
+				continue
+			}
+			if q.partLostLocked(&f, now) { // the rest of a frame already partly lost
+				putBuf(f.buf)
+				q.drops.add(DropObjectLost)
 				continue
 			}
 			ok = true
@@ -194,6 +228,35 @@ func (q *sendQueue) pop(now int64) (f frame, ok, more bool) {
 	q.mu.Unlock()
 	q.onLen(n, by)
 	return f, ok, n > 0
+}
+
+// lostLocked remembers the object of f, being dropped, so that the rest of
+// it is dropped too: a frame missing a packet is not decodable, and its
+// other packets only delay the frames behind it. Keyframes are exempt: a
+// keyframe's packets are the last dropped (a lost keyframe costs its
+// GOP, MoMQ finding F5), and the receiver's FEC may still rebuild the
+// missing one.
+func (q *sendQueue) lostLocked(f *frame, now int64) {
+	if !f.hasObj || f.isKey || q.partLostLocked(f, now) {
+		return
+	}
+	q.lost[q.lostPos], q.lostAt[q.lostPos] = f.obj, now // overwrites the oldest once full
+	q.lostPos = (q.lostPos + 1) % lostObjects
+	q.nlost = min(q.nlost+1, lostObjects)
+}
+
+// partLostLocked reports whether f belongs to a non-key object that lost a
+// packet in this queue less than lostObjectAge before now (unix ns).
+func (q *sendQueue) partLostLocked(f *frame, now int64) bool {
+	if !f.hasObj || f.isKey {
+		return false
+	}
+	for i := range q.nlost {
+		if q.lost[i] == f.obj && now-q.lostAt[i] < lostObjectAge {
+			return true
+		}
+	}
+	return false
 }
 
 // expired reports whether f is past its deadline at now (unix ns), and

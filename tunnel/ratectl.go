@@ -338,13 +338,14 @@ func (rc *rateCtl) release(d []byte, now time.Time) {
 // flagPathSeq adds FlagPathSeq to h, a header for payload bytes, when the
 // peer negotiated it and the datagram still fits the bond's datagram
 // budget with it (HeaderBudget; with a flow tag of up to MaxFlowTagLen in
-// front of the payload).
-func (b *Bond) flagPathSeq(h *Header, payload int) {
+// front of the payload) and the header and the tag of tag bytes fit the
+// buffer's Headroom.
+func (b *Bond) flagPathSeq(h *Header, tag, payload int) {
 	if !b.pathSeq.Load() {
 		return
 	}
 	h.Flags |= FlagPathSeq
-	if HeaderLen(h)+MaxFlowTagLen+payload > b.mtu+HeaderBudget {
+	if n := HeaderLen(h); n+MaxFlowTagLen+payload > b.mtu+HeaderBudget || n+tag > Headroom {
 		h.Flags &^= FlagPathSeq
 	}
 }

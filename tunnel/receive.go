@@ -23,9 +23,13 @@ import (
 //  4. A packet of an FEC block goes to the bond's fec.Decoder: data is
 //     delivered at once, and once any k of a block's k + r packets are in,
 //     the missing data packets are reconstructed and delivered too.
-//  5. The inner packet must be a well-formed IPv4/IPv6 packet and, on the
+//  5. A DATA payload with a flow tag (FlagFlow, or a reconstruction that
+//     starts with one) goes through the bond's resequencer (reseq.go),
+//     which writes it now or holds it until its flow's gap fills or its
+//     wait passes, and writes what it releases in flow order.
+//  6. The inner packet must be a well-formed IPv4/IPv6 packet and, on the
 //     concentrator, come from one of the edge's allowed prefixes.
-//  6. The packet is written to the TUN in place: the datagram is resliced so
+//  7. The packet is written to the TUN in place: the datagram is resliced so
 //     the inner packet starts at tun.MinWriteOffset, and the virtio-net
 //     header overwrites the already-parsed bondd header bytes.
 
@@ -70,15 +74,15 @@ func (b *Bond) receive(dg []byte, wbuf [][]byte, rec *fec.Recovered) {
 		b.drops.add(DropTooOld)
 		return
 	}
+	now := time.Now()
 	if h.Flags&FlagFEC == 0 {
-		b.deliver(dg, n, wbuf)
+		b.deliverData(now, &h, dg, n, wbuf)
 		return
 	}
-	now := time.Now()
 	if h.Type == TypeData {
 		switch v := b.dec.AddData(now, fecRef(&h), dg[n:], rec); {
 		case v.Deliver():
-			b.deliver(dg, n, wbuf)
+			b.deliverData(now, &h, dg, n, wbuf)
 		case v == fec.Duplicate: // its reconstruction was delivered already
 			b.drops.add(DropDuplicate)
 		default:
@@ -88,7 +92,26 @@ func (b *Bond) receive(dg []byte, wbuf [][]byte, rec *fec.Recovered) {
 		b.drops.add(DropBadFEC) // a duplicate or untracked parity shard is the decoder's to count
 	}
 	for i := range rec.Sizes {
-		b.deliver(rec.Bufs[i][:rec.Offset+rec.Sizes[i]], rec.Offset, wbuf)
+		pkt := rec.Bufs[i][:rec.Offset+rec.Sizes[i]]
+		if IsFlowTagged(pkt[rec.Offset:]) { // a reconstruction has no header, its tag tells
+			if !b.reseq.deliver(now, pkt, rec.Offset, b.reseqWrite) {
+				b.drops.add(DropBadFlowTag)
+			}
+			continue
+		}
+		b.deliver(pkt, rec.Offset, wbuf)
+	}
+}
+
+// deliverData delivers the DATA payload dg[n:] whose header is h: through
+// the resequencer when it carries a flow tag (FlagFlow), else at once.
+func (b *Bond) deliverData(now time.Time, h *Header, dg []byte, n int, wbuf [][]byte) {
+	if h.Flags&FlagFlow == 0 {
+		b.deliver(dg, n, wbuf)
+		return
+	}
+	if !b.reseq.deliver(now, dg, n, b.reseqWrite) {
+		b.drops.add(DropBadFlowTag)
 	}
 }
 

@@ -5,11 +5,12 @@ import (
 	"time"
 
 	"github.com/bondd/bondd/classify"
+	"github.com/bondd/bondd/fec"
+	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 )
 
-// The glue between the send and receive paths and per-flow sequencing,
-// ready for send.go and receive.go to call (not wired in yet).
+// The glue between the send and receive paths and per-flow sequencing.
 //
 // Send side, in Bond.send after the rules are evaluated and before
 // protect: tagPacket writes the flow tag just in front of the inner packet,
@@ -138,6 +139,16 @@ func (x *reseqRx) routineFlush(done <-chan struct{}, write deliverFunc) {
 	}
 }
 
+// reset forgets every flow and drops what is held (the peer restarted and
+// numbers its flows afresh); the counters stay.
+func (x *reseqRx) reset() {
+	x.mu.Lock()
+	st := x.rs.st
+	x.rs.close()
+	x.rs.st = st
+	x.mu.Unlock()
+}
+
 // setSpread passes the paths' delay spread to the adaptive bound.
 func (x *reseqRx) setSpread(d time.Duration) {
 	x.mu.Lock()
@@ -151,4 +162,57 @@ func (x *reseqRx) stats() (s ReseqStats, badTags uint64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.rs.stats(), x.bad
+}
+
+// reseqSpreadInterval is how often the bond passes its paths' delay spread
+// to the resequencer.
+const reseqSpreadInterval = 50 * time.Millisecond
+
+// startReseq starts the bond's resequencing routines on wg: the flush of
+// held packets whose wait passed, and every reseqSpreadInterval the update
+// of the wait's spread hint (reseqSpread). They stop when done closes.
+func (b *Bond) startReseq(wg *sync.WaitGroup, done <-chan struct{}) {
+	wg.Go(func() { b.reseq.routineFlush(done, b.reseqWrite) })
+	wg.Go(func() {
+		t := time.NewTicker(reseqSpreadInterval)
+		defer t.Stop()
+		for {
+			select {
+			case now := <-t.C:
+				b.reseq.setSpread(reseqSpread(b.paths.Load(), now))
+			case <-done:
+				return
+			}
+		}
+	})
+}
+
+// reseqSpread is the wait the paths' delays call for: the spread of the
+// connected paths' smoothed RTTs (a bound on the spread of their one-way
+// delays when the reverse delays are alike), plus the FEC block budget
+// (fec.DefaultBudget: a reconstruction comes at most that long after the
+// block's last packet); with one path, the FEC budget alone (a flow is
+// reordered only by reconstructions). 0 before any connected path has an
+// RTT sample: then the resequencer waits its cap until it learns the
+// bound from what it sees. A real loss holds a flow this long, so the
+// hint must not be the cap: a TCP sender would hear of the loss that much
+// later.
+func reseqSpread(set *pathSet, now time.Time) time.Duration {
+	var lo, hi time.Duration
+	n := 0
+	for _, p := range set.states {
+		r := p.SmoothedRTT()
+		if r <= 0 || p.LinkStatus(now) == policy.StatusUnavailable {
+			continue
+		}
+		if n == 0 || r < lo {
+			lo = r
+		}
+		hi = max(hi, r)
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	return hi - lo + fec.DefaultBudget
 }

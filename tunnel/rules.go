@@ -35,8 +35,9 @@ type RuleSource interface {
 // track feeds the pending I-frame tracker: a keyframe packet grows S_I on
 // its path(s), a P-frame packet is charged to its path's slack. The
 // directive's priority orders the send queues (queue.go); resequence_ms
-// and the fec block parameters are evaluated and counted but not yet acted
-// on.
+// decides whether the flow is tagged for the far end to deliver in order
+// (flowtag.go); the fec block parameters are evaluated and counted but not
+// yet acted on.
 
 // ruleState is a bond's per-packet rule scratch, owned by the TUN reader.
 type ruleState struct {

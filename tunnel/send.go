@@ -9,6 +9,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tun"
@@ -27,8 +28,12 @@ import (
 //     e. picks the path(s) from the directive, the affinity history and
 //        the bond's Picker (policy.Select), and feeds the pending I-frame
 //        tracker with the packet's frame type, size and path,
-//     f. adds the packet to the open FEC block (fec.go),
-//     g. writes the bondd header into the headroom in place,
+//     f. for a flow the peer must deliver in order (reseqWait: TCP,
+//        MPEG-TS over UDP, or a rule's resequence_ms), writes the flow tag
+//        in front of the inner packet (flowtag.go), when the peer
+//        announced ctrlmsg.CapFlowTags,
+//     g. adds the packet (with its tag) to the open FEC block (fec.go),
+//        and writes the bondd header into the headroom in place,
 //     h. pushes the frame on the chosen path's send queue (never blocks),
 //        and the block's parity after it when the packet filled the block.
 //  2. lane.routineSend, one per live connection (a path has 1..MaxLanes,
@@ -107,9 +112,10 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 	protect, expires, prio := b.fecTx != nil, int64(0), uint8(0)
 	set := b.paths.Load()
 	var dir *rules.Directive
+	var md *classify.Metadata
 	var obj policy.Object
 	if b.rules != nil && b.rules.evaluate(pkt, set.states, now) {
-		dir, obj = &b.rules.dir, b.rules.object()
+		dir, md, obj = &b.rules.dir, &b.rules.md, b.rules.object()
 		prio = dir.Priority // 0 unless a rule set it
 		protect = protect && !b.rules.fecOff()
 		if d := b.rules.deadline(); d > 0 {
@@ -127,17 +133,46 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 	if dir != nil {
 		b.rules.track(set.states, b.picks[:k], n, now)
 	}
+	tl := 0 // flow tag length, in front of the inner packet
+	if b.peerTags.Load() {
+		if md == nil { // no rule set in force: classify for the defaults alone
+			b.cls.Parse(pkt, &b.md)
+			md = &b.md
+		}
+		tl = b.flows.tagPacket(buf, md, dir, now)
+	}
+	f := frame{buf: buf, end: Headroom + n, enqueued: now.UnixNano(), expires: expires, prio: prio}
+	if md != nil && md.Has(classify.KeyFrameID) {
+		f.obj, f.hasObj = md.FrameID(), true
+		f.isKey = md.Has(classify.KeyFrameType) && md.FrameType == classify.FrameKey
+		if fb := b.objs.add(f.obj, n); f.isKey {
+			// A keyframe waits as long as sending all of it takes.
+			base := b.popts.MaxQueueDelay
+			if expires != 0 {
+				base = time.Duration(expires - f.enqueued)
+			}
+			if d := objectDeadline(fb, pathRateBps(set.states[b.picks[0]]), base, DefaultObjectMargin); d > base {
+				f.expires = f.enqueued + int64(d)
+			}
+		}
+	}
 	k = b.probeLossy(set, b.picks, k, now) // rate control: keep a lossy path's loss figure fresh
 	h := Header{Type: TypeData, Seq: b.seq.Add(1) - 1, Timestamp: uint64(now.UnixMicro())}
-	sealed := protect && b.protect(pkt, b.picks[0], &h, now)
-	b.flagPathSeq(&h, n)
-	off := Headroom - HeaderLen(&h)
+	if tl > 0 {
+		h.Flags |= FlagFlow
+		b.ctr.flowTagged.Add(1)
+	}
+	sealed := protect && b.protect(buf[Headroom-tl:Headroom+n], b.picks[0], &h, now)
+	b.flagPathSeq(&h, tl, n)
+	off := Headroom - tl - HeaderLen(&h)
 	AppendHeader(buf[off:off], &h)
-	f := frame{buf: buf, off: off, end: Headroom + n, enqueued: now.UnixNano(), expires: expires, prio: prio}
+	f.off = off
 	for _, i := range b.picks[1:k] {
 		dup := getBuf()
 		copy(dup[off:f.end], buf[off:f.end])
-		set.paths[i].queue.push(frame{buf: dup, off: off, end: f.end, enqueued: f.enqueued, expires: expires, prio: prio})
+		d := f
+		d.buf = dup
+		set.paths[i].queue.push(d)
 	}
 	set.paths[b.picks[0]].queue.push(f)
 	b.ctr.txPackets.Add(1)

@@ -20,7 +20,15 @@ type BondStats struct {
 	Drops      DropCounts    `json:"drops"` // every reason of BondDropReasons
 	FEC        *FECStats     `json:"fec"`
 	Rules      *RuleStats    `json:"rules,omitempty"` // rule hits on the send path
-	Paths      []PathStats   `json:"paths"`
+	// FlowTagged counts the packets sent with a flow tag (for the peer
+	// to resequence); FlowUntagged those that needed one but found no
+	// slot in the flow table (the peer delivers them as they arrive).
+	FlowTagged   uint64 `json:"flow_tagged"`
+	FlowUntagged uint64 `json:"flow_untagged"`
+	// Reseq counts what the resequencer did with the tagged packets
+	// received (reseq.go).
+	Reseq *ReseqStats `json:"reseq"`
+	Paths []PathStats `json:"paths"`
 	// Control counts the control-plane messages (MoMQ A.2); nil on an
 	// edge that has exchanged none.
 	Control *ControlStats `json:"control,omitempty"`

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -58,6 +59,11 @@ plots (plots.json) into --out; bondd-plot draws the plots (PNG and SVG).
       TCP flow (iperf3) over the bond (bond-tcp) and over each path alone
       (single-PATH-tcp). The TCP configurations need root (network
       namespaces) and iperf3; without them they are skipped.
+  video  legacy video (root, ffmpeg): an H.264 file of --duration sent by
+      ffmpeg with -c copy as RTP and as MPEG-TS over UDP, through the bond
+      and over the best single path, on three 1.5 %-loss paths (loss), the
+      cellular paths (cellular) and the S2 paths (s2); frames bit-exact and
+      decodable, TS continuity errors, RTP packets missed.
 
 Every configuration runs over the same trace segment with the same seed.
 With --runs N each configuration runs N times (run r with seed --seed + r)
@@ -65,12 +71,15 @@ and the results are medians with 95 % bootstrap confidence intervals. As
 root the testbed is built from network namespaces with real TUN devices;
 otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{bench.S1, bench.S2, bench.S2ISL, bench.Lanes, bench.Capacity},
+		ValidArgs: []string{bench.S1, bench.S2, bench.S2ISL, bench.Lanes, bench.Capacity, bench.Video},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Scenario = strings.ToLower(args[0])
 			var err error
 			if o.Lanes, err = demo.ParseLanes(lanesFlag); err != nil {
 				return err
+			}
+			if o.Scenario == bench.Video && !cmd.Flags().Changed("duration") {
+				o.Duration = 10 * time.Second // the video's length: 250 frames
 			}
 			if o.Scenario == bench.Lanes && cmd.Flags().Changed("lanes") {
 				return errors.New("--lanes applies to s1, s2, s2-isl and capacity; the lanes scenario runs each loss model with lanes 1 and auto")

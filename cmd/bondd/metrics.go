@@ -69,8 +69,19 @@ var (
 		{desc("bond_received_packets_total", "Packets received from the bond and written to the TUN.", bondLabels...), func(b *tunnel.BondStats) uint64 { return b.RxPackets }},
 		{desc("bond_icmp_too_big_sent_total", "ICMP fragmentation-needed and ICMPv6 packet-too-big replies to oversize packets.", bondLabels...), func(b *tunnel.BondStats) uint64 { return b.ICMPSent }},
 		{desc("bond_mss_clamped_packets_total", "TCP SYNs whose MSS was clamped to fit the tunnel MTU.", bondLabels...), func(b *tunnel.BondStats) uint64 { return b.MSSClamped }},
+		{desc("flow_tagged_packets_total", "Packets sent with a flow tag, for the peer to deliver in flow order.", bondLabels...), func(b *tunnel.BondStats) uint64 { return b.FlowTagged }},
+		{desc("flow_untagged_packets_total", "Packets that needed a flow tag but found no slot in the flow table: delivered as they arrive.", bondLabels...), func(b *tunnel.BondStats) uint64 { return b.FlowUntagged }},
+		{desc("reseq_in_order_packets_total", "Tagged packets received in their flow's order and written at once.", bondLabels...), reseqGet(func(r *tunnel.ReseqStats) uint64 { return r.InOrder })},
+		{desc("reseq_held_packets_total", "Tagged packets held behind a gap of their flow.", bondLabels...), reseqGet(func(r *tunnel.ReseqStats) uint64 { return r.Held })},
+		{desc("reseq_released_in_order_packets_total", "Held packets released when their gap filled.", bondLabels...), reseqGet(func(r *tunnel.ReseqStats) uint64 { return r.ReleasedInOrder })},
+		{desc("reseq_released_timeout_packets_total", "Held packets released after their flow gave a gap up (wait bound passed, or no room).", bondLabels...), reseqGet(func(r *tunnel.ReseqStats) uint64 { return r.ReleasedTimeout })},
+		{desc("reseq_skipped_packets_total", "Flow sequence numbers given up on: lost for the receiver, or arriving late.", bondLabels...), reseqGet(func(r *tunnel.ReseqStats) uint64 { return r.Skipped })},
+		{desc("reseq_late_packets_total", "Tagged packets that arrived after their gap was given up, written at once (out of order).", bondLabels...), reseqGet(func(r *tunnel.ReseqStats) uint64 { return r.Late })},
+		{desc("reseq_overflow_packets_total", "Tagged packets that found the resequencer full or ran past a flow's window.", bondLabels...), reseqGet(func(r *tunnel.ReseqStats) uint64 { return r.Overflow })},
 	}
-	fecCounterDescs = []struct {
+	descReseqHeldNow = desc("reseq_held_packets", "Packets the resequencer holds now.", bondLabels...)
+	descReseqWait    = desc("reseq_wait_seconds", "The resequencer's adaptive wait bound before each flow's resequence_ms cap; 0 until learnt.", bondLabels...)
+	fecCounterDescs  = []struct {
 		desc *prometheus.Desc
 		get  func(*tunnel.FECStats) uint64
 	}{
@@ -151,7 +162,7 @@ func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		descInfo, descUptime, descAuthFailures, descNoRoute, descLinkLocal,
 		descRulesVersion, descRulesLoaded, descRulesCount, descRulesReloads, descRulesReloadErr,
 		descBondUptime, descBondMTU, descBondDrops, descRuleHits,
-		descFECCoding, descFECResidual, descFECBlocks, descFECMode,
+		descFECCoding, descFECResidual, descFECBlocks, descFECMode, descReseqHeldNow, descReseqWait,
 		descPathStatus, descPathLabel, descPathDrops,
 	} {
 		ch <- d
@@ -205,6 +216,10 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for _, d := range tunnel.BondDropReasons {
 			counter(descBondDrops, b.Drops[d], edge, d.String())
+		}
+		if rs := b.Reseq; rs != nil {
+			gauge(descReseqHeldNow, float64(rs.HeldNow), edge)
+			gauge(descReseqWait, rs.WaitMs/1000, edge)
 		}
 		if f := b.FEC; f != nil {
 			gauge(descFECMode, 1, edge, f.Mode)
@@ -286,4 +301,14 @@ func serveMetrics(addr string, snapshot func() status.Report, log *slog.Logger) 
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return srv, ln.Addr(), nil
+}
+
+// reseqGet reads a resequencing counter of a bond; 0 without one.
+func reseqGet(get func(*tunnel.ReseqStats) uint64) func(*tunnel.BondStats) uint64 {
+	return func(b *tunnel.BondStats) uint64 {
+		if b.Reseq == nil {
+			return 0
+		}
+		return get(b.Reseq)
+	}
 }

@@ -138,12 +138,14 @@ bondd_rules_loaded_timestamp_seconds 1.8e+09
 # TYPE bondd_path_dropped_packets_total counter
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="deadline"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="expired"} 2
+bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="object_lost"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="queue_full"} 1
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="receive_queue_full"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="send_error"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="too_large"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="deadline"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="expired"} 0
+bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="object_lost"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="queue_full"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="receive_queue_full"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="send_error"} 0

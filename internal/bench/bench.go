@@ -101,7 +101,7 @@ type Options struct {
 
 // benchHeader is what results.json says about the run as a whole.
 type benchHeader struct {
-	Scenario  string    `json:"scenario"`   // "s1", "s2" or "lanes"
+	Scenario  string    `json:"scenario"`   // "s1", "s2", "s2-isl", "lanes", "capacity" or "video"
 	Mode      string    `json:"mode"`       // "netns" or "inprocess"
 	Seed      uint64    `json:"seed"`       // run r used Seed + r
 	Runs      int       `json:"runs"`       // runs per configuration
@@ -141,8 +141,10 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		names = lanesConfigNames()
 	case Capacity:
 		names = capConfigNames()
+	case Video:
+		names = videoConfigNames()
 	default:
-		return fmt.Errorf("unknown scenario %q; expected %s, %s, %s, %s or %s", o.Scenario, S1, S2, S2ISL, Lanes, Capacity)
+		return fmt.Errorf("unknown scenario %q; expected %s, %s, %s, %s, %s or %s", o.Scenario, S1, S2, S2ISL, Lanes, Capacity, Video)
 	}
 	for _, c := range o.Configs {
 		if !slices.Contains(names, c) {
@@ -159,6 +161,8 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return runLanes(ctx, o, out)
 	case Capacity:
 		return runCapacity(ctx, o, out)
+	case Video:
+		return runVideo(ctx, o, out)
 	default:
 		return runS2(ctx, o, out)
 	}

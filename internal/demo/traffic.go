@@ -20,6 +20,10 @@ const (
 	demoPort       = 9000
 )
 
+// Port is the UDP port of the testbeds' flow at both ends: Recv listens on
+// ConcAddr:Port.
+const Port = demoPort
+
 // demoFlow collects what the receiver saw. Safe for concurrent use.
 type demoFlow struct {
 	mu       sync.Mutex

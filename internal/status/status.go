@@ -202,6 +202,10 @@ func Print(w io.Writer, r *Report, now time.Time) {
 			fmt.Fprintf(w, "  fec %s: coding rate %.3f, %d parity sent, %d skipped, %d blocks by k, %d by timer; received %d parity, recovered %d, lost %d (residual %.2f %%)\n",
 				f.Mode, f.CodingRate, f.ParitySent, f.ParitySkipped, f.BlocksByK, f.BlocksByTimer, f.ParityReceived, f.Recovered, f.Lost, 100*f.ResidualLoss)
 		}
+		if r := b.Reseq; r != nil && (b.FlowTagged > 0 || r.InOrder+r.Held+r.Late+r.Overflow > 0) {
+			fmt.Fprintf(w, "  flows: %d packets tagged, %d untagged (table full); reseq: %d in order, %d held (%d released in order, %d after timeout), %d skipped, %d late, %d overflow, %d held now, wait %.1f ms\n",
+				b.FlowTagged, b.FlowUntagged, r.InOrder, r.Held, r.ReleasedInOrder, r.ReleasedTimeout, r.Skipped, r.Late, r.Overflow, r.HeldNow, r.WaitMs)
+		}
 		if r := b.Rules; r != nil {
 			fmt.Fprintf(w, "  rule hits:")
 			for _, h := range r.Rules {

@@ -28,8 +28,14 @@ const (
 	CapState   Caps = 1 << iota // "path_state": PATH_STATE_REPORT
 	CapLabels                   // "path_labels": PATH_LABEL_UPDATE
 	CapMapping                  // "path_mapping": PATH_MAPPING_RULE and PATH_MAPPING_RESULT
+	// CapFlowTags ("flow_tags") is a data-plane capability with no
+	// message: the peer reads flow tags (DATA header flag FlagFlow, a
+	// per-flow sequence number in front of the inner packet) and
+	// resequences the flows they number. A sender tags only towards a peer
+	// that announced it.
+	CapFlowTags
 
-	CapsAll = CapState | CapLabels | CapMapping | CapRate // every capability this build knows
+	CapsAll = CapState | CapLabels | CapMapping | CapFlowTags | CapRate // every capability this build knows
 )
 
 // capNames are the wire names of the capabilities, in list order.
@@ -40,6 +46,7 @@ var capNames = []struct {
 	{CapState, "path_state"},
 	{CapLabels, "path_labels"},
 	{CapMapping, "path_mapping"},
+	{CapFlowTags, "flow_tags"},
 	{CapRate, "rate"},
 }
 

@@ -131,7 +131,7 @@ func TestCapsNegotiation(t *testing.T) {
 	if c := CapsOf([]string{"path_mapping", "future_thing", "path_state"}); c != CapMapping|CapState {
 		t.Fatalf("CapsOf = %b", c)
 	}
-	if got := CapsAll.Names(); !reflect.DeepEqual(got, []string{"path_state", "path_labels", "path_mapping", "rate"}) {
+	if got := CapsAll.Names(); !reflect.DeepEqual(got, []string{"path_state", "path_labels", "path_mapping", "flow_tags", "rate"}) {
 		t.Fatalf("names = %v", got)
 	}
 	if Caps(0).Names() != nil {

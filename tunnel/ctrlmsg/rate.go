@@ -8,7 +8,7 @@ const TypeRateFeedback = "path_rate_feedback"
 // and datagrams that carry the per-path sequence number (the FlagPathSeq
 // header flag of package tunnel). A peer that did not negotiate it gets
 // neither.
-const CapRate Caps = 1 << 3
+const CapRate Caps = 1 << 4
 
 // RateFeedback is PATH_RATE_FEEDBACK: what the receiver saw of one path
 // over one interval, about every 50 ms or once per smoothed RTT
