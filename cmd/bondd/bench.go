@@ -105,7 +105,7 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 	f.StringSliceVar(&o.Configs, "configs", nil, "run only these configurations (comma-separated names)")
 	f.StringVar(&lanesFlag, "lanes", "auto", fmt.Sprintf("s1, s2: QUIC connections per uplink, auto or 1..%d", tunnel.MaxLanes))
 	f.IntVar(&o.Runs, "runs", 1, "runs per configuration (seeds --seed, --seed+1, ...); results are medians with 95 % bootstrap intervals")
-	f.StringVar(&o.RateControl, "rate-control", "", "who decides each path's rate on both bonds: bondd (pacing at a per-path estimate) or quic (quic-go's congestion control); empty: quic")
+	f.StringVar(&o.RateControl, "rate-control", tunnel.RateControlBondd, "who decides each path's rate on both bonds: bondd (pacing at a per-path estimate, the daemon's default) or quic (quic-go's congestion control, the behaviour before rate control)")
 	f.BoolVar(&o.Align, "align", true, "s2, s2-isl: start each configuration at the same phase of the UTC minute's 15-s reconfiguration cycle (waits up to 15 s each)")
 	return cmd
 }
