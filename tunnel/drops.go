@@ -35,6 +35,8 @@ const (
 	DropSendError                          // path: SendDatagram failed (connection closing)
 	DropReceiveQueueFull                   // path: dropped inside quic-go's receive queue
 	DropNoRoute                            // concentrator: no edge's allowed prefixes hold the destination
+	DropSuspect                            // path: handed to quic-go after the peer was last heard, on a path that then turned SUSPECT (liveness.go): presumed lost
+	DropStale                              // path: received older than StaleAfter against the path's one-way-delay baseline (stale.go)
 
 	numDropReasons // not a reason: the number of them
 )
@@ -69,6 +71,8 @@ var dropInfo = [numDropReasons]struct {
 	DropSendError:        {"send_error", scopePath},
 	DropReceiveQueueFull: {"receive_queue_full", scopePath},
 	DropNoRoute:          {"no_route", scopeConc},
+	DropSuspect:          {"suspect", scopePath},
+	DropStale:            {"stale", scopePath},
 }
 
 // String returns the reason's name in status, metrics and docs, like

@@ -31,12 +31,19 @@ type path struct {
 
 	txPackets, txBytes, rxPackets, rxBytes atomic.Uint64
 	rescued                                atomic.Uint64
-	drops                                  dropCounters // path-scope reasons (DropReason)
-	lastErr                                atomic.Pointer[string]
+	// Liveness (liveness.go): suspect is set while the path is SUSPECT;
+	// txAtHeard is txPackets when the peer was last heard; probes,
+	// suspectStarts and suspectEnds count for the status.
+	suspect                            atomic.Bool
+	txAtHeard                          atomic.Uint64
+	probes, suspectStarts, suspectEnds atomic.Uint64
+	drops                              dropCounters // path-scope reasons (DropReason)
+	lastErr                            atomic.Pointer[string]
 }
 
 func newPath(b *Bond, name string, labels map[string]string) *path {
 	p := &path{bond: b, name: name, state: policy.NewPath(name, labels, b.popts.QueuePackets)}
+	p.state.SetLiveness(policy.Liveness{SuspectRTTs: b.popts.SuspectRTTs, SuspectMin: b.popts.SuspectMin})
 	p.queue = newSendQueue(b.popts.QueuePackets, b.popts.MaxQueueDelay, p.state.SetQueueLen, &p.drops)
 	for i := range p.lanes {
 		p.lanes[i] = lane{path: p, idx: i, bell: make(chan struct{}, 1)}
@@ -68,6 +75,8 @@ func (p *path) serve(l *lane, conn *quic.Conn, rec *recorder, stop <-chan struct
 		p.queue.drain() // frames queued while the path was down are stale
 	}
 	l.reset()
+	p.suspect.Store(false)
+	p.txAtHeard.Store(p.txPackets.Load())
 	l.rec.Store(rec)
 	rec.attach(l)
 	p.laneUp(l, conn, time.Now())
@@ -76,6 +85,7 @@ func (p *path) serve(l *lane, conn *quic.Conn, rec *recorder, stop <-chan struct
 	var wg sync.WaitGroup
 	wg.Go(func() { l.routineSend(conn) })
 	wg.Go(func() { l.routineReceive(conn) })
+	wg.Go(func() { l.routineLiveness(conn) })
 	select {
 	case <-conn.Context().Done():
 	case <-stop: // shutdown or lane removal, even if it raced with this connection's dial

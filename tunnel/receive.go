@@ -41,8 +41,15 @@ func (l *lane) routineReceive(conn *quic.Conn) {
 		if err != nil {
 			return // the connection ended; serve notices through its context
 		}
+		if len(dg) == 0 {
+			continue // a liveness probe (liveness.go): its ACK is all the peer wants
+		}
 		p.rxPackets.Add(1)
 		p.rxBytes.Add(uint64(len(dg)))
+		if ts, ok := peekTimestamp(dg); ok && l.fresh.stale(int64(ts), time.Now().UnixMicro(), p.bond.popts.StaleAfter) {
+			p.drops.add(DropStale)
+			continue
+		}
 		p.bond.receive(dg, wbuf, rec)
 	}
 }
