@@ -67,11 +67,16 @@ func (l *lane) routineLiveness(conn *quic.Conn) {
 	tick := time.NewTicker(livenessTick)
 	defer tick.Stop()
 	var lastProbe time.Time
-	for {
+	peer := conn.RemoteAddr().String()
+	p.peerAddr.Store(&peer)
+	for n := 0; ; n++ {
 		select {
 		case <-done:
 			return
 		case now := <-tick.C:
+			if n%migrationEvery == 0 {
+				p.checkPeer(conn, &peer)
+			}
 			sus, silent := p.state.Suspect(now)
 			if !sus {
 				continue
@@ -96,6 +101,35 @@ func (l *lane) routineLiveness(conn *quic.Conn) {
 			}
 		}
 	}
+}
+
+// migrationEvery is how often, in livenessTicks, a lane checks its peer's
+// address.
+const migrationEvery = 20
+
+// checkPeer counts a change of conn's peer address since *last (a QUIC
+// migration or a NAT rebinding) and logs it.
+func (p *path) checkPeer(conn *quic.Conn, last *string) {
+	now := conn.RemoteAddr().String()
+	if now == *last {
+		return
+	}
+	p.migrations.Add(1)
+	p.bond.log.Info("path peer address changed", "path", p.name, "from", *last, "to", now)
+	*last = now
+	p.peerAddr.Store(&now)
+}
+
+// livenessStats fills the liveness fields of s.
+func (p *path) livenessStats(s *PathStats) {
+	if p.liveLanes() > 0 {
+		if a := p.peerAddr.Load(); a != nil {
+			s.PeerAddr = *a
+		}
+	}
+	s.Migrations = p.migrations.Load()
+	s.SuspectEvents = p.suspectStarts.Load()
+	s.Probes = p.probes.Load()
 }
 
 // onSuspect acts on p turning SUSPECT at now: counts what it handed quic-go

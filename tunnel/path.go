@@ -37,6 +37,8 @@ type path struct {
 	suspect                            atomic.Bool
 	txAtHeard                          atomic.Uint64
 	probes, suspectStarts, suspectEnds atomic.Uint64
+	peerAddr                           atomic.Pointer[string] // a live lane's peer address
+	migrations                         atomic.Uint64
 	drops                              dropCounters // path-scope reasons (DropReason)
 	lastErr                            atomic.Pointer[string]
 }
@@ -154,6 +156,7 @@ func (p *path) stats(now time.Time) PathStats {
 	if srtt := s.SmoothedRTT; srtt > 0 {
 		s.CapacityBps = uint64(float64(s.CongestionWindow) * 8 / srtt.Seconds())
 	}
+	p.livenessStats(&s)
 	if m := p.laneMode.Load(); m != nil {
 		s.LaneMode = *m
 	}
