@@ -75,7 +75,7 @@ type PathOptions struct {
 	DeadAfter time.Duration
 	// StaleAfter is the age, against the path's one-way-delay baseline,
 	// past which a received datagram is dropped, not delivered (stale.go;
-	// 0: DefaultStaleAfter).
+	// 0: DefaultStaleAfter, or MaxQueueDelay when that is longer).
 	StaleAfter time.Duration
 	// QlogDir, when set, is an existing directory where quic-go writes the
 	// qlog of every path connection, one <odcid>_<client|server>.sqlog
@@ -98,7 +98,7 @@ func (o PathOptions) withDefaults() PathOptions {
 	def(&o.RedialMin, DefaultRedialMin)
 	def(&o.RedialMax, DefaultRedialMax)
 	def(&o.DeadAfter, min(DefaultDeadAfter, o.IdleTimeout))
-	def(&o.StaleAfter, DefaultStaleAfter)
+	def(&o.StaleAfter, max(DefaultStaleAfter, o.MaxQueueDelay))
 	if o.SuspectRTTs == 0 {
 		o.SuspectRTTs = policy.DefaultSuspectRTTs
 	}

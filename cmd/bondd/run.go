@@ -145,6 +145,10 @@ func startDaemon(cfg *config.Config, rw *rules.Watcher, log *slog.Logger) (daemo
 		RedialMin:         cfg.Paths.RedialMin,
 		RedialMax:         cfg.Paths.RedialMax,
 		InitialPacketSize: cfg.Paths.InitialPacketSizeBytes,
+		SuspectRTTs:       cfg.Paths.SuspectRTTs,
+		SuspectMin:        cfg.Paths.SuspectMin,
+		DeadAfter:         cfg.Paths.DeadAfter,
+		StaleAfter:        cfg.Paths.StaleAfter,
 		QlogDir:           cfg.QlogDir,
 	}
 	if cfg.QlogDir != "" {
