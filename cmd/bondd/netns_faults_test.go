@@ -2,16 +2,20 @@ package main
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/bondd/bondd/internal/testbed"
+	"github.com/bondd/bondd/tunnel"
 )
 
 // probe is a 1 kHz UDP probe from one namespace through the tunnel to a
@@ -143,4 +147,111 @@ func TestNetnsConcRestart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNetnsBlackhole black-holes the uplink that carries a 1 kHz probe
+// (netem drops everything on both ends of its veth; the link stays up) and
+// checks the longest probe gap against max(3 × RTT, 150 ms), with the
+// default rules and with a rule that prefers that uplink.
+func TestNetnsBlackhole(t *testing.T) {
+	requireNetns(t)
+	if _, err := exec.LookPath("tc"); err != nil {
+		t.Skip("skipping: tc (iproute2) is needed for the netem black hole")
+	}
+	for _, rules := range []string{"default", "prefer"} {
+		t.Run(rules, func(t *testing.T) {
+			b := newITBed(t)
+			pin := b.writeCreds(t)
+			b.start(t, b.conc, "concentrator", b.concConfig(), b.concSock)
+			status(t, b.concSock)
+			cfg := b.edgeConfig("bondd0", "10.77.0.2/24", "van.token", pin)
+			for i := range 3 {
+				cfg = strings.Replace(cfg, fmt.Sprintf(`remote: "10.101.%d.1:4433", labels: {link_type: cellular}`, i),
+					fmt.Sprintf(`remote: "10.101.%d.1:4433", labels: {link_type: cellular, uplink: up%d}`, i, i), 1)
+			}
+			if rules == "prefer" {
+				rf := filepath.Join(b.dir, "prefer.yaml")
+				if err := os.WriteFile(rf, []byte("rules:\n  - id: prefer-up1\n    priority: 1\n    actions: {prefer: {uplink: up1}}\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				cfg = strings.Replace(cfg, "rules: "+b.dir+"/rules.yaml", "rules: "+rf, 1)
+			}
+			b.start(t, b.edge, "edge", cfg, b.edgeSock)
+			waitCond(t, "three active edge paths", 15*time.Second, func() bool { return activePaths(status(t, b.edgeSock)) == 3 })
+			p := startProbe(t, b.edge, b.conc, "10.78.0.1:9")
+			waitCond(t, "the probe to flow", 5*time.Second, func() bool { return p.count() > 300 })
+			carrier := carryingPath(t, b)
+			if rules == "prefer" && carrier != "up1" {
+				t.Fatalf("the rule prefers up1, but %s carries the probe", carrier)
+			}
+			var rtt time.Duration
+			for _, ps := range status(t, b.edgeSock).Bonds[0].Paths {
+				if ps.Name == carrier {
+					rtt = ps.SmoothedRTT
+				}
+			}
+			bound := max(3*rtt, 150*time.Millisecond)
+			netem := func(op string) {
+				for _, ns := range []*testbed.NS{b.edge, b.conc} {
+					args := []string{"netns", "exec", ns.Name(), "tc", "qdisc", op, "dev", carrier, "root"}
+					if op == "add" {
+						args = append(args, "netem", "loss", "100%")
+					}
+					if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+						t.Fatalf("tc qdisc %s on %s: %v\n%s", op, carrier, err, out)
+					}
+				}
+			}
+			holed := time.Now()
+			netem("add")
+			waitCond(t, "the probe around the hole", 5*time.Second, func() bool { _, _, ok := p.gapAround(holed.Add(50 * time.Millisecond)); return ok })
+			before, after, _ := p.gapAround(holed)
+			for { // the longest gap after the hole opened
+				_, a2, ok := p.gapAround(after.Add(time.Nanosecond))
+				if !ok || a2.Sub(holed) > 2*time.Second {
+					break
+				}
+				if a2.Sub(after) > after.Sub(before) {
+					before = after
+				}
+				after = a2
+			}
+			gap := after.Sub(before)
+			netem("del")
+			st := status(t, b.edgeSock).Bonds[0]
+			var suspect uint64
+			for _, ps := range st.Paths {
+				if ps.Name == carrier {
+					suspect = ps.Drops[tunnel.DropSuspect]
+				}
+			}
+			t.Logf("%s rules: carrier %s, srtt %s, longest probe gap %s (bound %s), suspect drops %d",
+				rules, carrier, rtt.Round(10*time.Microsecond), gap.Round(time.Millisecond), bound, suspect)
+			if gap > bound {
+				t.Errorf("longest probe gap %s, want ≤ %s", gap.Round(time.Millisecond), bound)
+			}
+		})
+	}
+}
+
+// carryingPath returns the edge path that sent the most datagrams over
+// 300 ms of the probe.
+func carryingPath(t *testing.T, b *itBed) string {
+	t.Helper()
+	tx := func() map[string]uint64 {
+		m := map[string]uint64{}
+		for _, ps := range status(t, b.edgeSock).Bonds[0].Paths {
+			m[ps.Name] = ps.TxPackets
+		}
+		return m
+	}
+	first := tx()
+	time.Sleep(300 * time.Millisecond) // a measuring window, not a wait
+	best, most := "", uint64(0)
+	for name, n := range tx() {
+		if d := n - first[name]; d >= most {
+			best, most = name, d
+		}
+	}
+	return best
 }
