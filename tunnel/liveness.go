@@ -51,6 +51,7 @@ func (p *path) heard(now time.Time) {
 	p.txAtHeard.Store(p.txPackets.Load())
 	if p.suspect.Load() && p.suspect.CompareAndSwap(true, false) {
 		p.suspectEnds.Add(1)
+		p.bond.log.Info("path restored: the peer answers", "path", p.name) // once per SUSPECT period
 		for i := range p.lanes {
 			p.lanes[i].signal() // hand frames again
 		}
