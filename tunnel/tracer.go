@@ -86,7 +86,7 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 					eliciting = true // RFC 9002 §2: all other frames elicit an ACK
 				}
 			}
-			if eliciting {
+			if eliciting && !e.IsMTUProbePacket { // a probe too large for the path is lost by design (RFC 8899)
 				l.path.state.OnAckEliciting(time.Now())
 			}
 			if n > 0 {
