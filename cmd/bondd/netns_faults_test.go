@@ -140,8 +140,10 @@ func TestNetnsConcRestart(t *testing.T) {
 			conc.Wait()
 			exited := time.Now()
 			exit := exited.Sub(killed)
-			if sig == syscall.SIGTERM && exit > 500*time.Millisecond {
-				t.Errorf("SIGTERM → exit took %s, want ≤ 500ms", exit.Round(time.Millisecond))
+			// The target is 0.5 s (about 30 ms measured on an idle machine);
+			// the bound leaves room for a loaded CI machine.
+			if sig == syscall.SIGTERM && exit > 1500*time.Millisecond {
+				t.Errorf("SIGTERM → exit took %s, want ≤ 500ms (1.5 s under load)", exit.Round(time.Millisecond))
 			}
 			os.Remove(b.concSock) // a killed daemon leaves it
 			b.procs = b.procs[1:]
@@ -150,12 +152,16 @@ func TestNetnsConcRestart(t *testing.T) {
 			b.procs = append([]*exec.Cmd{b.procs[n-1]}, b.procs[:n-1]...)
 			status(t, b.concSock)
 			listening := time.Now()
+			// Measure the longest gap from the signal to 1 s after the new
+			// process listens.
+			end := listening.Add(time.Second)
 			waitCond(t, "the probe through the new concentrator", 10*time.Second, func() bool {
-				_, _, ok := p.gapAround(killed)
+				_, _, ok := p.gapAround(end)
 				return ok
 			})
-			before, after, _ := p.gapAround(killed)
-			gap, back := after.Sub(before), after.Sub(listening)
+			gap := p.longestGap(killed, end)
+			_, first, _ := p.gapAround(listening)
+			back := first.Sub(listening) // ≤ 0 when the probe was back before the status socket answered
 			t.Logf("%s: exit %s, restart (signal → status socket answers) %s, probe gap %s, back %s after listening",
 				sig, exit.Round(time.Millisecond), listening.Sub(killed).Round(time.Millisecond), gap.Round(time.Millisecond), back.Round(time.Millisecond))
 			if restart := listening.Sub(killed); gap > restart+time.Second {
