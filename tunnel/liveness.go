@@ -23,10 +23,10 @@ import (
 //     frames waiting in its queue move to a live path (path.rescue);
 //   - the datagrams it handed to quic-go since the peer was last heard are
 //     counted as lost on it (DropSuspect);
-//   - each lane probes it with an empty DATAGRAM every ~srtt (at least
+//   - each lane probes it with a probeDatagram every ~srtt (at least
 //     probeMin, at most probeMax): an ack-eliciting packet the peer answers
 //     with an ACK, which restores the path at once (path.heard). A
-//     receiver ignores an empty datagram (lane.routineReceive);
+//     receiver ignores a probe (isProbe, lane.routineReceive);
 //   - after DeadAfter of silence the lane's connection is closed
 //     (codePeerSilent): the path turns UNAVAILABLE and the edge redials with
 //     a short backoff (Edge.routineDial).
@@ -40,6 +40,17 @@ const (
 	probeMin     = 10 * time.Millisecond
 	probeMax     = 250 * time.Millisecond
 )
+
+// probeDatagram is a liveness probe: zeros, which no bondd header starts
+// with (version 0), so a receiver ignores it (an older one counts it as
+// bad_header). Its 48 bytes put the QUIC packet above the 42 bytes under
+// which a restarted peer sends no stateless reset (quic-go
+// protocol.MinStatelessResetSize), so probing a path whose peer restarted
+// gets the path reset at once.
+var probeDatagram [48]byte
+
+// isProbe reports whether dg is a liveness probe.
+func isProbe(dg []byte) bool { return len(dg) == 0 || dg[0] == 0 }
 
 // codePeerSilent closes a connection whose peer was silent for DeadAfter.
 const codePeerSilent = 0x104
@@ -94,7 +105,7 @@ func (l *lane) routineLiveness(conn *quic.Conn) {
 			if now.Sub(lastProbe) >= every && l.unsent.Load() < laneMaxUnsent {
 				lastProbe = now
 				l.unsent.Add(1)
-				if conn.SendDatagram(nil) != nil {
+				if conn.SendDatagram(probeDatagram[:]) != nil {
 					l.unsent.Add(-1)
 				} else {
 					p.probes.Add(1)

@@ -41,7 +41,7 @@ func (l *lane) routineReceive(conn *quic.Conn) {
 		if err != nil {
 			return // the connection ended; serve notices through its context
 		}
-		if len(dg) == 0 {
+		if isProbe(dg) {
 			continue // a liveness probe (liveness.go): its ACK is all the peer wants
 		}
 		p.rxPackets.Add(1)
