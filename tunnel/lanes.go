@@ -93,13 +93,13 @@ func (l *lane) signal() {
 
 // mayHand reports whether the lane may hand quic-go one more datagram now.
 //
-// It reports false while the path is SUSPECT (liveness.go): what it would
-// hand would go into a hole. Beyond laneMinUnsent it also keeps what waits
+// It reports false while the path is SUSPECT and another path is ACTIVE
+// (path.gated, liveness.go): what it would hand would go into a hole. Beyond laneMinUnsent it also keeps what waits
 // inside quic-go below what the lane's rate (cwnd per srtt) sends within
 // the queue-delay limit (PathOptions.MaxQueueDelay), so that quic-go never
 // holds a datagram longer than bondd's own queue would.
 func (l *lane) mayHand() bool {
-	if l.path.suspect.Load() {
+	if l.path.gated.Load() {
 		return false
 	}
 	u := l.unsent.Load()

@@ -27,7 +27,7 @@ func TestLaneMayHand(t *testing.T) {
 	for _, c := range cases {
 		p := &path{bond: &Bond{popts: PathOptions{MaxQueueDelay: 200 * time.Millisecond}}}
 		l := lane{path: p}
-		p.suspect.Store(c.suspect)
+		p.gated.Store(c.suspect)
 		l.unsent.Store(c.unsent)
 		l.cwnd.Store(c.cwnd)
 		l.inflight.Store(c.inflight)

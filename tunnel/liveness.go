@@ -19,8 +19,11 @@ import (
 //
 //   - the scheduler stops choosing it, even for a rule that prefers it,
 //     while another path is ACTIVE (policy.Select: directives are advice);
-//   - its lanes hand no more frames to quic-go (lane.mayHand), and the
-//     frames waiting in its queue move to a live path (path.rescue);
+//   - while another path is ACTIVE, its lanes hand no more frames to
+//     quic-go (path.gated, lane.mayHand), and the frames waiting in its
+//     queue move to a live path (path.rescue); when no path is ACTIVE (all
+//     silent: a stall of this host, or a total outage) it keeps sending,
+//     since holding frames would only expire them;
 //   - the datagrams it handed to quic-go since the peer was last heard are
 //     counted as lost on it (DropSuspect);
 //   - each lane probes it with a probeDatagram every ~srtt (at least
@@ -39,6 +42,8 @@ const (
 	livenessTick = 5 * time.Millisecond
 	probeMin     = 10 * time.Millisecond
 	probeMax     = 250 * time.Millisecond
+	// livenessStall: a tick this late means the process stalled.
+	livenessStall = 4 * livenessTick
 )
 
 // probeDatagram is a liveness probe: zeros, which no bondd header starts
@@ -61,6 +66,7 @@ func (p *path) heard(now time.Time) {
 	p.state.OnReceive(now)
 	p.txAtHeard.Store(p.txPackets.Load())
 	if p.suspect.Load() && p.suspect.CompareAndSwap(true, false) {
+		p.gated.Store(false)
 		p.suspectEnds.Add(1)
 		p.bond.log.Info("path restored: the peer answers", "path", p.name) // once per SUSPECT period
 		for i := range p.lanes {
@@ -81,6 +87,7 @@ func (l *lane) routineLiveness(conn *quic.Conn) {
 	var lastProbe time.Time
 	peer := conn.RemoteAddr().String()
 	p.peerAddr.Store(&peer)
+	last := time.Now()
 	for n := 0; ; n++ {
 		select {
 		case <-done:
@@ -89,12 +96,27 @@ func (l *lane) routineLiveness(conn *quic.Conn) {
 			if n%migrationEvery == 0 {
 				p.checkPeer(conn, &peer)
 			}
+			// A late tick means this process did not run for a while: the
+			// peer's answers may be waiting in the socket, unread. Judge at
+			// the next tick, once quic-go has read them.
+			stalled := now.Sub(last) > livenessStall
+			last = now
+			if stalled {
+				continue
+			}
 			sus, silent := p.state.Suspect(now)
 			if !sus {
 				continue
 			}
 			if p.suspect.CompareAndSwap(false, true) {
 				p.onSuspect(now, silent)
+			}
+			// Hold frames back only while another path can take them: when
+			// every path is silent (a stall of this host, or of everything),
+			// holding them would only expire them.
+			if g := p.bond.otherActive(p, now); p.gated.Swap(g) && !g {
+				l.signal()
+				p.queue.ringIfQueued()
 			}
 			if silent > p.bond.popts.DeadAfter {
 				p.bond.log.Warn("path dead: the peer is silent", "path", p.name, "lane", l.idx, "silent", silent.Round(time.Millisecond))

@@ -35,6 +35,7 @@ type path struct {
 	// txAtHeard is txPackets when the peer was last heard; probes,
 	// suspectStarts and suspectEnds count for the status.
 	suspect                            atomic.Bool
+	gated                              atomic.Bool // SUSPECT while another path is ACTIVE: lanes hold frames back
 	txAtHeard                          atomic.Uint64
 	probes, suspectStarts, suspectEnds atomic.Uint64
 	peerAddr                           atomic.Pointer[string] // a live lane's peer address
@@ -78,6 +79,7 @@ func (p *path) serve(l *lane, conn *quic.Conn, rec *recorder, stop <-chan struct
 	}
 	l.reset()
 	p.suspect.Store(false)
+	p.gated.Store(false)
 	p.txAtHeard.Store(p.txPackets.Load())
 	l.rec.Store(rec)
 	rec.attach(l)
