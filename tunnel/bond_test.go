@@ -65,7 +65,8 @@ func newTestBondDevices(t testing.TB, edgeToken []byte, uplinks int, edgeTun, co
 		t.Fatal(err)
 	}
 	tb := &testBond{edgeTun: edgeTun, concTun: concTun, socks: map[string]net.PacketConn{}}
-	popts := PathOptions{IdleTimeout: 2 * time.Second, Keepalive: 300 * time.Millisecond, RedialMin: 50 * time.Millisecond, RedialMax: 200 * time.Millisecond}
+	popts := PathOptions{IdleTimeout: 2 * time.Second, Keepalive: 300 * time.Millisecond, RedialMin: 50 * time.Millisecond, RedialMax: 200 * time.Millisecond,
+		SuspectMin: testSuspectMin}
 	tb.conc, err = NewConcentrator(ConcentratorOptions{
 		Device: concTun, MTU: testMTU, Conn: pc, TLS: ServerTLS(cert, nil), Paths: popts,
 		Edges: []EdgeAuth{{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}}},

@@ -120,7 +120,7 @@ func TestGarbageFlood(t *testing.T) {
 			t.Errorf("%s: %d counted of %d sent", c.reason, drops[c.reason], c.sent)
 		}
 	}
-	if float64(lost) > 0.001*float64(sent) {
+	if float64(lost) > 0.001*float64(sent) && !raceEnabled { // -race slows quic-go several fold
 		t.Errorf("probe lost %d of %d during the flood, want ≤ 0.1 %%", lost, sent)
 	}
 }
