@@ -170,13 +170,18 @@ func (c *LaneController) Sample(s LaneSample) LaneDecision {
 		d.Delta, d.Reason = -min(added, c.n-1), "no gain from the last lanes: the link's capacity, not the windows, limits the path"
 		c.noAddUntil = s.Now.Add(LaneIdle)
 	case ready && c.n < c.max && !s.Now.Before(c.noAddUntil) &&
-		(d.Limited >= 0.5 || s.QueueDrops > c.dropsAt) && lost > 0 && !c.inflated:
+		(d.Limited >= 0.5 || s.QueueDrops > c.dropsAt) && lost > 0 && tx > 0 && !c.inflated:
+		// tx > 0: a path that carried nothing in the epoch (stalled, its
+		// queue expiring) has no window to widen.
 		want := c.n + 1
 		if d.CapacityBps > 0 {
 			want = max(want, int(math.Ceil(float64(c.n)*LaneHeadroom*d.DemandBps/d.CapacityBps)))
 		}
 		d.Delta = min(want, LaneGrowth*c.n, c.max) - c.n
 		d.Reason = "window-limited with loss and no RTT inflation"
+		if d.Limited < 0.5 {
+			d.Reason = "queued frames dropped, with loss and no RTT inflation"
+		}
 		c.added, c.usedAtAdd = d.Delta, d.UsedBps
 	case ready && c.n > 1 && s.Now.Sub(c.lastLimited) >= LaneIdle && d.CapacityBps > 0:
 		idleBps := float64(s.TxBytes-c.idleTxAt) * 8 / s.Now.Sub(c.lastLimited).Seconds()

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -98,6 +99,9 @@ func TestLaneControl(t *testing.T) {
 					if d.Reason == "" {
 						t.Fatal("change without a reason for the log")
 					}
+					if d.Delta > 0 && (d.LossRate <= 0 || (d.Limited < 0.5) == strings.HasPrefix(d.Reason, "window-limited")) {
+						t.Fatalf("reason %q contradicts window_limited=%.2f loss_rate=%g", d.Reason, d.Limited, d.LossRate)
+					}
 					changes++
 					last = now
 				}
@@ -109,5 +113,21 @@ func TestLaneControl(t *testing.T) {
 				t.Fatalf("lanes %d after %d s, want %d", ctl.n, c.secs, c.want)
 			}
 		})
+	}
+}
+
+// TestLaneControlStalled: a path that sends nothing while its queue expires
+// and QUIC declares its last packets lost (a black hole) gets no lane: its
+// window is not what limits it.
+func TestLaneControlStalled(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	ctl := NewLaneController(8, t0)
+	for i := 0; i <= 30; i++ {
+		s := LaneSample{Now: t0.Add(time.Duration(i) * LaneSampleEvery), Active: true, SRTT: 20 * time.Millisecond,
+			MinRTT: 20 * time.Millisecond, Cwnd: 40000, Inflight: 40000, QueueBytes: 10000,
+			Lost: uint64(i), TxBytes: 1000, OfferedBytes: uint64(1000 + 1000*i), QueueDrops: uint64(i)}
+		if d := ctl.Sample(s); d.Delta > 0 {
+			t.Fatalf("at %d: added %d lanes (%s) to a path that sent nothing", i, d.Delta, d.Reason)
+		}
 	}
 }

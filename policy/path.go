@@ -65,6 +65,12 @@ type Path struct {
 	queueB    atomic.Int64 // bytes
 	lastRecv  atomic.Int64 // unix ns of the last packet received from the peer
 
+	// Liveness (liveness.go): unanswered is the unix ns of the first
+	// ack-eliciting packet sent since the peer was last heard, 0 when none;
+	// suspectRTTs (×1000) and suspectMin (ns) bound the silence.
+	unanswered              atomic.Int64
+	suspectRTTs, suspectMin atomic.Int64
+
 	leo    atomic.Pointer[LEOReconf] // nil: no reconfiguration marker
 	budget budgetState               // byte counters and the optional budget
 
@@ -95,6 +101,7 @@ func (p *Path) SetConnected(up bool, now time.Time) {
 	if up {
 		p.lastRecv.Store(now.UnixNano())
 	}
+	p.unanswered.Store(0)
 	p.connected.Store(up)
 }
 
@@ -116,8 +123,14 @@ func (p *Path) OnSent() { p.sent.Add(1) }
 // PacketsSent returns the number of QUIC packets sent on the path.
 func (p *Path) PacketsSent() uint64 { return p.sent.Load() }
 
-// OnReceive records that a packet arrived from the peer at now.
-func (p *Path) OnReceive(now time.Time) { p.lastRecv.Store(now.UnixNano()) }
+// OnReceive records that a packet arrived from the peer at now: the peer
+// has answered what was sent before (liveness.go).
+func (p *Path) OnReceive(now time.Time) {
+	p.lastRecv.Store(now.UnixNano())
+	if p.unanswered.Load() != 0 {
+		p.unanswered.Store(0)
+	}
+}
 
 // SetQueueLen records the send queue's current depth in packets and bytes.
 func (p *Path) SetQueueLen(packets, bytes int) {
@@ -185,8 +198,10 @@ func (p *Path) expectedDeliveryAt(now time.Time) time.Duration {
 // Status derives the path status at now that default path choices use:
 // UNAVAILABLE without a connection or while the peer reports the path
 // UNAVAILABLE ([Path.SetPeerUnavailable]), DEGRADED when the peer has been
-// silent for longer than max(MinSilence, 4·smoothed RTT), when a
-// rate-controlled path loses LossDegraded or more ([Path.LossDegradedAt]), or when the path has used
+// silent for longer than max(MinSilence, 4·smoothed RTT), when the path is
+// SUSPECT (liveness.go: the peer has not answered a send within
+// [Path.SuspectAfter]), when a rate-controlled path loses LossDegraded or
+// more ([Path.LossDegradedAt]), or when the path has used
 // BudgetDegradeFraction of its byte budget in the current period (see
 // [Path.SetBudget]), ACTIVE otherwise.
 func (p *Path) Status(now time.Time) Status {
@@ -209,6 +224,9 @@ func (p *Path) LinkStatus(now time.Time) Status {
 	if silence > max(MinSilence, 4*p.SmoothedRTT()) || p.LossDegradedAt(now) {
 		return StatusDegraded
 	}
+	if s, _ := p.Suspect(now); s {
+		return StatusDegraded
+	}
 	return StatusActive
 }
 
@@ -216,16 +234,22 @@ func (p *Path) LinkStatus(now time.Time) Status {
 const (
 	ReasonDown   = "down"   // UNAVAILABLE: no working connection
 	ReasonSilent = "silent" // DEGRADED: the peer has been silent too long
-	ReasonBudget = "budget" // DEGRADED: BudgetDegradeFraction of the byte budget used
+	// ReasonSuspect: DEGRADED, SUSPECT: the peer has not answered what was
+	// sent for longer than SuspectAfter (liveness.go).
+	ReasonSuspect = "suspect"
+	ReasonBudget  = "budget" // DEGRADED: BudgetDegradeFraction of the byte budget used
 )
 
 // StatusReason says why Status(now) is not ACTIVE: ReasonDown, ReasonSilent,
-// ReasonLoss or ReasonBudget; "" when it is ACTIVE. For status reports.
+// ReasonSuspect, ReasonLoss or ReasonBudget; "" when it is ACTIVE. For status reports.
 func (p *Path) StatusReason(now time.Time) string {
 	switch p.LinkStatus(now) {
 	case StatusUnavailable:
 		return ReasonDown
 	case StatusDegraded:
+		if s, _ := p.Suspect(now); s && time.Duration(now.UnixNano()-p.lastRecv.Load()) <= max(MinSilence, 4*p.SmoothedRTT()) {
+			return ReasonSuspect
+		}
 		if p.LossDegradedAt(now) {
 			return ReasonLoss
 		}

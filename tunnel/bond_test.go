@@ -59,7 +59,8 @@ func newTestBondWith(t testing.TB, edgeToken []byte, uplinks int, edit func(*Edg
 func newTestBondDevices(t testing.TB, edgeToken []byte, uplinks int, edgeTun, concTun tun.Device, edit func(*EdgeOptions)) *testBond {
 	t.Helper()
 	tb := &testBond{edgeTun: edgeTun, concTun: concTun, socks: map[string]net.PacketConn{}}
-	popts := PathOptions{IdleTimeout: 2 * time.Second, Keepalive: 300 * time.Millisecond, RedialMin: 50 * time.Millisecond, RedialMax: 200 * time.Millisecond}
+	popts := PathOptions{IdleTimeout: 2 * time.Second, Keepalive: 300 * time.Millisecond, RedialMin: 50 * time.Millisecond, RedialMax: 200 * time.Millisecond,
+		SuspectMin: testSuspectMin}
 	var concAddr string
 	var tlsConf *tls.Config
 	tb.conc, concAddr, tlsConf = startTestConcentrator(t, concTun, popts,

@@ -36,7 +36,8 @@ type Concentrator struct {
 
 	drops          dropCounters // concentrator-scope reasons: TUN packets of no bond (DropNoRoute, DropLinkLocal)
 	authFailed     atomic.Uint64
-	lastRefusalLog atomic.Int64 // unix ns of the last refusal logged
+	lastRefusalLog atomic.Int64      // unix ns of the last refusal logged
+	tdrops         transportCounters // what the QUIC transport dropped (conc_transport.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -121,12 +122,21 @@ func (o *ConcentratorOptions) validate() error {
 // listener is up.
 func (c *Concentrator) Start() error {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	resetKey := c.opts.StatelessResetKey
+	if resetKey == nil {
+		resetKey = resetKeyFromTLS(c.opts.TLS)
+	}
 	c.tr = &quic.Transport{
-		Conn: c.opts.Conn,
+		Conn:              c.opts.Conn,
+		StatelessResetKey: resetKey,
+		Tracer:            &c.tdrops,
 		// The tracer is created before the edge is known; it reaches the
 		// path through the connection's context once the hello is in.
 		ConnContext: func(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
-			return context.WithValue(ctx, recorderKey{}, &recorder{}), nil
+			rec := &recorder{}
+			ctx = context.WithValue(ctx, recorderKey{}, rec)
+			c.watchHandshake(ctx, rec)
+			return ctx, nil
 		},
 	}
 	ln, err := c.tr.Listen(c.opts.TLS, quicConfig(c.opts.Paths, nil))
@@ -136,6 +146,8 @@ func (c *Concentrator) Start() error {
 	}
 	c.ln = ln
 	c.wg.Go(c.routineAccept)
+	c.wg.Go(c.routineNonQUIC)
+	c.wg.Go(c.routineGarbageLog)
 	c.wg.Go(func() { tun.DrainEvents(c.opts.Device, func(ev tun.Event) { c.log.Debug("tun event", "event", ev) }) })
 	c.wg.Go(func() { routineReadTUN(c.opts.Device, c.log, c.route) })
 	for _, e := range c.edges {
@@ -227,10 +239,15 @@ func (c *Concentrator) routineAccept() {
 func (c *Concentrator) handle(conn *quic.Conn) {
 	log := c.log.With("remote", conn.RemoteAddr())
 	rec, _ := conn.Context().Value(recorderKey{}).(*recorder)
+	if rec != nil {
+		rec.accepted.Store(true)
+	}
 	l, err := c.accept(conn)
 	if err != nil {
 		if errors.Is(err, ErrUnauthorized) {
 			c.authFailed.Add(1)
+		} else {
+			c.tdrops.n[TransportRefused].Add(1) // a bad hello; AuthFailures counts the rest
 		}
 		// An edge with a wrong credential redials forever: log at most one
 		// refusal a second (all are counted).

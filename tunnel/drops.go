@@ -37,6 +37,8 @@ const (
 	DropNoRoute                            // concentrator: no edge's allowed prefixes hold the destination
 	DropBadFlowTag                         // bond: a DATA payload with FlagFlow whose flow tag is malformed
 	DropObjectLost                         // path: the rest of a (non-key) video frame that lost a packet in the queue
+	DropSuspect                            // path: handed to quic-go after the peer was last heard, on a path that then turned SUSPECT (liveness.go): presumed lost
+	DropStale                              // path: received older than StaleAfter against the path's one-way-delay baseline (stale.go)
 
 	numDropReasons // not a reason: the number of them
 )
@@ -73,6 +75,8 @@ var dropInfo = [numDropReasons]struct {
 	DropNoRoute:          {"no_route", scopeConc},
 	DropBadFlowTag:       {"bad_flow_tag", scopeBond},
 	DropObjectLost:       {"object_lost", scopePath},
+	DropSuspect:          {"suspect", scopePath},
+	DropStale:            {"stale", scopePath},
 }
 
 // String returns the reason's name in status, metrics and docs, like

@@ -211,9 +211,10 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 	log.Debug("routineDial started")
 	defer log.Debug("routineDial stopped")
 	backoff := e.opts.Paths.RedialMin
+	attempt := DefaultHandshakeTimeout
 	failures := 0
 	for ctx.Err() == nil {
-		conn, closeConn, rec, err := e.dial(ctx, u, lane)
+		conn, closeConn, rec, err := e.dial(ctx, u, lane, attempt)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -236,13 +237,21 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 				return
 			}
 			backoff = min(2*backoff, e.opts.Paths.RedialMax)
+			attempt = min(2*attempt, DefaultHandshakeTimeout)
 			continue
 		}
 		log.Info("path up", "local", conn.LocalAddr(), "remote", conn.RemoteAddr(), "attempts", failures+1)
-		backoff, failures = e.opts.Paths.RedialMin, 0
+		backoff, attempt, failures = e.opts.Paths.RedialMin, DefaultHandshakeTimeout, 0
 		p.serve(&p.lanes[lane], conn, rec, ctx.Done())
 		cause := context.Cause(conn.Context())
 		closeConn()
+		if fastRedial(cause) {
+			// The concentrator restarted, shut down or fell silent
+			// (liveness.go): it is likely back within a second, so retry
+			// soon, with short attempts (each one's Initial goes out at once).
+			backoff = min(fastRedialMin, backoff)
+			attempt = min(max(fastAttemptMin, fastAttemptPerRTT*time.Duration(p.lanes[lane].srtt.Load())), DefaultHandshakeTimeout)
+		}
 		switch {
 		case ctx.Err() != nil: // shutdown, or the lane was removed
 		case p.liveLanes() > 0:
@@ -256,8 +265,9 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 
 // dial opens the uplink's socket, dials the concentrator over it and sends
 // the hello. closeConn releases the transport and the socket.
-func (e *Edge) dial(ctx context.Context, u UplinkOptions, lane int) (conn *quic.Conn, closeConn func(), rec *recorder, err error) {
-	ctx, cancel := context.WithTimeout(ctx, DefaultHandshakeTimeout)
+// attempt bounds the handshake and the hello.
+func (e *Edge) dial(ctx context.Context, u UplinkOptions, lane int, attempt time.Duration) (conn *quic.Conn, closeConn func(), rec *recorder, err error) {
+	ctx, cancel := context.WithTimeout(ctx, attempt)
 	defer cancel()
 	remote := e.opts.Concentrator
 	if u.Remote != "" {
@@ -283,7 +293,7 @@ func (e *Edge) dial(ctx context.Context, u UplinkOptions, lane int) (conn *quic.
 		closeConn()
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == context.DeadlineExceeded {
 			err = fmt.Errorf("no QUIC handshake with %s within %s (UDP blocked on the way, concentrator down, or the path cannot carry QUIC packets of %d bytes + 28)",
-				remote, DefaultHandshakeTimeout, e.opts.Paths.InitialPacketSize)
+				remote, attempt, e.opts.Paths.InitialPacketSize)
 		}
 		return nil, nil, nil, err
 	}

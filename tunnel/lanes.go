@@ -63,6 +63,7 @@ type lane struct {
 	draining       atomic.Bool   // the lane is being removed: it takes no more frames
 	txPackets      atomic.Uint64 // datagrams handed to quic-go, over all the lane's connections
 	bell           chan struct{} // rung when a packet leaves or the window changes; capacity 1
+	fresh          staleFilter   // the receive routine's one-way-delay baseline (stale.go)
 }
 
 // onMetrics records the lane's congestion controller state and refreshes
@@ -91,7 +92,16 @@ func (l *lane) signal() {
 }
 
 // mayHand reports whether the lane may hand quic-go one more datagram now.
+//
+// It reports false while the path is SUSPECT and another path is ACTIVE
+// (path.gated, liveness.go): what it would hand would go into a hole. Beyond laneMinUnsent it also keeps what waits
+// inside quic-go below what the lane's rate (cwnd per srtt) sends within
+// the queue-delay limit (PathOptions.MaxQueueDelay), so that quic-go never
+// holds a datagram longer than bondd's own queue would.
 func (l *lane) mayHand() bool {
+	if l.path.gated.Load() {
+		return false
+	}
 	u := l.unsent.Load()
 	switch {
 	case u < laneMinUnsent:
@@ -100,7 +110,13 @@ func (l *lane) mayHand() bool {
 		return false
 	}
 	cwnd := l.cwnd.Load()
-	return cwnd == 0 || l.inflight.Load()+(u+1)*laneWireBytes <= cwnd
+	if cwnd == 0 {
+		return true
+	}
+	if srtt := l.srtt.Load(); srtt > 0 && float64((u+1)*laneWireBytes)*float64(srtt) > float64(cwnd)*float64(l.path.bond.popts.MaxQueueDelay) {
+		return false
+	}
+	return l.inflight.Load()+(u+1)*laneWireBytes <= cwnd
 }
 
 // reset clears the lane's per-connection state, before a new connection.
@@ -111,6 +127,7 @@ func (l *lane) reset() {
 	l.inflight.Store(0)
 	l.unsent.Store(0)
 	l.draining.Store(false)
+	l.fresh = staleFilter{}
 }
 
 // aggregate sums the live lanes' congestion state into the path's policy

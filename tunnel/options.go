@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/quic-go/quic-go"
+
 	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tun"
@@ -25,6 +27,8 @@ const (
 	DefaultRedialMax         = 10 * time.Second
 	DefaultInitialPacketSize = 1360 // bytes, QUIC InitialPacketSize: gives an inner MTU of 1280 (see MTUFor)
 	DefaultHandshakeTimeout  = 5 * time.Second
+	DefaultDeadAfter         = 3 * time.Second // a SUSPECT path's connection is closed after this much silence
+	DefaultStaleAfter        = 1 * time.Second // a datagram older than this is not delivered
 )
 
 // quicDatagramOverhead is what a QUIC 1-RTT packet spends around a DATAGRAM
@@ -68,6 +72,18 @@ type PathOptions struct {
 	// before rate control). Empty: RateControlQUIC. Each end decides for
 	// what it sends.
 	RateControl string
+	// SuspectRTTs and SuspectMin bound the silence after a send that makes
+	// a path SUSPECT: max(SuspectRTTs × srtt, SuspectMin) (liveness.go;
+	// 0: policy.DefaultSuspectRTTs, policy.DefaultSuspectMin).
+	SuspectRTTs float64
+	SuspectMin  time.Duration
+	// DeadAfter is the silence after which a SUSPECT path's connections are
+	// closed and redialled (0: DefaultDeadAfter). At most IdleTimeout.
+	DeadAfter time.Duration
+	// StaleAfter is the age, against the path's one-way-delay baseline,
+	// past which a received datagram is dropped, not delivered (stale.go;
+	// 0: DefaultStaleAfter, or MaxQueueDelay when that is longer).
+	StaleAfter time.Duration
 	// QlogDir, when set, is an existing directory where quic-go writes the
 	// qlog of every path connection, one <odcid>_<client|server>.sqlog
 	// file each (see qlogFile), for debugging. Optional; empty: no qlog.
@@ -88,6 +104,12 @@ func (o PathOptions) withDefaults() PathOptions {
 	def(&o.IdleTimeout, DefaultIdleTimeout)
 	def(&o.RedialMin, DefaultRedialMin)
 	def(&o.RedialMax, DefaultRedialMax)
+	def(&o.DeadAfter, min(DefaultDeadAfter, o.IdleTimeout))
+	def(&o.StaleAfter, max(DefaultStaleAfter, o.MaxQueueDelay))
+	if o.SuspectRTTs == 0 {
+		o.SuspectRTTs = policy.DefaultSuspectRTTs
+	}
+	def(&o.SuspectMin, policy.DefaultSuspectMin)
 	if o.InitialPacketSize == 0 {
 		o.InitialPacketSize = DefaultInitialPacketSize
 	}
@@ -107,6 +129,14 @@ func (o PathOptions) validate() error {
 		return errors.New("redial_max is below redial_min")
 	case o.RateControl != RateControlQUIC && o.RateControl != RateControlBondd:
 		return fmt.Errorf("rate control %q is neither %q nor %q", o.RateControl, RateControlBondd, RateControlQUIC)
+	case o.SuspectRTTs < 1 || o.SuspectRTTs > 100:
+		return fmt.Errorf("suspect_rtts %g is outside 1..100", o.SuspectRTTs)
+	case o.SuspectMin < 10*time.Millisecond:
+		return fmt.Errorf("suspect_min %s is below 10ms", o.SuspectMin)
+	case o.DeadAfter <= o.SuspectMin:
+		return fmt.Errorf("dead_after %s is not above suspect_min %s", o.DeadAfter, o.SuspectMin)
+	case o.StaleAfter < o.MaxQueueDelay:
+		return fmt.Errorf("stale_after %s is below the queue-delay limit %s", o.StaleAfter, o.MaxQueueDelay)
 	}
 	return nil
 }
@@ -201,6 +231,11 @@ type ConcentratorOptions struct {
 	Classify classify.Options
 	Picker   policy.Picker // optional: default policy.LowestRTT
 	Logger   *slog.Logger  // optional: nil discards
+	// StatelessResetKey is the QUIC stateless-reset key (RFC 9000 §10.3)
+	// of the listening transport. Optional; nil derives it from the TLS
+	// certificate's private key with StatelessResetKeyFrom, so that a
+	// restarted concentrator resets its predecessor's connections.
+	StatelessResetKey *quic.StatelessResetKey
 }
 
 var discardLogger = slog.New(slog.DiscardHandler)

@@ -32,12 +32,22 @@ type path struct {
 
 	txPackets, txBytes, rxPackets, rxBytes atomic.Uint64
 	rescued                                atomic.Uint64
-	drops                                  dropCounters // path-scope reasons (DropReason)
-	lastErr                                atomic.Pointer[string]
+	// Liveness (liveness.go): suspect is set while the path is SUSPECT;
+	// txAtHeard is txPackets when the peer was last heard; probes,
+	// suspectStarts and suspectEnds count for the status.
+	suspect                            atomic.Bool
+	gated                              atomic.Bool // SUSPECT while another path is ACTIVE: lanes hold frames back
+	txAtHeard                          atomic.Uint64
+	probes, suspectStarts, suspectEnds atomic.Uint64
+	peerAddr                           atomic.Pointer[string] // a live lane's peer address
+	migrations                         atomic.Uint64
+	drops                              dropCounters // path-scope reasons (DropReason)
+	lastErr                            atomic.Pointer[string]
 }
 
 func newPath(b *Bond, name string, labels map[string]string) *path {
 	p := &path{bond: b, name: name, state: policy.NewPath(name, labels, b.popts.QueuePackets)}
+	p.state.SetLiveness(policy.Liveness{SuspectRTTs: b.popts.SuspectRTTs, SuspectMin: b.popts.SuspectMin})
 	p.queue = newSendQueue(b.popts.QueuePackets, b.popts.MaxQueueDelay, p.state.SetQueueLen, &p.drops)
 	p.rc = newRateCtl(p, b.popts.RateControl)
 	for i := range p.lanes {
@@ -70,6 +80,9 @@ func (p *path) serve(l *lane, conn *quic.Conn, rec *recorder, stop <-chan struct
 		p.queue.drain() // frames queued while the path was down are stale
 	}
 	l.reset()
+	p.suspect.Store(false)
+	p.gated.Store(false)
+	p.txAtHeard.Store(p.txPackets.Load())
 	l.rec.Store(rec)
 	rec.attach(l)
 	p.laneUp(l, conn, time.Now())
@@ -78,6 +91,7 @@ func (p *path) serve(l *lane, conn *quic.Conn, rec *recorder, stop <-chan struct
 	var wg sync.WaitGroup
 	wg.Go(func() { l.routineSend(conn) })
 	wg.Go(func() { l.routineReceive(conn) })
+	wg.Go(func() { l.routineLiveness(conn) })
 	select {
 	case <-conn.Context().Done():
 	case <-stop: // shutdown or lane removal, even if it raced with this connection's dial
@@ -147,6 +161,7 @@ func (p *path) stats(now time.Time) PathStats {
 	if srtt := s.SmoothedRTT; srtt > 0 {
 		s.CapacityBps = uint64(float64(s.CongestionWindow) * 8 / srtt.Seconds())
 	}
+	p.livenessStats(&s)
 	if m := p.laneMode.Load(); m != nil {
 		s.LaneMode = *m
 	}

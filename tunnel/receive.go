@@ -45,9 +45,17 @@ func (l *lane) routineReceive(conn *quic.Conn) {
 		if err != nil {
 			return // the connection ended; serve notices through its context
 		}
+		if isProbe(dg) {
+			continue // a liveness probe (liveness.go): its ACK is all the peer wants
+		}
 		p.rxPackets.Add(1)
 		p.rxBytes.Add(uint64(len(dg)))
-		p.rc.onDatagram(dg, time.Now()) // the path's rate meter (ratectl.go)
+		now := time.Now()
+		p.rc.onDatagram(dg, now) // the path's rate meter (ratectl.go)
+		if ts, ok := peekTimestamp(dg); ok && l.fresh.stale(int64(ts), now.UnixMicro(), p.bond.popts.StaleAfter) {
+			p.drops.add(DropStale)
+			continue
+		}
 		p.bond.receive(dg, wbuf, rec)
 	}
 }

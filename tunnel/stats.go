@@ -88,6 +88,18 @@ type PathStats struct {
 	BudgetBytes     int64  `json:"budget_bytes,omitempty"`
 	BudgetUsedBytes int64  `json:"budget_used_bytes,omitempty"`
 	BudgetPeriod    string `json:"budget_period,omitempty"`
+	// PeerAddr is the peer's UDP address on one of the path's live lanes, as
+	// the QUIC connection sees it now (on the concentrator: the edge's
+	// uplink address after any NAT); empty while the path is down.
+	PeerAddr string `json:"peer_addr,omitempty"`
+	// Migrations counts the changes of a live connection's peer address
+	// (QUIC connection migration, RFC 9000 §9, or NAT rebinding).
+	Migrations uint64 `json:"migrations,omitempty"`
+	// SuspectEvents counts the times the path turned SUSPECT (the peer
+	// left a send unanswered for max(3·srtt, 100 ms), liveness.go);
+	// Probes the liveness probes sent while it was.
+	SuspectEvents uint64 `json:"suspect_events,omitempty"`
+	Probes        uint64 `json:"probes,omitempty"`
 }
 
 // LaneStats is one lane of a path: its QUIC connection's congestion

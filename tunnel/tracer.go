@@ -30,6 +30,9 @@ type recorder struct {
 	// early counts receive-queue overflows inside quic-go before the lane
 	// is known; attach moves them to the path's DropReceiveQueueFull.
 	early atomic.Uint64
+	// accepted is set on the concentrator when the connection completed its
+	// handshake and reached the accept loop (conc_transport.go).
+	accepted atomic.Bool
 }
 
 // attach makes l the lane whose state the events feed, and counts the
@@ -76,11 +79,19 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 			if !l.path.rc.active() {
 				l.path.loss.OnSent(1)
 			}
-			n := 0
+			n, eliciting := 0, false
 			for _, f := range e.Frames {
-				if _, ok := f.Frame.(*qlog.DatagramFrame); ok {
+				switch f.Frame.(type) {
+				case *qlog.DatagramFrame:
 					n++
+					eliciting = true
+				case *qlog.AckFrame, *qlog.ConnectionCloseFrame:
+				default:
+					eliciting = true // RFC 9002 §2: all other frames elicit an ACK
 				}
+			}
+			if eliciting && !e.IsMTUProbePacket { // a probe too large for the path is lost by design (RFC 8899)
+				l.path.state.OnAckEliciting(time.Now())
 			}
 			if n > 0 {
 				l.onDatagramsSent(n)
@@ -88,7 +99,7 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 		}
 	case qlog.PacketReceived:
 		if l != nil {
-			l.path.state.OnReceive(time.Now())
+			l.path.heard(time.Now()) // liveness.go
 		}
 	}
 }

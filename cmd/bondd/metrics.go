@@ -44,6 +44,7 @@ var (
 	descAuthFailures   = desc("auth_failures_total", "Concentrator: path connections refused at the hello (unknown edge or bad credentials).")
 	descNoRoute        = desc("no_route_packets_total", "Concentrator: downlink packets dropped because no edge's allowed prefixes hold their destination.")
 	descLinkLocal      = desc("link_local_packets_total", "Concentrator: packets read from the TUN for link-local or link-scope multicast destinations, which are not routed.")
+	descTransportDrops = desc("transport_dropped_packets_total", "Concentrator: UDP packets (connections for handshake_failed and refused) its QUIC transport dropped before any bond saw them, by reason (see docs/operations.md).", "reason")
 	descRulesVersion   = desc("rules_version", "Rule sets installed since the daemon started: 1 at start, one more per successful reload.")
 	descRulesLoaded    = desc("rules_loaded_timestamp_seconds", "When the rule set in force was installed, Unix time.")
 	descRulesCount     = desc("rules", "Rules in the rule set in force.")
@@ -123,6 +124,9 @@ var (
 		{desc("path_quic_lost_packets_total", "QUIC packets declared lost by loss detection (RFC 9002) on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.PacketsLost) }},
 		{desc("path_rescued_packets_total", "Queued datagrams moved to other paths when this one failed.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.Rescued) }},
 		{desc("path_paced_held_back_bytes_total", "Rate control: bytes that waited in the path's queue for the pacer.", pathLabels...), func(p *tunnel.PathStats) float64 { return rateOf(p).HeldBack }},
+		{desc("path_suspect_total", "Times the path turned SUSPECT: the peer left a send unanswered for max(3 srtt, 100 ms).", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.SuspectEvents) }},
+		{desc("path_liveness_probes_total", "Liveness probes sent on the path while it was SUSPECT.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.Probes) }},
+		{desc("path_migrations_total", "Changes of the peer's address under a live connection of the path (migration, NAT rebinding).", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.Migrations) }},
 	}
 	pathStatuses = []string{policy.StatusActive.String(), policy.StatusDegraded.String(), policy.StatusUnavailable.String()}
 )
@@ -159,7 +163,7 @@ func newMetricsCollector(snapshot func() status.Report) *metricsCollector {
 // Describe sends every metric's descriptor.
 func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		descInfo, descUptime, descAuthFailures, descNoRoute, descLinkLocal,
+		descInfo, descUptime, descAuthFailures, descNoRoute, descLinkLocal, descTransportDrops,
 		descRulesVersion, descRulesLoaded, descRulesCount, descRulesReloads, descRulesReloadErr,
 		descBondUptime, descBondMTU, descBondDrops, descRuleHits,
 		descFECCoding, descFECResidual, descFECBlocks, descFECMode, descReseqHeldNow, descReseqWait,
@@ -197,6 +201,9 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descAuthFailures, r.AuthFailures)
 		counter(descNoRoute, r.NoRoute)
 		counter(descLinkLocal, r.LinkLocal)
+		for _, name := range tunnel.TransportDrops() {
+			counter(descTransportDrops, r.TransportDrops[name], name)
+		}
 	}
 	if rs := r.Rules; rs != nil {
 		gauge(descRulesVersion, float64(rs.Version))

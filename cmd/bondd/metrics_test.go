@@ -44,7 +44,7 @@ func fakeReport() status.Report {
 							PacketsSent: 1000, PacketsLost: 10, QueueLen: 3,
 							TxPackets: 60, TxBytes: 60_000, RxPackets: 600, RxBytes: 720_000,
 							Drops:       tunnel.DropCounts{tunnel.DropQueueFull: 1, tunnel.DropExpired: 2},
-							CapacityBps: 11_377_777, LaneMode: "auto",
+							CapacityBps: 11_377_777, LaneMode: "auto", PeerAddr: "203.0.113.7:41000", Migrations: 2,
 							Lanes: []tunnel.LaneStats{{Index: 0, CongestionWindow: 40000}, {Index: 1, CongestionWindow: 24000}},
 						},
 						{
@@ -142,6 +142,8 @@ bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="object_lost
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="queue_full"} 1
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="receive_queue_full"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="send_error"} 0
+bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="stale"} 0
+bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="suspect"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="too_large"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="deadline"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="expired"} 0
@@ -149,6 +151,8 @@ bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="object_lo
 bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="queue_full"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="receive_queue_full"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="send_error"} 0
+bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="stale"} 0
+bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="suspect"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="too_large"} 0
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(wantDrops), "bondd_path_dropped_packets_total"); err != nil {

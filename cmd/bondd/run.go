@@ -147,6 +147,10 @@ func startDaemon(cfg *config.Config, rw *rules.Watcher, log *slog.Logger) (daemo
 		RedialMax:         cfg.Paths.RedialMax,
 		InitialPacketSize: cfg.Paths.InitialPacketSizeBytes,
 		RateControl:       cfg.Paths.RateControl,
+		SuspectRTTs:       cfg.Paths.SuspectRTTs,
+		SuspectMin:        cfg.Paths.SuspectMin,
+		DeadAfter:         cfg.Paths.DeadAfter,
+		StaleAfter:        cfg.Paths.StaleAfter,
 		QlogDir:           cfg.QlogDir,
 	}
 	if cfg.QlogDir != "" {

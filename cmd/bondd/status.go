@@ -63,6 +63,7 @@ func (s *statusSource) report() status.Report {
 		r.Role = config.RoleConcentrator
 		bonds = d.Stats()
 		r.NoRoute, r.AuthFailures, r.LinkLocal = d.NoRoute(), d.AuthFailures(), d.LinkLocal()
+		r.TransportDrops = d.TransportDropCounts()
 	}
 	for _, b := range bonds {
 		r.Bonds = append(r.Bonds, status.Bond{BondStats: b, Addresses: s.addrs[b.EdgeID]})

@@ -296,6 +296,20 @@ type PathsConfig struct {
 	// MaxQueueDelay is the longest a packet waits in a path's send queue;
 	// an older one is dropped, not sent. Default DefaultMaxQueueDelay.
 	MaxQueueDelay time.Duration
+	// SuspectRTTs and SuspectMin bound the silence after a send that makes
+	// a path SUSPECT: max(SuspectRTTs × srtt, SuspectMin) (tunnel
+	// PathOptions; docs/operations.md "Path liveness"). SuspectRTTs 1 to
+	// 100, default 3; SuspectMin at least 10ms, default 100ms.
+	SuspectRTTs float64
+	SuspectMin  time.Duration
+	// DeadAfter is the silence after which a SUSPECT path's connections
+	// are closed and redialled; above SuspectMin, at most IdleTimeout.
+	// Default tunnel.DefaultDeadAfter, or IdleTimeout when that is shorter.
+	DeadAfter time.Duration
+	// StaleAfter is the age, against the path's one-way-delay baseline,
+	// past which a received datagram is dropped (drop reason stale); at
+	// least MaxQueueDelay. Default tunnel.DefaultStaleAfter.
+	StaleAfter time.Duration
 	// InitialPacketSizeBytes is quic.Config.InitialPacketSize, in bytes,
 	// MinInitialPacketSizeBytes to MaxInitialPacketSizeBytes. Default
 	// DefaultInitialPacketSizeBytes.

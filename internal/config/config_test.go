@@ -308,9 +308,15 @@ func TestConfigParse(t *testing.T) {
 
 		// paths.
 		{"paths all", edgeOK + "paths: {queue_packets: 1024, keepalive: 500ms, idle_timeout: 3s, redial_min: 100ms, redial_max: 30s, initial_packet_size_bytes: 1452}\n", ""},
-		{"paths unknown key", edgeOK + "paths: {keepalive_ms: 500}\n", `bondd.yaml:10: paths.keepalive_ms: unknown field "keepalive_ms"; known fields: queue_packets, max_queue_delay, keepalive, idle_timeout, redial_min, redial_max, initial_packet_size_bytes, rate_control; did you mean "keepalive"?`},
+		{"paths unknown key", edgeOK + "paths: {keepalive_ms: 500}\n", `bondd.yaml:10: paths.keepalive_ms: unknown field "keepalive_ms"; known fields: queue_packets, max_queue_delay, keepalive, idle_timeout, redial_min, redial_max, initial_packet_size_bytes, rate_control, suspect_rtts, suspect_min, dead_after, stale_after; did you mean "keepalive"?`},
 		{"rate control", edgeOK + "paths: {rate_control: quic}\n", ""},
 		{"rate control unknown", edgeOK + "paths: {rate_control: bbr}\n", `bondd.yaml:10: paths.rate_control: expected bondd or quic, got "bbr"`},
+		{"liveness all", edgeOK + "paths: {suspect_rtts: 4, suspect_min: 150ms, dead_after: 2s, stale_after: 500ms}\n", ""},
+		{"suspect_rtts range", edgeOK + "paths: {suspect_rtts: 0.5}\n", "bondd.yaml:10: paths.suspect_rtts: expected a number of smoothed RTTs from 1 to 100, got 0.5"},
+		{"suspect_min floor", edgeOK + "paths: {suspect_min: 5ms}\n", "bondd.yaml:10: paths.suspect_min: expected at least 10ms, got 5ms"},
+		{"dead_after past idle", edgeOK + "paths: {dead_after: 6s}\n", "bondd.yaml:10: paths.dead_after: expected more than suspect_min (100ms) and at most idle_timeout (5s), got 6s"},
+		{"idle below suspect", edgeOK + "paths: {keepalive: 20ms, idle_timeout: 80ms}\n", "bondd.yaml:10: paths.idle_timeout: expected more than suspect_min (100ms): a path is declared dead at min(dead_after, idle_timeout), got 80ms"},
+		{"stale below queue delay", edgeOK + "paths: {stale_after: 100ms}\n", "bondd.yaml:10: paths.stale_after: expected at least max_queue_delay (200ms), got 100ms"},
 		{"queue_packets negative", edgeOK + "paths: {queue_packets: -1}\n", "bondd.yaml:10: paths.queue_packets: expected an integer from 1 to 65536 packets, got -1"},
 		{"queue_packets too large", edgeOK + "paths:\n  queue_packets: 65537\n", "bondd.yaml:11: paths.queue_packets: expected an integer from 1 to 65536 packets, got 65537"},
 		{"queue_packets word", edgeOK + "paths: {queue_packets: many}\n", `bondd.yaml:10: paths.queue_packets: expected an integer number of packets, got "many"`},

@@ -455,6 +455,9 @@ func (p *PathsConfig) validate(v *configValidator) {
 		{"paths.idle_timeout", p.IdleTimeout},
 		{"paths.redial_min", p.RedialMin},
 		{"paths.redial_max", p.RedialMax},
+		{"paths.suspect_min", p.SuspectMin},
+		{"paths.dead_after", p.DeadAfter},
+		{"paths.stale_after", p.StaleAfter},
 	}
 	negative := false
 	for _, d := range durs {
@@ -473,6 +476,30 @@ func (p *PathsConfig) validate(v *configValidator) {
 	redialMin, redialMax := orDefault(p.RedialMin, DefaultRedialMin), orDefault(p.RedialMax, DefaultRedialMax)
 	if redialMin > redialMax {
 		v.errorf("paths.redial_min", "expected at most redial_max (%s), got %s", redialMax, redialMin)
+	}
+	p.validateLiveness(v, idle)
+}
+
+// validateLiveness checks the liveness bounds against each other and the
+// idle timeout idle: the checks tunnel.PathOptions would fail at start.
+func (p *PathsConfig) validateLiveness(v *configValidator, idle time.Duration) {
+	if p.SuspectRTTs != 0 && (p.SuspectRTTs < 1 || p.SuspectRTTs > 100) {
+		v.errorf("paths.suspect_rtts", "expected a number of smoothed RTTs from 1 to 100, got %g", p.SuspectRTTs)
+	}
+	suspectMin := orDefault(p.SuspectMin, policy.DefaultSuspectMin)
+	if suspectMin < 10*time.Millisecond {
+		v.errorf("paths.suspect_min", "expected at least 10ms, got %s", suspectMin)
+	}
+	if p.DeadAfter != 0 && (p.DeadAfter <= suspectMin || p.DeadAfter > idle) {
+		v.errorf("paths.dead_after", "expected more than suspect_min (%s) and at most idle_timeout (%s), got %s", suspectMin, idle, p.DeadAfter)
+	}
+	if p.DeadAfter == 0 && min(tunnel.DefaultDeadAfter, idle) <= suspectMin {
+		v.errorf("paths.idle_timeout", "expected more than suspect_min (%s): a path is declared dead at min(dead_after, idle_timeout), got %s", suspectMin, idle)
+	}
+	if p.StaleAfter != 0 {
+		if queue := orDefault(p.MaxQueueDelay, DefaultMaxQueueDelay); p.StaleAfter < queue { // else datagrams the sender may still send arrive stale
+			v.errorf("paths.stale_after", "expected at least max_queue_delay (%s), got %s", queue, p.StaleAfter)
+		}
 	}
 }
 

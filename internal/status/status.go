@@ -37,6 +37,10 @@ type Report struct {
 	NoRoute      uint64        `json:"no_route,omitempty"`      // concentrator: downlink packets with no edge
 	LinkLocal    uint64        `json:"link_local,omitempty"`    // concentrator: TUN packets to link-scope destinations, not routed
 	AuthFailures uint64        `json:"auth_failures,omitempty"` // concentrator: refused path connections
+	// TransportDrops are what the concentrator's QUIC transport dropped
+	// before any bond saw it, by reason (tunnel.TransportDrops): packets,
+	// or connections for handshake_failed and refused.
+	TransportDrops map[string]uint64 `json:"transport_drops,omitempty"`
 }
 
 // Bond is one bond's counters and the inner addresses it carries.
@@ -189,6 +193,13 @@ func Print(w io.Writer, r *Report, now time.Time) {
 	}
 	if r.Role == config.RoleConcentrator {
 		fmt.Fprintf(w, "refused connections: %d, downlink packets without a bond: %d, link-local packets not routed: %d\n", r.AuthFailures, r.NoRoute, r.LinkLocal)
+		if r.TransportDrops != nil {
+			fmt.Fprintf(w, "QUIC transport drops:")
+			for _, name := range tunnel.TransportDrops() {
+				fmt.Fprintf(w, " %s %d", name, r.TransportDrops[name])
+			}
+			fmt.Fprintln(w)
+		}
 	}
 	for _, b := range r.Bonds {
 		fmt.Fprintf(w, "\nbond %s (id %x), up %s, mtu %d, addresses %s: tx %d rx %d packets\n", b.EdgeID, b.BondID,
@@ -218,13 +229,13 @@ func Print(w io.Writer, r *Report, now time.Time) {
 			total += p.TxPackets + p.RxPackets
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  path\tstatus\tlanes\tshare\tsrtt\tmin rtt\tcwnd\tcapacity\tlost/sent\ttx pkts\ttx bytes\trx pkts\trx bytes\tqueue\tdrops "+pathDropsHeader+"\tlabels\tlast error")
+		fmt.Fprintln(tw, "  path\tstatus\tlanes\tshare\tsrtt\tmin rtt\tcwnd\tcapacity\tlost/sent\ttx pkts\ttx bytes\trx pkts\trx bytes\tqueue\tdrops "+pathDropsHeader+"\tlabels\tpeer\tlast error")
 		for _, p := range b.Paths {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%d\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", p.Name, p.Status,
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%d\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Name, formatStatus(p),
 				formatLanes(p), formatShare(p.TxPackets+p.RxPackets, total),
 				p.SmoothedRTT.Round(10*time.Microsecond), p.MinRTT.Round(10*time.Microsecond), p.CongestionWindow,
 				formatRate(p.CapacityBps), p.PacketsLost, p.PacketsSent, p.TxPackets, formatBytes(p.TxBytes), p.RxPackets, formatBytes(p.RxBytes), p.QueueLen,
-				formatPathDrops(p.Drops), formatLabels(p.Labels), p.LastError)
+				formatPathDrops(p.Drops), formatLabels(p.Labels), formatPeer(p), p.LastError)
 		}
 		tw.Flush()
 		writeRateTable(w, b.Paths)
@@ -281,6 +292,29 @@ func formatPathDrops(d tunnel.DropCounts) string {
 		fmt.Fprint(&b, d[r])
 	}
 	return b.String()
+}
+
+// formatStatus is the path's status with its reason when it has one
+// ("DEGRADED (suspect)").
+func formatStatus(p tunnel.PathStats) string {
+	if p.StatusReason == "" || p.Status == "UNAVAILABLE" {
+		return p.Status
+	}
+	return p.Status + " (" + p.StatusReason + ")"
+}
+
+// formatPeer is the path's peer address, with the number of times it
+// changed under a live connection ("203.0.113.7:41000 (migrated 2×)"),
+// or "-" while the path is down.
+func formatPeer(p tunnel.PathStats) string {
+	a := p.PeerAddr
+	if a == "" {
+		a = "-"
+	}
+	if p.Migrations > 0 {
+		a += fmt.Sprintf(" (migrated %d×)", p.Migrations)
+	}
+	return a
 }
 
 // formatLanes is the number of live lanes, with the lane mode when the

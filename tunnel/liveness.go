@@ -1,0 +1,219 @@
+package tunnel
+
+import (
+	"errors"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/bondd/bondd/policy"
+)
+
+// Path liveness without waiting for QUIC's idle timeout. The tracer
+// (tracer.go) tells the path's policy state of every ack-eliciting packet
+// sent (policy.Path.OnAckEliciting) and of every packet received from the
+// peer, ACK-only ones included (path.heard): the peer was heard, whatever
+// the direction of the data. When the peer leaves a send unanswered for
+// longer than max(SuspectRTTs × srtt, SuspectMin), the path is SUSPECT
+// (policy/liveness.go) and, from that instant:
+//
+//   - the scheduler stops choosing it, even for a rule that prefers it,
+//     while another path is ACTIVE (policy.Select: directives are advice);
+//   - while another path is ACTIVE, its lanes hand no more frames to
+//     quic-go (path.gated, lane.mayHand), and the frames waiting in its
+//     queue move to a live path (path.rescue); when no path is ACTIVE (all
+//     silent: a stall of this host, or a total outage) it keeps sending,
+//     since holding frames would only expire them;
+//   - the datagrams it handed to quic-go since the peer was last heard are
+//     counted as lost on it (DropSuspect);
+//   - each lane probes it with a probeDatagram every ~srtt (at least
+//     probeMin, at most probeMax): an ack-eliciting packet the peer answers
+//     with an ACK, which restores the path at once (path.heard). A
+//     receiver ignores a probe (isProbe, lane.routineReceive);
+//   - after DeadAfter of silence the lane's connection is closed
+//     (codePeerSilent): the path turns UNAVAILABLE and the edge redials with
+//     a short backoff (Edge.routineDial).
+//
+// lane.routineLiveness checks this every livenessTick while the lane's
+// connection lives.
+
+// Liveness timing.
+const (
+	livenessTick = 5 * time.Millisecond
+	probeMin     = 10 * time.Millisecond
+	probeMax     = 250 * time.Millisecond
+	// livenessStall: a tick this late means the process stalled.
+	livenessStall = 4 * livenessTick
+)
+
+// probeDatagram is a liveness probe: zeros, which no bondd header starts
+// with (version 0), so a receiver ignores it (an older one counts it as
+// bad_header). Its 48 bytes put the QUIC packet above the 42 bytes under
+// which a restarted peer sends no stateless reset (quic-go
+// protocol.MinStatelessResetSize), so probing a path whose peer restarted
+// gets the path reset at once.
+var probeDatagram [48]byte
+
+// isProbe reports whether dg is a liveness probe.
+func isProbe(dg []byte) bool { return len(dg) == 0 || dg[0] == 0 }
+
+// codePeerSilent closes a connection whose peer was silent for DeadAfter.
+const codePeerSilent = 0x104
+
+// heard records that a packet of the peer arrived on p at now. Called by
+// the tracer for every packet received; allocation-free.
+func (p *path) heard(now time.Time) {
+	p.state.OnReceive(now)
+	p.txAtHeard.Store(p.txPackets.Load())
+	if p.suspect.Load() && p.suspect.CompareAndSwap(true, false) {
+		p.gated.Store(false)
+		p.suspectEnds.Add(1)
+		p.bond.log.Info("path restored: the peer answers", "path", p.name) // once per SUSPECT period
+		for i := range p.lanes {
+			p.lanes[i].signal() // hand frames again
+		}
+		p.queue.ringIfQueued()
+	}
+}
+
+// routineLiveness watches the liveness of l's path while conn is l's
+// connection: it marks the path SUSPECT, probes it, and closes conn after
+// DeadAfter of silence. It returns when conn ends.
+func (l *lane) routineLiveness(conn *quic.Conn) {
+	p := l.path
+	done := conn.Context().Done()
+	tick := time.NewTicker(livenessTick)
+	defer tick.Stop()
+	var lastProbe time.Time
+	peer := conn.RemoteAddr().String()
+	p.peerAddr.Store(&peer)
+	last := time.Now()
+	for n := 0; ; n++ {
+		select {
+		case <-done:
+			return
+		case now := <-tick.C:
+			if n%migrationEvery == 0 {
+				p.checkPeer(conn, &peer)
+			}
+			// A late tick means this process did not run for a while: the
+			// peer's answers may be waiting in the socket, unread. Judge at
+			// the next tick, once quic-go has read them.
+			stalled := now.Sub(last) > livenessStall
+			last = now
+			if stalled {
+				continue
+			}
+			sus, silent := p.state.Suspect(now)
+			if !sus {
+				continue
+			}
+			if p.suspect.CompareAndSwap(false, true) {
+				p.onSuspect(now, silent)
+			}
+			// Hold frames back only while another path can take them: when
+			// every path is silent (a stall of this host, or of everything),
+			// holding them would only expire them.
+			if g := p.bond.otherActive(p, now); p.gated.Swap(g) && !g {
+				l.signal()
+				p.queue.ringIfQueued()
+			}
+			if silent > p.bond.popts.DeadAfter {
+				p.bond.log.Warn("path dead: the peer is silent", "path", p.name, "lane", l.idx, "silent", silent.Round(time.Millisecond))
+				conn.CloseWithError(codePeerSilent, "peer silent")
+				return
+			}
+			every := min(max(p.state.SmoothedRTT(), probeMin), probeMax)
+			if now.Sub(lastProbe) >= every && l.unsent.Load() < laneMaxUnsent {
+				lastProbe = now
+				l.unsent.Add(1)
+				if conn.SendDatagram(probeDatagram[:]) != nil {
+					l.unsent.Add(-1)
+				} else {
+					p.probes.Add(1)
+				}
+			}
+		}
+	}
+}
+
+// migrationEvery is how often, in livenessTicks, a lane checks its peer's
+// address.
+const migrationEvery = 20
+
+// checkPeer counts a change of conn's peer address since *last (a QUIC
+// migration or a NAT rebinding) and logs it.
+func (p *path) checkPeer(conn *quic.Conn, last *string) {
+	now := conn.RemoteAddr().String()
+	if now == *last {
+		return
+	}
+	p.migrations.Add(1)
+	p.bond.log.Info("path peer address changed", "path", p.name, "from", *last, "to", now)
+	*last = now
+	p.peerAddr.Store(&now)
+}
+
+// livenessStats fills the liveness fields of s.
+func (p *path) livenessStats(s *PathStats) {
+	if p.liveLanes() > 0 {
+		if a := p.peerAddr.Load(); a != nil {
+			s.PeerAddr = *a
+		}
+	}
+	s.Migrations = p.migrations.Load()
+	s.SuspectEvents = p.suspectStarts.Load()
+	s.Probes = p.probes.Load()
+}
+
+// onSuspect acts on p turning SUSPECT at now: counts what it handed quic-go
+// since the peer was last heard as lost, and moves its queued frames to a
+// live path.
+func (p *path) onSuspect(now time.Time, silent time.Duration) {
+	p.suspectStarts.Add(1)
+	lost := p.txPackets.Load() - p.txAtHeard.Load()
+	p.drops.addN(DropSuspect, lost)
+	moved := 0
+	if p.bond.otherActive(p, now) {
+		before := p.rescued.Load()
+		p.rescue(nil)
+		moved = int(p.rescued.Load() - before)
+	}
+	p.bond.log.Info("path suspect: the peer does not answer", "path", p.name, "silent", silent.Round(time.Millisecond),
+		"bound", p.state.SuspectAfter().Round(time.Millisecond), "presumed_lost", lost, "moved", moved)
+}
+
+// otherActive reports whether a path of b other than p is ACTIVE at now.
+func (b *Bond) otherActive(p *path, now time.Time) bool {
+	for _, q := range b.paths.Load().paths {
+		if q != p && q.state.Status(now) == policy.StatusActive {
+			return true
+		}
+	}
+	return false
+}
+
+// fastRedial reports whether a connection that ended with cause calls for
+// a fast redial: the peer restarted (stateless reset, RFC 9000 §10.3), shut
+// down, or fell silent; it is likely back within a second.
+func fastRedial(cause error) bool {
+	var sr *quic.StatelessResetError
+	var ae *quic.ApplicationError
+	var ie *quic.IdleTimeoutError
+	switch {
+	case errors.As(cause, &sr), errors.As(cause, &ie):
+		return true
+	case errors.As(cause, &ae):
+		return ae.ErrorCode == codeShutdown || ae.ErrorCode == codePeerSilent
+	}
+	return false
+}
+
+// Fast redial: the first backoff and the first dial attempt's timeout
+// after fastRedial; both double on each failure, up to RedialMax and
+// DefaultHandshakeTimeout.
+const (
+	fastRedialMin     = 20 * time.Millisecond
+	fastAttemptMin    = 1 * time.Second
+	fastAttemptPerRTT = 4 // the attempt timeout is at least this many RTTs
+)

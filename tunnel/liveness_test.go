@@ -1,0 +1,147 @@
+package tunnel
+
+import (
+	"context"
+	"encoding/binary"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/rules"
+)
+
+// TestBlackholeGap black-holes the path that carries a 1 kHz probe (its
+// emu relay drops everything both ways, the link stays "up") and checks
+// that the longest gap between probes delivered at the concentrator stays
+// within max(3 × RTT, 150 ms), with the default rules and with a rule that
+// prefers the black-holed path; the datagrams sent into the hole are
+// counted (DropSuspect), and the path comes back once the hole closes.
+func TestBlackholeGap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping the black-hole run in -short mode")
+	}
+	const oneWay = 10 * time.Millisecond // RTT 20 ms on the carrying path, 30 ms on the other
+	bound := max(3*2*oneWay, 150*time.Millisecond)
+	preferFast, err := rules.CompileBytes("prefer.yaml", []byte(`
+rules:
+  - id: prefer-fast
+    priority: 1
+    actions: {prefer: {carrier: fast}}
+`), rules.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		rules *rules.Set
+	}{{"default", nil}, {"prefer", preferFast}} {
+		t.Run(c.name, func(t *testing.T) {
+			var relays emu.Relays
+			tb := newTestBondWith(t, token, 2, func(o *EdgeOptions) {
+				o.FEC = FECOptions{Mode: FECOff}
+				o.Uplinks[0].Labels = map[string]string{"carrier": "fast"}
+				o.Uplinks[1].Labels = map[string]string{"carrier": "slow"}
+				if c.rules != nil {
+					src := &staticRules{}
+					src.set.Store(c.rules)
+					o.Rules = src
+				}
+				rs, err := emu.StartRelays(netip.MustParseAddrPort(o.Concentrator), []emu.RelayLink{
+					symmetric(oneWay, 50*emu.Mbps, 0), symmetric(oneWay+5*time.Millisecond, 50*emu.Mbps, 0)}, 3)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { rs.Close() })
+				for i, a := range rs.Addrs() {
+					o.Uplinks[i].Remote = a
+				}
+				relays = rs
+			})
+			tb.waitActive(t, 2)
+			waitFor(t, func() bool {
+				p := tb.edge.Bond().Stats().Paths
+				return p[0].SmoothedRTT > 0 && p[1].SmoothedRTT > 0
+			})
+
+			// The receiver: arrival time of every probe, by sequence number.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var mu sync.Mutex
+			var arrivals []time.Time
+			var seqs []uint32
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					select {
+					case pkt := <-tb.concDev.Outbound():
+						mu.Lock()
+						arrivals = append(arrivals, time.Now())
+						if len(pkt) >= 32 {
+							seqs = append(seqs, binary.BigEndian.Uint32(pkt[28:]))
+						}
+						mu.Unlock()
+					case <-ctx.Done():
+						return
+					}
+				}
+			}()
+			count := func() int { mu.Lock(); defer mu.Unlock(); return len(arrivals) }
+
+			payload := make([]byte, 64)
+			tick := time.NewTicker(time.Millisecond)
+			defer tick.Stop()
+			sent := 0
+			var sendGap time.Duration // the sender's own longest pause: a gap it hides
+			send := func(d time.Duration) {
+				end, last := time.Now().Add(d), time.Now()
+				for seq := uint32(0); time.Now().Before(end); seq++ {
+					now := <-tick.C
+					sendGap, last = max(sendGap, now.Sub(last)), now
+					binary.BigEndian.PutUint32(payload, seq)
+					tb.edgeDev.Inject(udp4(edgeAddr, srvAddr, payload))
+					sent++
+				}
+			}
+			// The fast path carries the probe (a loaded machine may make it
+			// SUSPECT for an instant: wait until it is ACTIVE again).
+			send(200 * time.Millisecond)
+			waitFor(t, func() bool { return tb.edge.Bond().Stats().Paths[0].StatusReason == "" })
+			before := tb.edge.Bond().Stats().Paths
+			send(200 * time.Millisecond)
+			after := tb.edge.Bond().Stats().Paths
+			if d0, d1 := after[0].TxPackets-before[0].TxPackets, after[1].TxPackets-before[1].TxPackets; d0 < 50 || d1 > d0/4 {
+				t.Fatalf("the fast path did not carry the probe: %d datagrams on it, %d on the other", d0, d1)
+			}
+			start := count()
+			sent = 0
+			relays[0].SetDown(true)
+			send(700 * time.Millisecond)
+			st := tb.edge.Bond().Stats().Paths[0]
+			t.Logf("sent %d received %d during the hole; up1 tx %d", sent, count()-start, tb.edge.Bond().Stats().Paths[1].TxPackets)
+			if st.Drops[DropSuspect] == 0 || st.StatusReason == "" {
+				t.Errorf("black-holed path: status %s (%s), suspect drops %d; want SUSPECT with drops counted",
+					st.Status, st.StatusReason, st.Drops[DropSuspect])
+			}
+			relays[0].SetDown(false)
+			waitFor(t, func() bool { return tb.edge.Bond().Stats().Paths[0].StatusReason == "" })
+			waitSettled(count, 200*time.Millisecond)
+			cancel()
+			<-done
+
+			mu.Lock()
+			defer mu.Unlock()
+			var gap time.Duration
+			for i := max(start, 1); i < len(arrivals); i++ { // from the last arrival before the hole
+				gap = max(gap, arrivals[i].Sub(arrivals[i-1]))
+			}
+			t.Logf("%s: longest gap %s (bound %s), longest sender pause %s, suspect drops %d, rescued %d",
+				c.name, gap, bound, sendGap, st.Drops[DropSuspect], st.Rescued)
+			if gap > bound && !raceEnabled {
+				t.Errorf("longest gap %s, want ≤ %s", gap, bound)
+			}
+		})
+	}
+}
