@@ -67,10 +67,17 @@ func peekTimestamp(dg []byte) (ts uint64, ok bool) {
 	if len(dg) < 2 {
 		return 0, false
 	}
-	_, n, err := quicvarint.Parse(dg[2:])
+	off := 2
+	if dg[1]&FlagPathSeq != 0 {
+		off += PathSeqLen // the per-path sequence number comes first (header.go)
+	}
+	if len(dg) < off {
+		return 0, false
+	}
+	_, n, err := quicvarint.Parse(dg[off:])
 	if err != nil {
 		return 0, false
 	}
-	ts, _, err = quicvarint.Parse(dg[2+n:])
+	ts, _, err = quicvarint.Parse(dg[off+n:])
 	return ts, err == nil
 }

@@ -46,6 +46,8 @@ func TestStaleFilter(t *testing.T) {
 func FuzzPeekTimestamp(f *testing.F) {
 	h := Header{Type: TypeData, Seq: 77, Timestamp: 1_700_000_000_000_000}
 	f.Add(AppendHeader(nil, &h))
+	hs := Header{Type: TypeData, Flags: FlagPathSeq | FlagFEC, PathSeq: 9, Seq: 78, Timestamp: 1_700_000_000_000_001, K: 20, R: 2}
+	f.Add(AppendHeader(nil, &hs)) // the per-path sequence number before the bond sequence
 	f.Add([]byte{0x11})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
