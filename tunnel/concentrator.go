@@ -38,14 +38,16 @@ type Concentrator struct {
 	authFailed     atomic.Uint64
 	lastRefusalLog atomic.Int64 // unix ns of the last refusal logged
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	drainOnce sync.Once // Drain (fleet.go)
 }
 
 type edgeEntry struct {
 	auth EdgeAuth
 	bond *Bond
+	life bondLife // live path connections, for OnBondUp/OnBondDown (fleet.go)
 }
 
 type route struct {
@@ -228,6 +230,9 @@ func (c *Concentrator) handle(conn *quic.Conn) {
 	rec, _ := conn.Context().Value(recorderKey{}).(*recorder)
 	l, err := c.accept(conn)
 	if err != nil {
+		if isProbe(context.Cause(conn.Context())) { // an edge checking this node is up (fleet.go)
+			return
+		}
 		if errors.Is(err, ErrUnauthorized) {
 			c.authFailed.Add(1)
 		}
@@ -242,6 +247,9 @@ func (c *Concentrator) handle(conn *quic.Conn) {
 	p := l.path
 	log = log.With("edge", p.bond.edgeID, "path", p.name, "lane", l.idx)
 	log.Info("path up")
+	e := c.edges[p.bond.edgeID]
+	c.pathUp(e)
+	defer c.pathDown(e)
 	p.serve(l, conn, rec, c.ctx.Done())
 	if c.ctx.Err() == nil {
 		log.Info("path down", "err", context.Cause(conn.Context()))

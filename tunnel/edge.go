@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,7 +40,8 @@ type Edge struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	ctl edgeControl // the control plane (ctrl_edge.go)
+	ctl  edgeControl            // the control plane (ctrl_edge.go)
+	node atomic.Pointer[string] // the node dialled, once SetConcentrator is called (fleet.go)
 }
 
 // NewEdge checks opts and returns an Edge that is not yet running. It
@@ -212,6 +214,9 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 			if lane == 0 {
 				p.setErr(err)
 			}
+			if e.opts.OnPathEnd != nil {
+				e.opts.OnPathEnd(u.Name, fleetErr(err))
+			}
 			// Warn once per outage; every retry is logged at debug level.
 			level := slog.LevelDebug
 			if failures == 0 {
@@ -234,6 +239,9 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 		p.serve(&p.lanes[lane], conn, rec, ctx.Done())
 		cause := context.Cause(conn.Context())
 		closeConn()
+		if e.opts.OnPathEnd != nil && ctx.Err() == nil {
+			e.opts.OnPathEnd(u.Name, fleetErr(cause))
+		}
 		switch {
 		case ctx.Err() != nil: // shutdown, or the lane was removed
 		case p.liveLanes() > 0:
@@ -250,7 +258,7 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 func (e *Edge) dial(ctx context.Context, u UplinkOptions, lane int) (conn *quic.Conn, closeConn func(), rec *recorder, err error) {
 	ctx, cancel := context.WithTimeout(ctx, DefaultHandshakeTimeout)
 	defer cancel()
-	remote := e.opts.Concentrator
+	remote := e.Concentrator()
 	if u.Remote != "" {
 		remote = u.Remote
 	}

@@ -1,0 +1,150 @@
+package tunnel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/quic-go/quic-go"
+)
+
+// Fleet hooks (docs/design.md "Fleet"): a concentrator tells its BGP
+// speaker when a bond comes up or ends, and can drain its edges to other
+// nodes; an edge can be pointed at another node and probe its home node.
+
+// Application error codes of the fleet.
+const (
+	// codeDraining closes every path of a draining concentrator: the edge
+	// moves to its next node at once rather than redialling this one.
+	codeDraining = 0x104
+	// codeMoved closes the edge's paths to a node it is leaving.
+	codeMoved = 0x105
+	// codeProbe closes an edge's probe of its home node: a QUIC handshake
+	// and nothing else.
+	codeProbe = 0x106
+)
+
+// ErrDraining is a path's end when the concentrator closed it because it
+// is draining ([Concentrator.Drain]): the edge should move to another node.
+var ErrDraining = errors.New("tunnel: concentrator is draining")
+
+// IsRefusal reports whether err, from [EdgeOptions.OnPathEnd], means the
+// node will not serve this edge: it refused the credentials
+// ([ErrUnauthorized]) or is draining ([ErrDraining]).
+func IsRefusal(err error) bool {
+	return errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrDraining)
+}
+
+// fleetErr maps the close codes of the fleet and of a refusal to
+// [ErrDraining] and [ErrUnauthorized]; other errors are returned as they are.
+func fleetErr(err error) error {
+	var ae *quic.ApplicationError
+	if errors.As(err, &ae) && ae.Remote {
+		switch ae.ErrorCode {
+		case codeDraining:
+			return fmt.Errorf("%w: %w", ErrDraining, err)
+		case codeUnauthorized:
+			return fmt.Errorf("%w: %w", ErrUnauthorized, err)
+		}
+	}
+	return err
+}
+
+// bondLife counts the live path connections of one edge on a concentrator
+// and calls OnBondUp on the first and OnBondDown after the last, in order:
+// the count and the call are under one lock, so an up is never reported
+// after the down that followed it.
+type bondLife struct {
+	mu   sync.Mutex
+	live int
+}
+
+// pathUp is called when a path connection of e has been accepted.
+func (c *Concentrator) pathUp(e *edgeEntry) {
+	e.life.mu.Lock()
+	defer e.life.mu.Unlock()
+	e.life.live++
+	if e.life.live == 1 && c.opts.OnBondUp != nil {
+		c.opts.OnBondUp(e.auth.ID, e.auth.AllowedPrefixes)
+	}
+}
+
+// pathDown is called when a path connection of e has ended.
+func (c *Concentrator) pathDown(e *edgeEntry) {
+	e.life.mu.Lock()
+	defer e.life.mu.Unlock()
+	e.life.live--
+	if e.life.live == 0 && c.opts.OnBondDown != nil {
+		c.opts.OnBondDown(e.auth.ID)
+	}
+}
+
+// Drain stops accepting path connections and closes every connected one
+// with the draining code, so that each edge moves to its next node at once
+// ([ErrDraining] on the edge). OnBondDown follows for every bond that was
+// up. The concentrator keeps its TUN open until Close, so packets of the
+// edges already on their way are still delivered. Drain is idempotent.
+func (c *Concentrator) Drain() {
+	c.drainOnce.Do(func() {
+		if c.ln != nil {
+			c.ln.Close()
+		}
+		for _, e := range c.edges {
+			e.bond.closePaths(codeDraining, "concentrator draining")
+		}
+		c.log.Info("draining: edges told to move")
+	})
+}
+
+// SetConcentrator points every path of the edge at node (host:port) and
+// closes the paths connected elsewhere, so that each redials node at once.
+// An uplink with its own Remote keeps it. It is how an edge moves between
+// the nodes of a fleet; safe for concurrent use.
+func (e *Edge) SetConcentrator(node string) {
+	e.node.Store(&node)
+	e.bond.closePaths(codeMoved, "edge moving to another node")
+}
+
+// Concentrator returns the node the edge's paths dial now:
+// [EdgeOptions.Concentrator] until [Edge.SetConcentrator] is called.
+func (e *Edge) Concentrator() string {
+	if n := e.node.Load(); n != nil {
+		return *n
+	}
+	return e.opts.Concentrator
+}
+
+// Probe checks that node (host:port) completes a QUIC handshake over the
+// edge's first uplink, then closes the connection with the probe code
+// before any hello, so the node neither counts a path nor announces
+// anything. It returns nil when the handshake succeeded within ctx, or
+// the dial's error.
+func (e *Edge) Probe(ctx context.Context, node string) error {
+	raddr, err := net.ResolveUDPAddr("udp", node)
+	if err != nil {
+		return err
+	}
+	listen := e.opts.Listen
+	if listen == nil {
+		listen = ListenUplink
+	}
+	pc, err := listen(ctx, e.opts.Uplinks[0])
+	if err != nil {
+		return fmt.Errorf("opening the probe socket: %w", err)
+	}
+	tr := &quic.Transport{Conn: pc}
+	defer func() { tr.Close(); pc.Close() }()
+	conn, err := tr.Dial(ctx, raddr, e.opts.TLS, quicConfig(e.opts.Paths, &recorder{}))
+	if err != nil {
+		return err
+	}
+	return conn.CloseWithError(codeProbe, "probe")
+}
+
+// isProbe reports whether err ends a connection the edge opened as a probe.
+func isProbe(err error) bool {
+	var ae *quic.ApplicationError
+	return errors.As(err, &ae) && ae.Remote && ae.ErrorCode == codeProbe
+}
