@@ -206,6 +206,7 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 	backoff := e.opts.Paths.RedialMin
 	failures := 0
 	for ctx.Err() == nil {
+		node := e.Concentrator() // for OnPathEnd
 		conn, closeConn, rec, err := e.dial(ctx, u, lane)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -215,7 +216,7 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 				p.setErr(err)
 			}
 			if e.opts.OnPathEnd != nil {
-				e.opts.OnPathEnd(u.Name, fleetErr(err))
+				e.opts.OnPathEnd(u.Name, node, fleetErr(err))
 			}
 			// Warn once per outage; every retry is logged at debug level.
 			level := slog.LevelDebug
@@ -240,7 +241,7 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 		cause := context.Cause(conn.Context())
 		closeConn()
 		if e.opts.OnPathEnd != nil && ctx.Err() == nil {
-			e.opts.OnPathEnd(u.Name, fleetErr(cause))
+			e.opts.OnPathEnd(u.Name, node, fleetErr(cause))
 		}
 		switch {
 		case ctx.Err() != nil: // shutdown, or the lane was removed

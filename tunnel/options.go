@@ -156,11 +156,13 @@ type EdgeOptions struct {
 	// it (EdgeAuth.AllowEdgeRules). nil: none.
 	DownlinkRules RuleSource
 
-	// OnPathEnd, optional, is called with the reason each time a lane's
-	// dial fails or its connection ends while the edge runs; [IsRefusal]
-	// tells a refusal (credentials, draining node) from an outage. The
-	// fleet's failover uses it (docs/design.md "Fleet"). It must not block.
-	OnPathEnd func(path string, err error)
+	// OnPathEnd, optional, is called each time a lane's dial fails or its
+	// connection ends while the edge runs, with the uplink's name, the
+	// node it dialled (host:port, see [Edge.Concentrator]) and the reason;
+	// [IsRefusal] tells a refusal (credentials, draining node) from an
+	// outage. The fleet's failover uses it (docs/design.md "Fleet"). It
+	// must not block.
+	OnPathEnd func(path, node string, err error)
 }
 
 // EdgeAuth is one edge a concentrator accepts.

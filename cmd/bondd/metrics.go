@@ -138,6 +138,9 @@ func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range bondCounterDescs {
 		ch <- m.desc
 	}
+	for _, d := range fleetDescs {
+		ch <- d
+	}
 	for _, m := range fecCounterDescs {
 		ch <- m.desc
 	}
@@ -166,6 +169,7 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descNoRoute, r.NoRoute)
 		counter(descLinkLocal, r.LinkLocal)
 	}
+	collectFleet(&r, gauge, counter) // fleet.go
 	if rs := r.Rules; rs != nil {
 		gauge(descRulesVersion, float64(rs.Version))
 		gauge(descRulesLoaded, float64(rs.Loaded.UnixNano())/1e9)

@@ -93,7 +93,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, ctlPath string, log *slo
 	}
 	src := newStatusSource(d, cfg, rt)
 	if ctlPath != "" {
-		ctl, err := serveControl(ctlPath, src.report)
+		ctl, err := serveControl(ctlPath, src.report, drainFunc(d))
 		if err != nil {
 			d.Close()
 			return err
@@ -239,11 +239,13 @@ func startEdge(cfg *config.Config, dev tun.Device, co commonOptions, log *slog.L
 		}
 		downlink = dw
 	}
-	e, err := tunnel.NewEdge(tunnel.EdgeOptions{
+	eo := tunnel.EdgeOptions{
 		ID: ec.ID, Device: dev, MTU: co.mtu, Concentrator: ec.Concentrator, TLS: tlsConf, Token: token,
 		Uplinks: uplinks, Paths: co.paths, FEC: co.fec, Rules: co.rules, Classify: co.classify, Picker: co.picker, Logger: log,
 		DownlinkRules: downlink,
-	})
+	}
+	ef := edgeFleetFor(ec, &eo, log) // nil with one node (fleet.go)
+	e, err := tunnel.NewEdge(eo)
 	if err != nil {
 		if dw != nil {
 			dw.Close()
@@ -251,11 +253,16 @@ func startEdge(cfg *config.Config, dev tun.Device, co commonOptions, log *slog.L
 		return nil, err
 	}
 	e.Start()
-	log.Info("edge started", "id", ec.ID, "concentrator", ec.Concentrator, "uplinks", len(uplinks))
+	log.Info("edge started", "id", ec.ID, "concentrator", eo.Concentrator, "uplinks", len(uplinks))
+	var d daemon = e
 	if dw != nil {
-		return edgeWithDownlink{e, dw}, nil
+		d = edgeWithDownlink{e, dw}
 	}
-	return e, nil
+	if ef != nil {
+		ef.start(e)
+		d = fleetEdge{d, ef}
+	}
+	return d, nil
 }
 
 // edgeWithDownlink is an edge daemon with the watcher of its downlink rule
@@ -288,23 +295,41 @@ func startConcentrator(cfg *config.Config, dev tun.Device, co commonOptions, log
 		}
 		edges = append(edges, ea)
 	}
+	copts := tunnel.ConcentratorOptions{
+		Device: dev, MTU: co.mtu, TLS: tunnel.ServerTLS(cert, clientCAs), Edges: edges,
+		Paths: co.paths, FEC: co.fec, Rules: co.rules, Classify: co.classify, Picker: co.picker, Logger: log,
+	}
+	n := &fleetNode{log: log}
+	if cc.BGP != nil { // announce each bond's prefixes (fleet.go)
+		if n.speaker, err = startSpeaker(cfg, log); err != nil {
+			return nil, err
+		}
+		copts.OnBondUp, copts.OnBondDown = newBondHooks(n.speaker, log)
+	}
+	stopSpeaker := func() {
+		if n.speaker != nil {
+			n.speaker.Stop(context.Background(), false)
+		}
+	}
 	pc, err := net.ListenPacket("udp", cc.Listen)
 	if err != nil {
+		stopSpeaker()
 		return nil, err
 	}
-	c, err := tunnel.NewConcentrator(tunnel.ConcentratorOptions{
-		Device: dev, MTU: co.mtu, Conn: pc, TLS: tunnel.ServerTLS(cert, clientCAs), Edges: edges,
-		Paths: co.paths, FEC: co.fec, Rules: co.rules, Classify: co.classify, Picker: co.picker, Logger: log,
-	})
+	copts.Conn = pc
+	c, err := tunnel.NewConcentrator(copts)
 	if err != nil {
 		pc.Close()
+		stopSpeaker()
 		return nil, err
 	}
 	if err := c.Start(); err != nil {
+		stopSpeaker()
 		return nil, err
 	}
+	n.Concentrator = c
 	log.Info("concentrator listening", "addr", pc.LocalAddr(), "edges", len(edges))
-	return c, nil
+	return n, nil
 }
 
 // tunRoutes returns the routes to install on the TUN: tun.routes and, on a

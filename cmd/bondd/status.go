@@ -42,6 +42,10 @@ type statusReport struct {
 	NoRoute      uint64        `json:"no_route,omitempty"`      // concentrator: downlink packets with no edge
 	LinkLocal    uint64        `json:"link_local,omitempty"`    // concentrator: TUN packets to link-scope destinations, not routed
 	AuthFailures uint64        `json:"auth_failures,omitempty"` // concentrator: refused path connections
+	// BGP is the node's BGP speaker (concentrator.bgp); nil without one.
+	BGP *bgpStatus `json:"bgp,omitempty"`
+	// Fleet is the edge's place among several nodes; nil with one node.
+	Fleet *edgeNodesStatus `json:"fleet,omitempty"`
 }
 
 // bondStatus is one bond's counters and the inner addresses it carries.
@@ -100,10 +104,19 @@ func (s *statusSource) report() statusReport {
 	case edgeWithDownlink:
 		r.Role = config.RoleEdge
 		bonds = []tunnel.BondStats{d.Bond().Stats()}
+	case fleetEdge:
+		r.Role = config.RoleEdge
+		bonds = []tunnel.BondStats{d.Bond().Stats()}
+		r.Fleet = d.f.status()
 	case *tunnel.Concentrator:
 		r.Role = config.RoleConcentrator
 		bonds = d.Stats()
 		r.NoRoute, r.AuthFailures, r.LinkLocal = d.NoRoute(), d.AuthFailures(), d.LinkLocal()
+	case *fleetNode:
+		r.Role = config.RoleConcentrator
+		bonds = d.Stats()
+		r.NoRoute, r.AuthFailures, r.LinkLocal = d.NoRoute(), d.AuthFailures(), d.LinkLocal()
+		r.BGP = d.bgpStatus()
 	}
 	for _, b := range bonds {
 		r.Bonds = append(r.Bonds, bondStatus{BondStats: b, Addresses: s.addrs[b.EdgeID]})
@@ -147,7 +160,7 @@ func (t *ruleTracker) status() *rulesStatus {
 // serveControl serves GET /status, the report of src, as JSON on a Unix
 // socket at path, mode 0600 (root only). A stale socket file from a dead
 // process is replaced.
-func serveControl(path string, src func() statusReport) (io.Closer, error) {
+func serveControl(path string, src func() statusReport, drain func() error) (io.Closer, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
@@ -167,6 +180,11 @@ func serveControl(path string, src func() statusReport) (io.Closer, error) {
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(src())
+	})
+	mux.HandleFunc("POST /drain", func(w http.ResponseWriter, _ *http.Request) { // bondd drain (fleet.go)
+		if err := drain(); err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+		}
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
@@ -333,6 +351,7 @@ func printStatus(w io.Writer, r *statusReport, now time.Time) {
 	if r.Role == config.RoleConcentrator {
 		fmt.Fprintf(w, "refused connections: %d, downlink packets without a bond: %d, link-local packets not routed: %d\n", r.AuthFailures, r.NoRoute, r.LinkLocal)
 	}
+	printFleet(w, r) // fleet.go
 	for _, b := range r.Bonds {
 		fmt.Fprintf(w, "\nbond %s (id %x), up %s, mtu %d, addresses %s: tx %d rx %d packets\n", b.EdgeID, b.BondID,
 			b.Uptime.Round(time.Second), b.MTU, formatPrefixes(b.Addresses), b.TxPackets, b.RxPackets)

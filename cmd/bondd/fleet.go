@@ -1,0 +1,510 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/bondd/bondd/internal/config"
+	"github.com/bondd/bondd/internal/fleet"
+	"github.com/bondd/bondd/tunnel"
+)
+
+// The fleet (docs/design.md "Fleet", docs/operations.md "Running a
+// fleet"): a concentrator node announces the prefixes of the edges whose
+// bond it holds over BGP and drains its edges to other nodes before it
+// stops; an edge orders the nodes by rendezvous hashing and moves between
+// them with fleet.Failover.
+
+// Fleet timing.
+const (
+	// fleetTick is how often the edge's failover machine samples the bond.
+	fleetTick = 250 * time.Millisecond
+	// homeProbeEvery is how often an edge away from home probes it.
+	homeProbeEvery = 5 * time.Second
+	// homeProbeTimeout bounds one probe of home.
+	homeProbeTimeout = 3 * time.Second
+	// bgpStopTimeout bounds the graceful stop of the BGP speaker.
+	bgpStopTimeout = 2 * time.Second
+)
+
+// bgpStatus is the node's BGP speaker (fleet.Stats).
+type bgpStatus struct {
+	Running        bool             `json:"running"`
+	Draining       bool             `json:"draining,omitempty"`
+	Uptime         time.Duration    `json:"uptime_ns"`
+	Edges          int              `json:"edges"`
+	Prefixes       int              `json:"prefixes"`
+	AnnouncedTotal uint64           `json:"announced_total"`
+	WithdrawnTotal uint64           `json:"withdrawn_total"`
+	Errors         uint64           `json:"errors"`
+	Neighbors      []neighborStatus `json:"neighbors"`
+}
+
+// neighborStatus is one BGP session (fleet.NeighborStats).
+type neighborStatus struct {
+	Address               netip.Addr    `json:"address"`
+	AS                    uint32        `json:"as"`
+	State                 string        `json:"state"` // RFC 4271 §8.2.2, lower case
+	Uptime                time.Duration `json:"uptime_ns"`
+	Established           uint64        `json:"established"`
+	Drops                 uint64        `json:"drops"`
+	NotificationsSent     uint64        `json:"notifications_sent"`
+	NotificationsReceived uint64        `json:"notifications_received"`
+	LastError             string        `json:"last_error,omitempty"`
+}
+
+// edgeNodesStatus is an edge's place in the fleet.
+type edgeNodesStatus struct {
+	Nodes   []string          `json:"nodes"` // the edge's order, home first
+	Current string            `json:"current"`
+	AtHome  bool              `json:"at_home"`
+	Moves   map[string]uint64 `json:"moves,omitempty"` // by reason: unreachable, refused, home
+	MovedAt time.Time         `json:"moved_at,omitzero"`
+}
+
+// ---------------------------------------------------------------------------
+// Concentrator node
+
+// fleetNode is a concentrator with a BGP speaker. Close drains: the edges
+// are told to move (their bonds end here, which withdraws their prefixes),
+// then the speaker withdraws what is left and closes its sessions, then
+// the concentrator closes.
+type fleetNode struct {
+	*tunnel.Concentrator
+	speaker *fleet.Speaker
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	draining bool
+}
+
+// newBondHooks returns the OnBondUp and OnBondDown hooks that announce and
+// withdraw through the running speaker sp. After a drain the speaker is
+// stopped and a failure (fleet.ErrNotStarted) is not worth a warning.
+func newBondHooks(sp *fleet.Speaker, log *slog.Logger) (func(string, []netip.Prefix), func(string)) {
+	up := func(id string, ps []netip.Prefix) {
+		if err := sp.Announce(id, masked(ps)); err != nil && !errors.Is(err, fleet.ErrNotStarted) {
+			log.Warn("bgp: announce failed", "edge", id, "err", err)
+		}
+	}
+	down := func(id string) {
+		if err := sp.Withdraw(id); err != nil && !errors.Is(err, fleet.ErrNotStarted) {
+			log.Warn("bgp: withdraw failed", "edge", id, "err", err)
+		}
+	}
+	return up, down
+}
+
+func masked(ps []netip.Prefix) []netip.Prefix {
+	out := make([]netip.Prefix, len(ps))
+	for i, p := range ps {
+		out[i] = p.Masked()
+	}
+	return out
+}
+
+// startSpeaker builds and starts the node's BGP speaker from cfg.
+func startSpeaker(cfg *config.Config, log *slog.Logger) (*fleet.Speaker, error) {
+	pw, err := cfg.LoadBGPPasswords()
+	if err != nil {
+		return nil, err
+	}
+	fc := cfg.Concentrator.BGP.Fleet(pw)
+	fc.Logger = log.With("component", "bgp")
+	sp, err := fleet.New(fc)
+	if err != nil {
+		return nil, err
+	}
+	if err := sp.Start(context.Background()); err != nil {
+		return nil, fmt.Errorf("bgp: %w", err)
+	}
+	log.Info("bgp speaker started", "local_as", fc.LocalAS, "router_id", fc.RouterID, "neighbors", len(fc.Neighbors))
+	return sp, nil
+}
+
+// Drain tells every edge to move, withdraws every prefix and stops the
+// speaker; the node keeps running (and refusing edges) until Close.
+func (n *fleetNode) Drain() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.draining {
+		return
+	}
+	n.draining = true
+	n.log.Info("draining: moving the edges to other nodes and withdrawing their prefixes")
+	n.Concentrator.Drain()
+	if n.speaker != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), bgpStopTimeout)
+		defer cancel()
+		if err := n.speaker.Stop(ctx, true); err != nil {
+			n.log.Warn("bgp: graceful stop", "err", err)
+		}
+	}
+}
+
+// Close closes the concentrator; a node with a BGP speaker drains first,
+// so that its edges move at once and the routers follow them.
+func (n *fleetNode) Close() error {
+	if n.speaker != nil {
+		n.Drain()
+	}
+	return n.Concentrator.Close()
+}
+
+// bgpStatus reports the speaker; nil without one.
+func (n *fleetNode) bgpStatus() *bgpStatus {
+	if n.speaker == nil {
+		return nil
+	}
+	st := n.speaker.Stats()
+	now := time.Now()
+	b := &bgpStatus{Running: st.Running, Uptime: st.Uptime, Edges: st.Edges, Prefixes: st.Prefixes,
+		AnnouncedTotal: st.AnnouncedTotal, WithdrawnTotal: st.WithdrawnTotal, Errors: st.Errors}
+	n.mu.Lock()
+	b.Draining = n.draining
+	n.mu.Unlock()
+	for _, nb := range st.Neighbors {
+		b.Neighbors = append(b.Neighbors, neighborStatus{Address: nb.Address, AS: nb.AS, State: nb.State, Uptime: nb.Uptime(now),
+			Established: nb.Established, Drops: nb.Drops, NotificationsSent: nb.NotificationsSent,
+			NotificationsReceived: nb.NotificationsReceived, LastError: nb.LastError})
+	}
+	return b
+}
+
+// ---------------------------------------------------------------------------
+// Edge
+
+// edgeNodes returns the fleet's nodes named by the edge config: the list,
+// or the addresses of a single DNS name (each with its port), or the one
+// address. lookup resolves a host name (net.DefaultResolver.LookupHost).
+func edgeNodes(ctx context.Context, ec *config.EdgeConfig, lookup func(context.Context, string) ([]string, error)) ([]string, error) {
+	if len(ec.Concentrators) > 0 {
+		return ec.Concentrators, nil
+	}
+	host, port, err := net.SplitHostPort(ec.Concentrator)
+	if err != nil {
+		return nil, fmt.Errorf("edge.concentrator: %w", err)
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return []string{ec.Concentrator}, nil
+	}
+	addrs, err := lookup(ctx, host)
+	if err != nil || len(addrs) <= 1 {
+		// One address, or none yet: dial the name, as a single node does.
+		return []string{ec.Concentrator}, nil
+	}
+	nodes := make([]string, len(addrs))
+	for i, a := range addrs {
+		nodes[i] = net.JoinHostPort(a, port)
+	}
+	return nodes, nil
+}
+
+// edgeFleetFor sets up failover for an edge config with several nodes: it
+// orders them (fleet.Order on the edge id), points eo at home and hooks
+// OnPathEnd. With one node it returns nil and leaves eo as it is.
+func edgeFleetFor(ec *config.EdgeConfig, eo *tunnel.EdgeOptions, log *slog.Logger) *edgeFleet {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	nodes, err := edgeNodes(ctx, ec, net.DefaultResolver.LookupHost)
+	if err != nil || len(nodes) < 2 {
+		return nil
+	}
+	nodes = fleet.Order(ec.ID, nodes)
+	f := newEdgeFleet(nodes, ec.Failover, log)
+	eo.Concentrator, eo.OnPathEnd = nodes[0], f.onPathEnd
+	log.Info("fleet: node order", "home", nodes[0], "nodes", nodes)
+	return f
+}
+
+// edgeFleet drives an edge's moves between nodes with fleet.Failover.
+type edgeFleet struct {
+	e     *tunnel.Edge
+	nodes []string // home first
+	log   *slog.Logger
+	fo    *fleet.Failover
+	ev    chan nodeEvent // refusals and probe results
+
+	mu      sync.Mutex
+	cur     int
+	moves   map[string]uint64
+	movedAt time.Time
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// nodeEvent is an event about one node, from a path's end or a probe.
+type nodeEvent struct {
+	node string
+	ev   fleet.Event
+}
+
+// newEdgeFleet returns the driver for nodes (already in the edge's order,
+// home first). Its onPathEnd is the edge's EdgeOptions.OnPathEnd; start
+// it with run once the edge exists.
+func newEdgeFleet(nodes []string, fc config.FailoverConfig, log *slog.Logger) *edgeFleet {
+	return &edgeFleet{nodes: nodes, log: log, moves: map[string]uint64{}, ev: make(chan nodeEvent, 64),
+		fo: fleet.NewFailover(fleet.FailoverConfig{Nodes: nodes, UnreachableAfter: fc.UnreachableAfter, HomeHoldDown: fc.HomeHoldDown}, time.Now())}
+}
+
+// onPathEnd feeds a refusal by node (credentials, draining) to the machine.
+func (f *edgeFleet) onPathEnd(_, node string, err error) {
+	if tunnel.IsRefusal(err) {
+		select {
+		case f.ev <- nodeEvent{node, fleet.Refused}:
+		default: // the machine is behind; a refusal repeats with the next dial
+		}
+	}
+}
+
+// start runs the driver until Close.
+func (f *edgeFleet) start(e *tunnel.Edge) {
+	f.e = e
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	f.wg.Go(func() { f.run(ctx) })
+}
+
+func (f *edgeFleet) run(ctx context.Context) {
+	tick := time.NewTicker(fleetTick)
+	defer tick.Stop()
+	probe := time.NewTicker(homeProbeEvery)
+	defer probe.Stop()
+	probing := false
+	for {
+		var d fleet.Decision
+		now := time.Now()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			ev := fleet.Down
+			if bondUp(f.e.Bond().Stats()) {
+				ev = fleet.Up
+			}
+			d = f.fo.Step(now, ev)
+		case <-probe.C:
+			if f.fo.Current() == 0 || probing {
+				continue
+			}
+			probing = true
+			f.wg.Go(func() {
+				pctx, cancel := context.WithTimeout(ctx, homeProbeTimeout)
+				defer cancel()
+				ev := fleet.HomeUp
+				if err := f.e.Probe(pctx, f.nodes[0]); err != nil {
+					ev = fleet.HomeDown
+					f.log.Debug("fleet: home probe failed", "home", f.nodes[0], "err", err)
+				}
+				select {
+				case f.ev <- nodeEvent{f.nodes[0], ev}:
+				case <-ctx.Done():
+				}
+			})
+			continue
+		case x := <-f.ev:
+			switch x.ev {
+			case fleet.HomeUp, fleet.HomeDown:
+				probing = false
+			case fleet.Refused:
+				if cur := f.fo.Current(); cur < 0 || f.nodes[cur] != x.node {
+					continue // a path of a node the edge has already left
+				}
+			}
+			d = f.fo.Step(now, x.ev)
+		}
+		if d.Moved {
+			f.move(d, now)
+		}
+	}
+}
+
+// move points the edge's paths at the decision's node.
+func (f *edgeFleet) move(d fleet.Decision, now time.Time) {
+	f.mu.Lock()
+	from := f.nodes[f.cur]
+	f.cur = d.Node
+	f.moves[d.Reason]++
+	f.movedAt = now
+	f.mu.Unlock()
+	f.log.Warn("fleet: moving to another node", "from", from, "to", f.nodes[d.Node], "reason", d.Reason, "home", d.Node == 0)
+	f.e.SetConcentrator(f.nodes[d.Node])
+}
+
+// bondUp reports whether any path of the bond is connected.
+func bondUp(b tunnel.BondStats) bool {
+	for _, p := range b.Paths {
+		if p.Conn != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// status reports the edge's place in the fleet.
+func (f *edgeFleet) status() *edgeNodesStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := &edgeNodesStatus{Nodes: f.nodes, Current: f.nodes[f.cur], AtHome: f.cur == 0, MovedAt: f.movedAt}
+	if len(f.moves) > 0 {
+		s.Moves = make(map[string]uint64, len(f.moves))
+		for k, v := range f.moves {
+			s.Moves[k] = v
+		}
+	}
+	return s
+}
+
+func (f *edgeFleet) stop() {
+	if f.cancel != nil {
+		f.cancel()
+		f.wg.Wait()
+	}
+}
+
+// fleetEdge is an edge daemon with several nodes.
+type fleetEdge struct {
+	daemon // *tunnel.Edge or edgeWithDownlink
+	f      *edgeFleet
+}
+
+func (d fleetEdge) Close() error { d.f.stop(); return d.daemon.Close() }
+
+func (d fleetEdge) Bond() *tunnel.Bond { return d.daemon.(interface{ Bond() *tunnel.Bond }).Bond() }
+
+// drainFunc returns what POST /drain on the control socket does for d:
+// drain a concentrator; an edge has nothing to drain.
+func drainFunc(d daemon) func() error {
+	return func() error {
+		n, ok := d.(*fleetNode)
+		if !ok {
+			return errors.New("only a concentrator drains")
+		}
+		n.Drain()
+		return nil
+	}
+}
+
+// printFleet prints the bgp: and fleet: sections of bondd status.
+func printFleet(w io.Writer, r *statusReport) {
+	if b := r.BGP; b != nil {
+		state := "stopped"
+		switch {
+		case b.Draining:
+			state = "draining"
+		case b.Running:
+			state = "running"
+		}
+		fmt.Fprintf(w, "bgp: %s, up %s, %d edges, %d prefixes announced; %d announced, %d withdrawn, %d errors in total\n", state,
+			b.Uptime.Round(time.Second), b.Edges, b.Prefixes, b.AnnouncedTotal, b.WithdrawnTotal, b.Errors)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  neighbour	as	state	up	established	drops	notifications sent/received	last error")
+		for _, n := range b.Neighbors {
+			fmt.Fprintf(tw, "  %s	%d	%s	%s	%d	%d	%d/%d	%s\n", n.Address, n.AS, n.State, n.Uptime.Round(time.Second),
+				n.Established, n.Drops, n.NotificationsSent, n.NotificationsReceived, n.LastError)
+		}
+		tw.Flush()
+	}
+	if f := r.Fleet; f != nil {
+		where := "away from home"
+		if f.AtHome {
+			where = "home"
+		}
+		fmt.Fprintf(w, "fleet: on %s (%s); order %s; moves", f.Current, where, strings.Join(f.Nodes, " "))
+		for _, why := range []string{"unreachable", "refused", "home"} {
+			fmt.Fprintf(w, " %s %d", why, f.Moves[why])
+		}
+		if !f.MovedAt.IsZero() {
+			fmt.Fprintf(w, ", last at %s", f.MovedAt.Format(time.DateTime))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// newDrainCmd is bondd drain: a concentrator moves its edges to other
+// nodes and withdraws their prefixes, before maintenance.
+func newDrainCmd() *cobra.Command {
+	var sock string
+	cmd := &cobra.Command{
+		Use:   "drain",
+		Short: "Move a concentrator's edges to other nodes before maintenance",
+		Long: "Drain tells the running concentrator to close every edge's paths with a\n" +
+			"draining code, so that each edge moves to its next node at once, to stop\n" +
+			"accepting edges, and to withdraw its BGP announcements. The daemon keeps\n" +
+			"running until it is stopped. See docs/operations.md \"Running a fleet\".",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), statusTimeout)
+			defer cancel()
+			client := &http.Client{Transport: &http.Transport{
+				DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+					return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+				},
+			}}
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://bondd/drain", nil)
+			if err != nil {
+				return err
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				return fmt.Errorf("no bondd answering on %s: %w", sock, err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+				return fmt.Errorf("drain refused: %s", strings.TrimSpace(string(msg)))
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "draining: the edges are moving to other nodes; stop the daemon when bondd status shows no path")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&sock, "socket", defaultControlSocket, "control socket of the running bondd")
+	return cmd
+}
+
+// Fleet metrics.
+var (
+	descBGPNeighborUp = desc("bgp_neighbor_up", "Concentrator: 1 while the BGP session with the neighbour is established.", "neighbor")
+	descBGPPrefixes   = desc("bgp_prefixes", "Concentrator: prefixes this node announces over BGP now.")
+	descBGPEdges      = desc("bgp_edges", "Concentrator: edges whose prefixes this node announces now.")
+	descBGPAnnounced  = desc("bgp_announced_total", "Concentrator: prefixes handed to BGP (a re-announce counts again).")
+	descBGPWithdrawn  = desc("bgp_withdrawn_total", "Concentrator: prefixes withdrawn from BGP.")
+	descFleetMoves    = desc("fleet_moves_total", "Edge: moves to another node, by reason (unreachable, refused, home).", "reason")
+	fleetDescs        = []*prometheus.Desc{descBGPNeighborUp, descBGPPrefixes, descBGPEdges, descBGPAnnounced, descBGPWithdrawn, descFleetMoves}
+)
+
+// collectFleet sends the fleet metrics of r.
+func collectFleet(r *statusReport, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
+	if b := r.BGP; b != nil {
+		gauge(descBGPPrefixes, float64(b.Prefixes))
+		gauge(descBGPEdges, float64(b.Edges))
+		counter(descBGPAnnounced, b.AnnouncedTotal)
+		counter(descBGPWithdrawn, b.WithdrawnTotal)
+		for _, n := range b.Neighbors {
+			up := 0.0
+			if n.State == "established" {
+				up = 1
+			}
+			gauge(descBGPNeighborUp, up, n.Address.String())
+		}
+	}
+	if f := r.Fleet; f != nil {
+		for _, why := range []string{"unreachable", "refused", "home"} {
+			counter(descFleetMoves, f.Moves[why], why)
+		}
+	}
+}
