@@ -1,0 +1,166 @@
+package tunnel
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bondd/bondd/tun/tuntest"
+)
+
+// bondEvents records a concentrator's OnBondUp and OnBondDown calls.
+type bondEvents struct {
+	mu  sync.Mutex
+	got []string // "up van-1 [10.77.0.0/24]", "down van-1"
+}
+
+func (b *bondEvents) up(id string, ps []netip.Prefix) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.got = append(b.got, "up "+id+" "+ps[0].String())
+}
+
+func (b *bondEvents) down(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.got = append(b.got, "down "+id)
+}
+
+func (b *bondEvents) list() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.got)
+}
+
+// TestFleetMoveAndDrain runs one edge with two uplinks against two
+// concentrator nodes: the edge's bond is up on A (one OnBondUp, however
+// many paths); a probe of B reaches it without a bond; A drains, so every
+// path ends with a refusal (ErrDraining) and A reports the bond down once;
+// the edge is pointed at B, its bond comes up there and carries traffic
+// both ways.
+func TestFleetMoveAndDrain(t *testing.T) {
+	checkGoroutines(t)
+	cert, pin, err := SelfSignedCert("concentrator.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	popts := PathOptions{IdleTimeout: 2 * time.Second, Keepalive: 300 * time.Millisecond, RedialMin: 50 * time.Millisecond, RedialMax: 200 * time.Millisecond}
+	type node struct {
+		c   *Concentrator
+		dev *tuntest.Device
+		ev  *bondEvents
+		at  string
+	}
+	newNode := func() node {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := node{dev: tuntest.New(testMTU, 8), ev: &bondEvents{}, at: pc.LocalAddr().String()}
+		n.c, err = NewConcentrator(ConcentratorOptions{
+			Device: n.dev, MTU: testMTU, Conn: pc, TLS: ServerTLS(cert, nil), Paths: popts,
+			Edges:    []EdgeAuth{{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}}},
+			OnBondUp: n.ev.up, OnBondDown: n.ev.down,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.c.Close() })
+		return n
+	}
+	a, b := newNode(), newNode()
+	tlsConf, err := ClientTLS("concentrator.test", nil, pin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type end struct{ path, node string }
+	var (
+		mu       sync.Mutex
+		refusals []end
+	)
+	edgeDev := tuntest.New(testMTU, 8)
+	e, err := NewEdge(EdgeOptions{
+		ID: "van-1", Device: edgeDev, MTU: testMTU, Concentrator: a.at, TLS: tlsConf, Token: token, Paths: popts,
+		Uplinks: []UplinkOptions{{Name: "up0", Bind: netip.MustParseAddr("127.0.0.1"), Lanes: 1}, {Name: "up1", Bind: netip.MustParseAddr("127.0.0.1"), Lanes: 1}},
+		OnPathEnd: func(path, node string, err error) {
+			if IsRefusal(err) {
+				mu.Lock()
+				refusals = append(refusals, end{path, node})
+				mu.Unlock()
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Start()
+	t.Cleanup(func() { e.Close() })
+	connected := func(c *Concentrator) int {
+		n := 0
+		for _, p := range c.Bond("van-1").Stats().Paths {
+			if p.Conn != nil {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, func() bool { return connected(a.c) == 2 })
+	if got := a.ev.list(); !slices.Equal(got, []string{"up van-1 10.77.0.0/24"}) {
+		t.Fatalf("node A hooks: %q, want one up", got)
+	}
+
+	// A probe completes a handshake with B and leaves no trace there.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := e.Probe(ctx, b.at); err != nil {
+		t.Fatalf("probe of B: %v", err)
+	}
+	if got := b.ev.list(); len(got) != 0 || b.c.AuthFailures() != 0 {
+		t.Fatalf("node B after a probe: hooks %q, %d refusals", got, b.c.AuthFailures())
+	}
+
+	// Draining A: both paths end with a refusal by A; one down.
+	a.c.Drain()
+	waitFor(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(refusals) >= 2
+	})
+	mu.Lock()
+	for _, r := range refusals {
+		if r.node != a.at {
+			t.Errorf("refusal %+v attributed to another node than A (%s)", r, a.at)
+		}
+	}
+	mu.Unlock()
+	waitFor(t, func() bool { return len(a.ev.list()) == 2 })
+	if got := a.ev.list(); got[1] != "down van-1" {
+		t.Fatalf("node A hooks after drain: %q", got)
+	}
+	// A draining node no longer answers a probe.
+	pctx, pcancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer pcancel()
+	if err := e.Probe(pctx, a.at); err == nil {
+		t.Error("probe of a draining node succeeded")
+	}
+
+	// Moving to B.
+	e.SetConcentrator(b.at)
+	if e.Concentrator() != b.at {
+		t.Fatalf("Concentrator() = %s after SetConcentrator(%s)", e.Concentrator(), b.at)
+	}
+	waitFor(t, func() bool { return connected(b.c) == 2 })
+	if got := b.ev.list(); !slices.Equal(got, []string{"up van-1 10.77.0.0/24"}) {
+		t.Fatalf("node B hooks: %q, want one up", got)
+	}
+	tb := &testBond{edge: e, conc: b.c}
+	tb.exchange(t, edgeDev, b.dev, edgeAddr, srvAddr, 200)
+	tb.exchange(t, b.dev, edgeDev, srvAddr, edgeAddr, 200)
+}
