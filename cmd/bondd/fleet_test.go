@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bondd/bondd/internal/config"
+	"github.com/bondd/bondd/internal/fleet"
+	"github.com/bondd/bondd/tunnel"
+)
+
+func TestEdgeNodes(t *testing.T) {
+	lookup := func(_ context.Context, host string) ([]string, error) {
+		switch host {
+		case "fleet.example.net":
+			return []string{"192.0.2.1", "2001:db8::2"}, nil
+		case "one.example.net":
+			return []string{"192.0.2.9"}, nil
+		}
+		return nil, errors.New("no such host")
+	}
+	tests := []struct {
+		name string
+		ec   config.EdgeConfig
+		want []string
+	}{
+		{"list", config.EdgeConfig{Concentrator: "a:1", Concentrators: []string{"a:1", "b:1"}}, []string{"a:1", "b:1"}},
+		{"one address", config.EdgeConfig{Concentrator: "192.0.2.1:4433"}, []string{"192.0.2.1:4433"}},
+		{"name with several addresses", config.EdgeConfig{Concentrator: "fleet.example.net:4433"}, []string{"192.0.2.1:4433", "[2001:db8::2]:4433"}},
+		{"name with one address", config.EdgeConfig{Concentrator: "one.example.net:4433"}, []string{"one.example.net:4433"}},
+		{"name not resolving yet", config.EdgeConfig{Concentrator: "down.example.net:4433"}, []string{"down.example.net:4433"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := edgeNodes(context.Background(), &tc.ec, lookup)
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Fatalf("edgeNodes = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestEdgeFleetRefusals checks which refusals reach the failover machine:
+// only those of the node the edge is on.
+func TestEdgeFleetRefusals(t *testing.T) {
+	f := newEdgeFleet([]string{"a:1", "b:1"}, config.FailoverConfig{}, slog.New(slog.DiscardHandler))
+	f.onPathEnd("up0", "a:1", tunnel.ErrDraining)
+	f.onPathEnd("up0", "a:1", errors.New("timeout")) // an outage is not a refusal
+	if len(f.ev) != 1 {
+		t.Fatalf("%d events queued, want 1 (the refusal)", len(f.ev))
+	}
+	if x := <-f.ev; x.node != "a:1" || x.ev != fleet.Refused {
+		t.Fatalf("event %+v", x)
+	}
+}
+
+func TestPrintFleet(t *testing.T) {
+	r := &statusReport{
+		BGP: &bgpStatus{Running: true, Uptime: 90 * time.Second, Edges: 1, Prefixes: 2, AnnouncedTotal: 3, WithdrawnTotal: 1,
+			Neighbors: []neighborStatus{{Address: netip.MustParseAddr("192.0.2.1"), AS: 65000, State: "established", Uptime: time.Minute,
+				Established: 1, NotificationsReceived: 2, LastError: "hold-timer-expired"}}},
+		Fleet: &edgeNodesStatus{Nodes: []string{"a:1", "b:1"}, Current: "b:1", Moves: map[string]uint64{"refused": 1}},
+	}
+	var buf bytes.Buffer
+	printFleet(&buf, r)
+	for _, want := range []string{
+		"bgp: running, up 1m30s, 1 edges, 2 prefixes announced; 3 announced, 1 withdrawn, 0 errors",
+		"192.0.2.1  65000  established  1m0s",
+		"0/2",
+		"hold-timer-expired",
+		"fleet: on b:1 (away from home); order a:1 b:1; moves unreachable 0 refused 1 home 0",
+	} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
