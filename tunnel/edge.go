@@ -40,8 +40,9 @@ type Edge struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	ctl  edgeControl            // the control plane (ctrl_edge.go)
-	node atomic.Pointer[string] // the node dialled, once SetConcentrator is called (fleet.go)
+	ctl   edgeControl            // the control plane (ctrl_edge.go)
+	node  atomic.Pointer[string] // the node dialled, once SetConcentrator is called (fleet.go)
+	moved moveSignal             // fired by SetConcentrator (fleet.go)
 }
 
 // NewEdge checks opts and returns an Edge that is not yet running. It
@@ -227,12 +228,19 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 			log.Log(ctx, level, "path dial failed", "err", err, "attempt", failures, "retry_in", backoff)
 			// Full jitter keeps the uplinks of many edges from redialling in step.
 			sleep := backoff/2 + rand.N(backoff/2+1)
+			mv := e.moved.wait()
+			if e.Concentrator() != node { // moved while dialling: dial the new node now
+				backoff = e.opts.Paths.RedialMin
+				continue
+			}
 			select {
 			case <-time.After(sleep):
+				backoff = min(2*backoff, e.opts.Paths.RedialMax)
+			case <-mv:
+				backoff = e.opts.Paths.RedialMin
 			case <-ctx.Done():
 				return
 			}
-			backoff = min(2*backoff, e.opts.Paths.RedialMax)
 			continue
 		}
 		log.Info("path up", "local", conn.LocalAddr(), "remote", conn.RemoteAddr(), "attempts", failures+1)
@@ -259,6 +267,7 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 func (e *Edge) dial(ctx context.Context, u UplinkOptions, lane int) (conn *quic.Conn, closeConn func(), rec *recorder, err error) {
 	ctx, cancel := context.WithTimeout(ctx, DefaultHandshakeTimeout)
 	defer cancel()
+	defer e.cancelOnMove(cancel)() // a move cuts the dial short (fleet.go)
 	remote := e.Concentrator()
 	if u.Remote != "" {
 		remote = u.Remote

@@ -98,13 +98,65 @@ func (c *Concentrator) Drain() {
 	})
 }
 
-// SetConcentrator points every path of the edge at node (host:port) and
-// closes the paths connected elsewhere, so that each redials node at once.
-// An uplink with its own Remote keeps it. It is how an edge moves between
-// the nodes of a fleet; safe for concurrent use.
+// SetConcentrator points every path of the edge at node (host:port):
+// it closes the paths connected elsewhere, cuts short the dials and redial
+// backoffs under way, so that each path dials node at once, and resets
+// the bond's duplicate filter and FEC decoder, since node numbers its
+// packets from its own sequence space. An uplink with its own Remote keeps
+// it. It is how an edge moves between the nodes of a fleet; safe for
+// concurrent use.
 func (e *Edge) SetConcentrator(node string) {
 	e.node.Store(&node)
+	e.moved.fire()
+	e.bond.resetPeer()
 	e.bond.closePaths(codeMoved, "edge moving to another node")
+}
+
+// resetPeer forgets the receive state tied to the peer's sequence space.
+func (b *Bond) resetPeer() {
+	b.rx.Lock()
+	b.rx.dedupe.reset()
+	b.dec.Reset()
+	b.rx.Unlock()
+}
+
+// moveSignal wakes the edge's dial loops when the edge moves to another
+// node: wait's channel is closed by the next fire.
+type moveSignal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (m *moveSignal) wait() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ch == nil {
+		m.ch = make(chan struct{})
+	}
+	return m.ch
+}
+
+func (m *moveSignal) fire() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ch != nil {
+		close(m.ch)
+	}
+	m.ch = make(chan struct{})
+}
+
+// cancelOnMove calls cancel when the edge moves to another node, until
+// the returned stop is called.
+func (e *Edge) cancelOnMove(cancel context.CancelFunc) (stop func()) {
+	mv, done := e.moved.wait(), make(chan struct{})
+	go func() {
+		select {
+		case <-mv:
+			cancel()
+		case <-done:
+		}
+	}()
+	return func() { close(done) }
 }
 
 // Concentrator returns the node the edge's paths dial now:
