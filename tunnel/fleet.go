@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 
 	"github.com/quic-go/quic-go"
@@ -91,7 +92,7 @@ func (c *Concentrator) Drain() {
 		if c.ln != nil {
 			c.ln.Close()
 		}
-		for _, e := range c.edges {
+		for _, e := range c.tab.Load().edges {
 			e.bond.closePaths(codeDraining, "concentrator draining")
 		}
 		c.log.Info("draining: edges told to move")
@@ -199,4 +200,109 @@ func (e *Edge) Probe(ctx context.Context, node string) error {
 func isProbe(err error) bool {
 	var ae *quic.ApplicationError
 	return errors.As(err, &ae) && ae.Remote && ae.ErrorCode == codeProbe
+}
+
+// edgeTable is the concentrator's edge list: the entries by id and the
+// downlink routes to their bonds, longest prefix first. It is immutable;
+// SetEdges replaces it as a whole.
+type edgeTable struct {
+	edges  map[string]*edgeEntry
+	routes []route
+}
+
+// newTable builds the table of edges. An edge of old with the same
+// EdgeAuth keeps its entry (bond, paths and counters); any other gets a
+// new bond. replaced lists the old entries not kept.
+func (c *Concentrator) newTable(edges []EdgeAuth, old *edgeTable) (tab *edgeTable, replaced []*edgeEntry, err error) {
+	tab = &edgeTable{edges: make(map[string]*edgeEntry, len(edges))}
+	for _, ea := range edges {
+		var prev *edgeEntry
+		if old != nil {
+			prev = old.edges[ea.ID]
+		}
+		e := prev
+		if prev == nil || !sameAuth(prev.auth, ea) {
+			b, err := newBond(ea.ID, c.opts.Device, bondOptions{mtu: c.opts.MTU, picker: c.opts.Picker, paths: c.opts.Paths, fec: c.opts.FEC,
+				rules: c.opts.Rules, classify: c.opts.Classify, allowed: ea.AllowedPrefixes, log: c.log.With("edge", ea.ID), peer: &ea})
+			if err != nil {
+				return nil, nil, err
+			}
+			e = &edgeEntry{auth: ea, bond: b, life: &bondLife{}}
+			if prev != nil {
+				e.life = prev.life // OnBondUp/OnBondDown stay in step across the replacement
+			}
+		}
+		tab.edges[ea.ID] = e
+		for _, p := range ea.AllowedPrefixes {
+			tab.routes = append(tab.routes, route{p.Masked(), e.bond})
+		}
+	}
+	slices.SortFunc(tab.routes, func(a, b route) int { return b.prefix.Bits() - a.prefix.Bits() })
+	if old != nil {
+		for id, e := range old.edges {
+			if tab.edges[id] != e {
+				replaced = append(replaced, e)
+			}
+		}
+	}
+	return tab, replaced, nil
+}
+
+// sameAuth reports whether two entries of an edge list are equal.
+func sameAuth(a, b EdgeAuth) bool {
+	return a.ID == b.ID && string(a.Token) == string(b.Token) && a.CertCN == b.CertCN &&
+		slices.Equal(a.AllowedPrefixes, b.AllowedPrefixes) && a.AllowEdgeRules == b.AllowEdgeRules &&
+		slices.Equal(a.PolicyLabelKeys, b.PolicyLabelKeys)
+}
+
+// startBond starts the FEC routines of e's bond until the concentrator
+// closes or e leaves the edge list.
+func (c *Concentrator) startBond(e *edgeEntry) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	e.stop = cancel
+	e.bond.startFEC(&c.wg, ctx.Done())
+}
+
+// SetEdges replaces the edge list, as a reload of the configuration does
+// (every node of a fleet reads the same list). An edge whose entry is
+// unchanged keeps its bond and paths. An edge that is new gets a bond; an
+// edge whose entry changed (credentials, allowed prefixes, flags) gets a
+// new bond and its paths are closed, so that it redials and is checked
+// against the new entry; an edge no longer listed has its paths closed and
+// is refused from then on. When a changed edge still has paths up,
+// OnBondUp is called at once with its new prefixes. It returns the same
+// errors as [NewConcentrator] for an invalid list, changing nothing; it
+// must be called after Start.
+func (c *Concentrator) SetEdges(edges []EdgeAuth) error {
+	o := c.opts
+	o.Edges = edges
+	if err := o.validate(); err != nil {
+		return fmt.Errorf("tunnel: edge list: %w", err)
+	}
+	c.setMu.Lock()
+	defer c.setMu.Unlock()
+	old := c.tab.Load()
+	tab, replaced, err := c.newTable(edges, old)
+	if err != nil {
+		return fmt.Errorf("tunnel: edge list: %w", err)
+	}
+	for _, e := range tab.edges {
+		if e.stop == nil {
+			c.startBond(e)
+		}
+	}
+	c.tab.Store(tab)
+	for _, e := range replaced {
+		e.bond.closePaths(codeShutdown, "edge list changed")
+		e.stop()
+		if ne := tab.edges[e.auth.ID]; ne != nil && c.opts.OnBondUp != nil {
+			ne.life.mu.Lock()
+			if ne.life.live > 0 {
+				c.opts.OnBondUp(ne.auth.ID, ne.auth.AllowedPrefixes)
+			}
+			ne.life.mu.Unlock()
+		}
+	}
+	c.log.Info("edge list replaced", "edges", len(tab.edges), "replaced_or_removed", len(replaced))
+	return nil
 }

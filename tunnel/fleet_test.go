@@ -2,6 +2,8 @@ package tunnel
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"net"
 	"net/netip"
 	"slices"
@@ -42,75 +44,93 @@ func (b *bondEvents) list() []string {
 // path ends with a refusal (ErrDraining) and A reports the bond down once;
 // the edge is pointed at B, its bond comes up there and carries traffic
 // both ways.
-func TestFleetMoveAndDrain(t *testing.T) {
-	checkGoroutines(t)
-	cert, pin, err := SelfSignedCert("concentrator.test")
+// fleetNode is a concentrator of the fleet tests with its TUN, hooks and
+// address.
+type fleetNode struct {
+	c   *Concentrator
+	dev *tuntest.Device
+	ev  *bondEvents
+	at  string
+}
+
+var fleetPaths = PathOptions{IdleTimeout: 2 * time.Second, Keepalive: 300 * time.Millisecond, RedialMin: 50 * time.Millisecond, RedialMax: 200 * time.Millisecond}
+
+// startFleetNode starts a concentrator accepting van-1 (10.77.0.0/24).
+func startFleetNode(t *testing.T, cert tls.Certificate) fleetNode {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	popts := PathOptions{IdleTimeout: 2 * time.Second, Keepalive: 300 * time.Millisecond, RedialMin: 50 * time.Millisecond, RedialMax: 200 * time.Millisecond}
-	type node struct {
-		c   *Concentrator
-		dev *tuntest.Device
-		ev  *bondEvents
-		at  string
+	n := fleetNode{dev: tuntest.New(testMTU, 8), ev: &bondEvents{}, at: pc.LocalAddr().String()}
+	n.c, err = NewConcentrator(ConcentratorOptions{
+		Device: n.dev, MTU: testMTU, Conn: pc, TLS: ServerTLS(cert, nil), Paths: fleetPaths,
+		Edges:    []EdgeAuth{{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}}},
+		OnBondUp: n.ev.up, OnBondDown: n.ev.down,
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	newNode := func() node {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := node{dev: tuntest.New(testMTU, 8), ev: &bondEvents{}, at: pc.LocalAddr().String()}
-		n.c, err = NewConcentrator(ConcentratorOptions{
-			Device: n.dev, MTU: testMTU, Conn: pc, TLS: ServerTLS(cert, nil), Paths: popts,
-			Edges:    []EdgeAuth{{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}}},
-			OnBondUp: n.ev.up, OnBondDown: n.ev.down,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := n.c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.c.Close() })
-		return n
+	if err := n.c.Start(); err != nil {
+		t.Fatal(err)
 	}
-	a, b := newNode(), newNode()
+	t.Cleanup(func() { n.c.Close() })
+	return n
+}
+
+// startFleetEdge starts van-1 with two uplinks, dialling node.
+func startFleetEdge(t *testing.T, node string, pin []byte, onEnd func(path, node string, err error)) (*Edge, *tuntest.Device) {
+	t.Helper()
 	tlsConf, err := ClientTLS("concentrator.test", nil, pin, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	type end struct{ path, node string }
-	var (
-		mu       sync.Mutex
-		refusals []end
-	)
-	edgeDev := tuntest.New(testMTU, 8)
+	dev := tuntest.New(testMTU, 8)
 	e, err := NewEdge(EdgeOptions{
-		ID: "van-1", Device: edgeDev, MTU: testMTU, Concentrator: a.at, TLS: tlsConf, Token: token, Paths: popts,
-		Uplinks: []UplinkOptions{{Name: "up0", Bind: netip.MustParseAddr("127.0.0.1"), Lanes: 1}, {Name: "up1", Bind: netip.MustParseAddr("127.0.0.1"), Lanes: 1}},
-		OnPathEnd: func(path, node string, err error) {
-			if IsRefusal(err) {
-				mu.Lock()
-				refusals = append(refusals, end{path, node})
-				mu.Unlock()
-			}
-		},
+		ID: "van-1", Device: dev, MTU: testMTU, Concentrator: node, TLS: tlsConf, Token: token, Paths: fleetPaths,
+		Uplinks:   []UplinkOptions{{Name: "up0", Bind: netip.MustParseAddr("127.0.0.1"), Lanes: 1}, {Name: "up1", Bind: netip.MustParseAddr("127.0.0.1"), Lanes: 1}},
+		OnPathEnd: onEnd,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.Start()
 	t.Cleanup(func() { e.Close() })
-	connected := func(c *Concentrator) int {
-		n := 0
-		for _, p := range c.Bond("van-1").Stats().Paths {
+	return e, dev
+}
+
+// connected counts the paths of van-1 connected to c.
+func connected(c *Concentrator) int {
+	n := 0
+	if b := c.Bond("van-1"); b != nil {
+		for _, p := range b.Stats().Paths {
 			if p.Conn != nil {
 				n++
 			}
 		}
-		return n
 	}
+	return n
+}
+
+func TestFleetMoveAndDrain(t *testing.T) {
+	checkGoroutines(t)
+	cert, pin, err := SelfSignedCert("concentrator.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := startFleetNode(t, cert), startFleetNode(t, cert)
+	type end struct{ path, node string }
+	var (
+		mu       sync.Mutex
+		refusals []end
+	)
+	e, edgeDev := startFleetEdge(t, a.at, pin, func(path, node string, err error) {
+		if IsRefusal(err) {
+			mu.Lock()
+			refusals = append(refusals, end{path, node})
+			mu.Unlock()
+		}
+	})
 	waitFor(t, func() bool { return connected(a.c) == 2 })
 	if got := a.ev.list(); !slices.Equal(got, []string{"up van-1 10.77.0.0/24"}) {
 		t.Fatalf("node A hooks: %q, want one up", got)
@@ -163,4 +183,68 @@ func TestFleetMoveAndDrain(t *testing.T) {
 	tb := &testBond{edge: e, conc: b.c}
 	tb.exchange(t, edgeDev, b.dev, edgeAddr, srvAddr, 200)
 	tb.exchange(t, b.dev, edgeDev, srvAddr, edgeAddr, 200)
+}
+
+// TestFleetSetEdges reloads a concentrator's edge list under a connected
+// edge: an unchanged entry keeps its paths; a changed one is re-dialled
+// and re-announced; an invalid list changes nothing; a removed edge is
+// refused from then on.
+func TestFleetSetEdges(t *testing.T) {
+	checkGoroutines(t)
+	cert, pin, err := SelfSignedCert("concentrator.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startFleetNode(t, cert)
+	var refused sync.Map
+	e, edgeDev := startFleetEdge(t, n.at, pin, func(path, _ string, err error) {
+		if errors.Is(err, ErrUnauthorized) {
+			refused.Store(path, true)
+		}
+	})
+	waitFor(t, func() bool { return connected(n.c) == 2 })
+	ev := n.ev
+	tb := &testBond{edge: e, conc: n.c, edgeDev: edgeDev, concDev: n.dev}
+	van1 := EdgeAuth{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}}
+	van2 := EdgeAuth{ID: "van-2", Token: []byte("another-token-of-16+"), AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.2.0/24")}}
+	bond := tb.conc.Bond("van-1")
+
+	if err := tb.conc.SetEdges([]EdgeAuth{van1, van2}); err != nil {
+		t.Fatal(err)
+	}
+	if tb.conc.Bond("van-1") != bond || tb.conc.Bond("van-2") == nil {
+		t.Fatal("adding an edge replaced an unchanged one, or was not added")
+	}
+	tb.exchange(t, tb.edgeDev, tb.concDev, edgeAddr, srvAddr, 50)
+
+	overlap := van2
+	overlap.AllowedPrefixes = []netip.Prefix{netip.MustParsePrefix("10.77.0.128/25")}
+	if err := tb.conc.SetEdges([]EdgeAuth{van1, overlap}); err == nil {
+		t.Fatal("overlapping prefixes accepted")
+	}
+	if tb.conc.Bond("van-1") != bond {
+		t.Fatal("a refused list changed the table")
+	}
+
+	changed := van1
+	changed.AllowedPrefixes = append(slices.Clone(van1.AllowedPrefixes), netip.MustParsePrefix("10.77.5.0/24"))
+	if err := tb.conc.SetEdges([]EdgeAuth{changed, van2}); err != nil {
+		t.Fatal(err)
+	}
+	if tb.conc.Bond("van-1") == bond {
+		t.Fatal("a changed entry kept its bond")
+	}
+	waitFor(t, func() bool { return connected(n.c) == 2 })
+	waitFor(t, func() bool { return slices.Contains(ev.list(), "up van-1 10.77.0.0/24") })
+	tb.exchange(t, tb.edgeDev, tb.concDev, edgeAddr, srvAddr, 50)
+	tb.exchange(t, tb.concDev, tb.edgeDev, srvAddr, edgeAddr, 50)
+
+	if err := tb.conc.SetEdges([]EdgeAuth{van2}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { _, ok := refused.Load("up0"); return ok })
+	waitFor(t, func() bool { got := ev.list(); return len(got) > 0 && got[len(got)-1] == "down van-1" })
+	if tb.conc.Bond("van-1") != nil {
+		t.Fatal("removed edge still has a bond")
+	}
 }
