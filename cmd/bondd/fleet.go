@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"github.com/vishvananda/netlink"
 
 	"github.com/bondd/bondd/internal/config"
 	"github.com/bondd/bondd/internal/fleet"
@@ -153,6 +154,50 @@ func (n *fleetNode) Drain() {
 			n.log.Warn("bgp: graceful stop", "err", err)
 		}
 	}
+}
+
+// reloadEdges reads the config file again and replaces the edge list
+// (tunnel.Concentrator.SetEdges), as SIGHUP does: every node of a fleet
+// reads the same list. It routes the prefixes of new edges into the TUN
+// device tunName. A file that does not load, or a list the tunnel refuses,
+// is logged and the running list stays. Other changes of the file (the
+// bgp section, listen, ...) need a restart.
+func (n *fleetNode) reloadEdges(file, tunName string) {
+	cfg, err := config.Load(file)
+	if err == nil && cfg.Concentrator == nil {
+		err = errors.New("not a concentrator config any more")
+	}
+	var edges []tunnel.EdgeAuth
+	if err == nil {
+		edges, err = edgeAuths(cfg)
+	}
+	if err == nil {
+		err = n.SetEdges(edges)
+	}
+	if err != nil {
+		n.log.Error("SIGHUP: edge list not reloaded; the running one stays", "file", file, "err", err)
+		return
+	}
+	if err := routeIntoTUN(tunName, tunRoutes(cfg)); err != nil {
+		n.log.Warn("SIGHUP: routing the edges' prefixes into the TUN", "err", err)
+	}
+	n.log.Info("SIGHUP: edge list reloaded", "file", file, "edges", len(edges))
+}
+
+// routeIntoTUN adds (or keeps) a route into the TUN device for each prefix.
+func routeIntoTUN(dev string, prefixes []netip.Prefix) error {
+	l, err := netlink.LinkByName(dev)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range prefixes {
+		r := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
+		if err := netlink.RouteReplace(r); err != nil {
+			errs = append(errs, fmt.Errorf("route %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Close closes the concentrator; a node with a BGP speaker drains first,

@@ -25,6 +25,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -429,6 +430,24 @@ func TestNetnsFleet(t *testing.T) {
 			cli.WriteTo([]byte("not mine"), net.UDPAddrFromAddrPort(netip.MustParseAddrPort("10.200.0.2:9")))
 		}
 		waitCond(t, "5 spoofed drops on van-1's bond", 5*time.Second, func() bool { return spoofed() == before+5 })
+	})
+
+	t.Run("SIGHUP reloads the edge list", func(t *testing.T) {
+		// van-3 joins the list on the home node; van-1's bond stays.
+		must(os.WriteFile(filepath.Join(b.dir, "van3.token"), []byte("integration-test-token-van-3-0123\n"), 0o600))
+		cfg := strings.Replace(home.cfg, "  bgp:\n", fmt.Sprintf("    - {id: van-3, token_file: %s/van3.token, allowed_prefixes: [10.77.3.0/24]}\n  bgp:\n", b.dir), 1)
+		must(os.WriteFile(filepath.Join(b.dir, home.name+".yaml"), []byte(cfg), 0o600))
+		bondUp := status(t, home.sock).Bonds[0].Uptime
+		must(home.proc.Process.Signal(syscall.SIGHUP))
+		waitCond(t, "three edges on the home node", 5*time.Second, func() bool { return len(status(t, home.sock).Bonds) == 3 })
+		s := status(t, home.sock)
+		if s.Bonds[0].EdgeID != "van-1" || s.Bonds[0].Uptime < bondUp || activePaths(&statusReport{Bonds: s.Bonds[:1]}) != 2 {
+			t.Errorf("van-1's bond after the reload: %+v", s.Bonds[0])
+		}
+		out, err := exec.Command("ip", "-n", home.ns.Name(), "route", "show", "10.77.3.0/24").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "bondd0") {
+			t.Errorf("van-3's prefix not routed into the TUN: %v %s", err, out)
+		}
 	})
 
 	p := startProber(t, app, edge)

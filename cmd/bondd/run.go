@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -77,8 +78,12 @@ func runDaemon(ctx context.Context, cfg *config.Config, ctlPath string, log *slo
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer func() { signal.Stop(hup); close(hup) }() // no send after Stop returns
+	var reload atomic.Pointer[func()]               // the concentrator's edge list (fleet.go), once started
 	go func() {
 		for range hup {
+			if f := reload.Load(); f != nil {
+				(*f)()
+			}
 			if rw == nil {
 				log.Info("SIGHUP: no rule file configured; nothing to reload")
 				continue
@@ -90,6 +95,10 @@ func runDaemon(ctx context.Context, cfg *config.Config, ctlPath string, log *slo
 	d, err := startDaemon(cfg, rw, log)
 	if err != nil {
 		return err
+	}
+	if n, ok := d.(*fleetNode); ok && cfg.File() != "" {
+		f := func() { n.reloadEdges(cfg.File(), cfg.TUN.Name) }
+		reload.Store(&f)
 	}
 	src := newStatusSource(d, cfg, rt)
 	if ctlPath != "" {
@@ -284,16 +293,9 @@ func startConcentrator(cfg *config.Config, dev tun.Device, co commonOptions, log
 	if err != nil {
 		return nil, err
 	}
-	var edges []tunnel.EdgeAuth
-	for _, e := range cc.Edges {
-		ea := tunnel.EdgeAuth{ID: e.ID, CertCN: e.CertCN, AllowedPrefixes: e.AllowedPrefixes,
-			AllowEdgeRules: e.AllowEdgeRules, PolicyLabelKeys: e.PolicyLabelKeys}
-		if e.TokenFile != "" {
-			if ea.Token, err = cfg.LoadToken(e.TokenFile); err != nil {
-				return nil, err
-			}
-		}
-		edges = append(edges, ea)
+	edges, err := edgeAuths(cfg)
+	if err != nil {
+		return nil, err
 	}
 	copts := tunnel.ConcentratorOptions{
 		Device: dev, MTU: co.mtu, TLS: tunnel.ServerTLS(cert, clientCAs), Edges: edges,
@@ -330,6 +332,24 @@ func startConcentrator(cfg *config.Config, dev tun.Device, co commonOptions, log
 	n.Concentrator = c
 	log.Info("concentrator listening", "addr", pc.LocalAddr(), "edges", len(edges))
 	return n, nil
+}
+
+// edgeAuths returns the edge list of a concentrator config, with each
+// edge's token read from its file.
+func edgeAuths(cfg *config.Config) ([]tunnel.EdgeAuth, error) {
+	var edges []tunnel.EdgeAuth
+	for _, e := range cfg.Concentrator.Edges {
+		ea := tunnel.EdgeAuth{ID: e.ID, CertCN: e.CertCN, AllowedPrefixes: e.AllowedPrefixes,
+			AllowEdgeRules: e.AllowEdgeRules, PolicyLabelKeys: e.PolicyLabelKeys}
+		if e.TokenFile != "" {
+			var err error
+			if ea.Token, err = cfg.LoadToken(e.TokenFile); err != nil {
+				return nil, err
+			}
+		}
+		edges = append(edges, ea)
+	}
+	return edges, nil
 }
 
 // tunRoutes returns the routes to install on the TUN: tun.routes and, on a

@@ -224,3 +224,12 @@ func (c *Config) LoadBGPPasswords() ([]string, error) {
 	}
 	return out, nil
 }
+
+// File is the name of the file c was loaded from, as given to [Load]; ""
+// for a Config built in Go. A reload (SIGHUP) reads it again.
+func (c *Config) File() string {
+	if c.src == nil {
+		return ""
+	}
+	return c.src.file
+}
