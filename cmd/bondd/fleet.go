@@ -233,8 +233,8 @@ func (n *fleetNode) bgpStatus() *bgpStatus {
 // Edge
 
 // edgeNodes returns the fleet's nodes named by the edge config: the list,
-// or the addresses of a single DNS name (each with its port), or the one
-// address. lookup resolves a host name (net.DefaultResolver.LookupHost).
+// or the addresses of a single DNS name (each with its port; those of the
+// first address's family only), or the one address. lookup resolves a host name (net.DefaultResolver.LookupHost).
 func edgeNodes(ctx context.Context, ec *config.EdgeConfig, lookup func(context.Context, string) ([]string, error)) ([]string, error) {
 	if len(ec.Concentrators) > 0 {
 		return ec.Concentrators, nil
@@ -247,13 +247,20 @@ func edgeNodes(ctx context.Context, ec *config.EdgeConfig, lookup func(context.C
 		return []string{ec.Concentrator}, nil
 	}
 	addrs, err := lookup(ctx, host)
-	if err != nil || len(addrs) <= 1 {
-		// One address, or none yet: dial the name, as a single node does.
-		return []string{ec.Concentrator}, nil
+	if err != nil || len(addrs) == 0 {
+		return []string{ec.Concentrator}, nil // not resolving yet: dial the name, as a single node does
 	}
-	nodes := make([]string, len(addrs))
-	for i, a := range addrs {
-		nodes[i] = net.JoinHostPort(a, port)
+	// Only the family of the first address: a node with an A and an AAAA
+	// record is one node, not two.
+	first, _ := netip.ParseAddr(addrs[0])
+	var nodes []string
+	for _, a := range addrs {
+		if ip, err := netip.ParseAddr(a); err == nil && ip.Is4() == first.Is4() {
+			nodes = append(nodes, net.JoinHostPort(a, port))
+		}
+	}
+	if len(nodes) <= 1 {
+		return []string{ec.Concentrator}, nil // one node: dial the name
 	}
 	return nodes, nil
 }

@@ -20,7 +20,9 @@ func TestEdgeNodes(t *testing.T) {
 	lookup := func(_ context.Context, host string) ([]string, error) {
 		switch host {
 		case "fleet.example.net":
-			return []string{"192.0.2.1", "2001:db8::2"}, nil
+			return []string{"192.0.2.1", "2001:db8::1", "192.0.2.2"}, nil
+		case "dual.example.net":
+			return []string{"2001:db8::9", "192.0.2.9"}, nil
 		case "one.example.net":
 			return []string{"192.0.2.9"}, nil
 		}
@@ -33,7 +35,8 @@ func TestEdgeNodes(t *testing.T) {
 	}{
 		{"list", config.EdgeConfig{Concentrator: "a:1", Concentrators: []string{"a:1", "b:1"}}, []string{"a:1", "b:1"}},
 		{"one address", config.EdgeConfig{Concentrator: "192.0.2.1:4433"}, []string{"192.0.2.1:4433"}},
-		{"name with several addresses", config.EdgeConfig{Concentrator: "fleet.example.net:4433"}, []string{"192.0.2.1:4433", "[2001:db8::2]:4433"}},
+		{"name with several addresses", config.EdgeConfig{Concentrator: "fleet.example.net:4433"}, []string{"192.0.2.1:4433", "192.0.2.2:4433"}},
+		{"dual-stack name is one node", config.EdgeConfig{Concentrator: "dual.example.net:4433"}, []string{"dual.example.net:4433"}},
 		{"name with one address", config.EdgeConfig{Concentrator: "one.example.net:4433"}, []string{"one.example.net:4433"}},
 		{"name not resolving yet", config.EdgeConfig{Concentrator: "down.example.net:4433"}, []string{"down.example.net:4433"}},
 	}
