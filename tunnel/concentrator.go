@@ -26,10 +26,9 @@ import (
 // packets read from its TUN to the bond whose allowed prefixes hold their
 // destination.
 type Concentrator struct {
-	opts   ConcentratorOptions
-	log    *slog.Logger
-	edges  map[string]*edgeEntry
-	routes []route // longest prefix first
+	opts ConcentratorOptions
+	log  *slog.Logger
+	tab  atomic.Pointer[edgeTable] // the edges and their routes; replaced by SetEdges (fleet.go)
 
 	tr *quic.Transport
 	ln *quic.Listener
@@ -39,14 +38,18 @@ type Concentrator struct {
 	lastRefusalLog atomic.Int64      // unix ns of the last refusal logged
 	tdrops         transportCounters // what the QUIC transport dropped (conc_transport.go)
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	drainOnce sync.Once  // Drain (fleet.go)
+	setMu     sync.Mutex // serialises SetEdges (fleet.go)
 }
 
 type edgeEntry struct {
 	auth EdgeAuth
 	bond *Bond
+	life *bondLife          // live path connections, for OnBondUp/OnBondDown (fleet.go)
+	stop context.CancelFunc // ends the bond's FEC routines; set by Start or SetEdges
 }
 
 type route struct {
@@ -62,19 +65,12 @@ func NewConcentrator(opts ConcentratorOptions) (*Concentrator, error) {
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("tunnel: concentrator options: %w", err)
 	}
-	c := &Concentrator{opts: opts, log: orDiscard(opts.Logger), edges: map[string]*edgeEntry{}}
-	for _, ea := range opts.Edges {
-		b, err := newBond(ea.ID, opts.Device, bondOptions{mtu: opts.MTU, picker: opts.Picker, paths: opts.Paths, fec: opts.FEC,
-			rules: opts.Rules, classify: opts.Classify, allowed: ea.AllowedPrefixes, log: c.log.With("edge", ea.ID), peer: &ea})
-		if err != nil {
-			return nil, fmt.Errorf("tunnel: concentrator: %w", err)
-		}
-		c.edges[ea.ID] = &edgeEntry{auth: ea, bond: b}
-		for _, p := range ea.AllowedPrefixes {
-			c.routes = append(c.routes, route{p.Masked(), b})
-		}
+	c := &Concentrator{opts: opts, log: orDiscard(opts.Logger)}
+	tab, _, err := c.newTable(opts.Edges, nil)
+	if err != nil {
+		return nil, fmt.Errorf("tunnel: concentrator: %w", err)
 	}
-	slices.SortFunc(c.routes, func(a, b route) int { return b.prefix.Bits() - a.prefix.Bits() })
+	c.tab.Store(tab)
 	return c, nil
 }
 
@@ -150,9 +146,8 @@ func (c *Concentrator) Start() error {
 	c.wg.Go(c.routineGarbageLog)
 	c.wg.Go(func() { tun.DrainEvents(c.opts.Device, func(ev tun.Event) { c.log.Debug("tun event", "event", ev) }) })
 	c.wg.Go(func() { routineReadTUN(c.opts.Device, c.log, c.route) })
-	for _, e := range c.edges {
-		e.bond.startFEC(&c.wg, c.ctx.Done())
-		e.bond.startReseq(&c.wg, c.ctx.Done())
+	for _, e := range c.tab.Load().edges {
+		c.startBond(e)
 	}
 	return nil
 }
@@ -165,7 +160,7 @@ func (c *Concentrator) Close() error {
 		return c.opts.Device.Close()
 	}
 	c.cancel()
-	for _, e := range c.edges {
+	for _, e := range c.tab.Load().edges {
 		e.bond.closePaths(codeShutdown, "concentrator shutting down")
 	}
 	c.ln.Close()
@@ -179,7 +174,7 @@ func (c *Concentrator) Close() error {
 // Stats returns a snapshot of every configured edge's bond, sorted by edge id.
 func (c *Concentrator) Stats() []BondStats {
 	var out []BondStats
-	for _, e := range c.edges {
+	for _, e := range c.tab.Load().edges {
 		out = append(out, e.bond.Stats())
 	}
 	slices.SortFunc(out, func(a, b BondStats) int { return strings.Compare(a.EdgeID, b.EdgeID) })
@@ -188,7 +183,7 @@ func (c *Concentrator) Stats() []BondStats {
 
 // Bond returns the bond of the edge with the given id, or nil.
 func (c *Concentrator) Bond(edgeID string) *Bond {
-	if e := c.edges[edgeID]; e != nil {
+	if e := c.tab.Load().edges[edgeID]; e != nil {
 		return e.bond
 	}
 	return nil
@@ -213,7 +208,7 @@ func (c *Concentrator) route(pkt []byte) *Bond {
 		return nil
 	}
 	if ok {
-		for _, r := range c.routes {
+		for _, r := range c.tab.Load().routes {
 			if r.prefix.Contains(dst) {
 				return r.bond
 			}
@@ -244,6 +239,9 @@ func (c *Concentrator) handle(conn *quic.Conn) {
 	}
 	l, err := c.accept(conn)
 	if err != nil {
+		if isNodeProbe(context.Cause(conn.Context())) { // an edge checking this node is up (fleet.go)
+			return
+		}
 		if errors.Is(err, ErrUnauthorized) {
 			c.authFailed.Add(1)
 		} else {
@@ -260,6 +258,13 @@ func (c *Concentrator) handle(conn *quic.Conn) {
 	p := l.path
 	log = log.With("edge", p.bond.edgeID, "path", p.name, "lane", l.idx)
 	log.Info("path up")
+	e := c.tab.Load().edges[p.bond.edgeID]
+	if e == nil || e.bond != p.bond { // removed or replaced by SetEdges meanwhile
+		conn.CloseWithError(codeShutdown, "edge list changed")
+		return
+	}
+	c.pathUp(e)
+	defer c.pathDown(e)
 	p.serve(l, conn, rec, c.ctx.Done())
 	if c.ctx.Err() == nil {
 		log.Info("path down", "err", context.Cause(conn.Context()))
@@ -293,7 +298,7 @@ func (c *Concentrator) accept(conn *quic.Conn) (*lane, error) {
 		conn.CloseWithError(codeProtocol, "bad hello")
 		return nil, err
 	}
-	e := c.edges[h.EdgeID]
+	e := c.tab.Load().edges[h.EdgeID]
 	if e == nil || !c.authorized(e, conn, h.Token) {
 		ctrlmsg.Write(str, &ctrlmsg.HelloReply{Type: ctrlmsg.TypeHelloReply, Error: "not authorized"}) // the peer learns no reason
 		str.Close()

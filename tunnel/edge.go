@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,7 +40,9 @@ type Edge struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	ctl edgeControl // the control plane (ctrl_edge.go)
+	ctl   edgeControl            // the control plane (ctrl_edge.go)
+	node  atomic.Pointer[string] // the node dialled, once SetConcentrator is called (fleet.go)
+	moved moveSignal             // fired by SetConcentrator (fleet.go)
 }
 
 // NewEdge checks opts and returns an Edge that is not yet running. It
@@ -214,6 +217,7 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 	attempt := DefaultHandshakeTimeout
 	failures := 0
 	for ctx.Err() == nil {
+		node := e.Concentrator() // for OnPathEnd
 		conn, closeConn, rec, err := e.dial(ctx, u, lane, attempt)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -221,6 +225,9 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 			}
 			if lane == 0 {
 				p.setErr(err)
+			}
+			if e.opts.OnPathEnd != nil {
+				e.opts.OnPathEnd(u.Name, node, fleetErr(err))
 			}
 			// Warn once per outage; every retry is logged at debug level.
 			level := slog.LevelDebug
@@ -231,12 +238,19 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 			log.Log(ctx, level, "path dial failed", "err", err, "attempt", failures, "retry_in", backoff)
 			// Full jitter keeps the uplinks of many edges from redialling in step.
 			sleep := backoff/2 + rand.N(backoff/2+1)
+			mv := e.moved.wait()
+			if e.Concentrator() != node { // moved while dialling: dial the new node now
+				backoff = e.opts.Paths.RedialMin
+				continue
+			}
 			select {
 			case <-time.After(sleep):
+				backoff = min(2*backoff, e.opts.Paths.RedialMax)
+			case <-mv:
+				backoff = e.opts.Paths.RedialMin
 			case <-ctx.Done():
 				return
 			}
-			backoff = min(2*backoff, e.opts.Paths.RedialMax)
 			attempt = min(2*attempt, DefaultHandshakeTimeout)
 			continue
 		}
@@ -245,6 +259,9 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 		p.serve(&p.lanes[lane], conn, rec, ctx.Done())
 		cause := context.Cause(conn.Context())
 		closeConn()
+		if e.opts.OnPathEnd != nil && ctx.Err() == nil {
+			e.opts.OnPathEnd(u.Name, node, fleetErr(cause))
+		}
 		if fastRedial(cause) {
 			// The concentrator restarted, shut down or fell silent
 			// (liveness.go): it is likely back within a second, so retry
@@ -269,7 +286,8 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 func (e *Edge) dial(ctx context.Context, u UplinkOptions, lane int, attempt time.Duration) (conn *quic.Conn, closeConn func(), rec *recorder, err error) {
 	ctx, cancel := context.WithTimeout(ctx, attempt)
 	defer cancel()
-	remote := e.opts.Concentrator
+	defer e.cancelOnMove(cancel)() // a move cuts the dial short (fleet.go)
+	remote := e.Concentrator()
 	if u.Remote != "" {
 		remote = u.Remote
 	}

@@ -197,6 +197,14 @@ type EdgeOptions struct {
 	// and keeps in line with the set in force. The concentrator must allow
 	// it (EdgeAuth.AllowEdgeRules). nil: none.
 	DownlinkRules RuleSource
+
+	// OnPathEnd, optional, is called each time a lane's dial fails or its
+	// connection ends while the edge runs, with the uplink's name, the
+	// node it dialled (host:port, see [Edge.Concentrator]) and the reason;
+	// [IsRefusal] tells a refusal (credentials, draining node) from an
+	// outage. The fleet's failover uses it (docs/design.md "Fleet"). It
+	// must not block.
+	OnPathEnd func(path, node string, err error)
 }
 
 // EdgeAuth is one edge a concentrator accepts.
@@ -236,6 +244,14 @@ type ConcentratorOptions struct {
 	// certificate's private key with StatelessResetKeyFrom, so that a
 	// restarted concentrator resets its predecessor's connections.
 	StatelessResetKey *quic.StatelessResetKey
+
+	// OnBondUp, optional, is called when an edge's first path connection
+	// has been accepted (its bond is up on this node), with the edge's id
+	// and allowed prefixes; OnBondDown when its last one has ended. Calls
+	// for one edge come in order, from the connection's goroutine; a
+	// fleet node announces and withdraws the prefixes over BGP with them.
+	OnBondUp   func(edgeID string, prefixes []netip.Prefix)
+	OnBondDown func(edgeID string)
 }
 
 var discardLogger = slog.New(slog.DiscardHandler)

@@ -23,6 +23,7 @@ func main() {
 	root.AddCommand(
 		newRunCmd(),
 		newStatusCmd(),
+		newDrainCmd(),
 		newDemoCmd(),
 		newBenchCmd(),
 		newVersionCmd(),

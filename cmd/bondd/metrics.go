@@ -174,6 +174,9 @@ func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range bondCounterDescs {
 		ch <- m.desc
 	}
+	for _, d := range fleetDescs {
+		ch <- d
+	}
 	for _, m := range fecCounterDescs {
 		ch <- m.desc
 	}
@@ -205,6 +208,7 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(descTransportDrops, r.TransportDrops[name], name)
 		}
 	}
+	collectFleet(&r, gauge, counter) // fleet.go
 	if rs := r.Rules; rs != nil {
 		gauge(descRulesVersion, float64(rs.Version))
 		gauge(descRulesLoaded, float64(rs.Loaded.UnixNano())/1e9)

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -78,8 +79,12 @@ func runDaemon(ctx context.Context, cfg *config.Config, ctlPath string, log *slo
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer func() { signal.Stop(hup); close(hup) }() // no send after Stop returns
+	var reload atomic.Pointer[func()]               // the concentrator's edge list (fleet.go), once started
 	go func() {
 		for range hup {
+			if f := reload.Load(); f != nil {
+				(*f)()
+			}
 			if rw == nil {
 				log.Info("SIGHUP: no rule file configured; nothing to reload")
 				continue
@@ -92,9 +97,13 @@ func runDaemon(ctx context.Context, cfg *config.Config, ctlPath string, log *slo
 	if err != nil {
 		return err
 	}
+	if n, ok := d.(*fleetNode); ok && cfg.File() != "" {
+		f := func() { n.reloadEdges(cfg.File(), cfg.TUN.Name) }
+		reload.Store(&f)
+	}
 	src := newStatusSource(d, cfg, rt)
 	if ctlPath != "" {
-		ctl, err := status.Serve(ctlPath, src.report)
+		ctl, err := status.Serve(ctlPath, src.report, drainFunc(d))
 		if err != nil {
 			d.Close()
 			return err
@@ -245,11 +254,13 @@ func startEdge(cfg *config.Config, dev tun.Device, co commonOptions, log *slog.L
 		}
 		downlink = dw
 	}
-	e, err := tunnel.NewEdge(tunnel.EdgeOptions{
+	eo := tunnel.EdgeOptions{
 		ID: ec.ID, Device: dev, MTU: co.mtu, Concentrator: ec.Concentrator, TLS: tlsConf, Token: token,
 		Uplinks: uplinks, Paths: co.paths, FEC: co.fec, Rules: co.rules, Classify: co.classify, Picker: co.picker, Logger: log,
 		DownlinkRules: downlink,
-	})
+	}
+	ef := edgeFleetFor(ec, &eo, log) // nil with one node (fleet.go)
+	e, err := tunnel.NewEdge(eo)
 	if err != nil {
 		if dw != nil {
 			dw.Close()
@@ -257,11 +268,16 @@ func startEdge(cfg *config.Config, dev tun.Device, co commonOptions, log *slog.L
 		return nil, err
 	}
 	e.Start()
-	log.Info("edge started", "id", ec.ID, "concentrator", ec.Concentrator, "uplinks", len(uplinks))
+	log.Info("edge started", "id", ec.ID, "concentrator", eo.Concentrator, "uplinks", len(uplinks))
+	var d daemon = e
 	if dw != nil {
-		return edgeWithDownlink{e, dw}, nil
+		d = edgeWithDownlink{e, dw}
 	}
-	return e, nil
+	if ef != nil {
+		ef.start(e)
+		d = fleetEdge{d, ef}
+	}
+	return d, nil
 }
 
 // edgeWithDownlink is an edge daemon with the watcher of its downlink rule
@@ -283,34 +299,63 @@ func startConcentrator(cfg *config.Config, dev tun.Device, co commonOptions, log
 	if err != nil {
 		return nil, err
 	}
+	edges, err := edgeAuths(cfg)
+	if err != nil {
+		return nil, err
+	}
+	copts := tunnel.ConcentratorOptions{
+		Device: dev, MTU: co.mtu, TLS: tunnel.ServerTLS(cert, clientCAs), Edges: edges,
+		Paths: co.paths, FEC: co.fec, Rules: co.rules, Classify: co.classify, Picker: co.picker, Logger: log,
+	}
+	n := &fleetNode{log: log}
+	if cc.BGP != nil { // announce each bond's prefixes (fleet.go)
+		if n.speaker, err = startSpeaker(cfg, log); err != nil {
+			return nil, err
+		}
+		copts.OnBondUp, copts.OnBondDown = newBondHooks(n.speaker, log)
+	}
+	stopSpeaker := func() {
+		if n.speaker != nil {
+			n.speaker.Stop(context.Background(), false)
+		}
+	}
+	pc, err := net.ListenPacket("udp", cc.Listen)
+	if err != nil {
+		stopSpeaker()
+		return nil, err
+	}
+	copts.Conn = pc
+	c, err := tunnel.NewConcentrator(copts)
+	if err != nil {
+		pc.Close()
+		stopSpeaker()
+		return nil, err
+	}
+	if err := c.Start(); err != nil {
+		stopSpeaker()
+		return nil, err
+	}
+	n.Concentrator = c
+	log.Info("concentrator listening", "addr", pc.LocalAddr(), "edges", len(edges))
+	return n, nil
+}
+
+// edgeAuths returns the edge list of a concentrator config, with each
+// edge's token read from its file.
+func edgeAuths(cfg *config.Config) ([]tunnel.EdgeAuth, error) {
 	var edges []tunnel.EdgeAuth
-	for _, e := range cc.Edges {
+	for _, e := range cfg.Concentrator.Edges {
 		ea := tunnel.EdgeAuth{ID: e.ID, CertCN: e.CertCN, AllowedPrefixes: e.AllowedPrefixes,
 			AllowEdgeRules: e.AllowEdgeRules, PolicyLabelKeys: e.PolicyLabelKeys}
 		if e.TokenFile != "" {
+			var err error
 			if ea.Token, err = cfg.LoadToken(e.TokenFile); err != nil {
 				return nil, err
 			}
 		}
 		edges = append(edges, ea)
 	}
-	pc, err := net.ListenPacket("udp", cc.Listen)
-	if err != nil {
-		return nil, err
-	}
-	c, err := tunnel.NewConcentrator(tunnel.ConcentratorOptions{
-		Device: dev, MTU: co.mtu, Conn: pc, TLS: tunnel.ServerTLS(cert, clientCAs), Edges: edges,
-		Paths: co.paths, FEC: co.fec, Rules: co.rules, Classify: co.classify, Picker: co.picker, Logger: log,
-	})
-	if err != nil {
-		pc.Close()
-		return nil, err
-	}
-	if err := c.Start(); err != nil {
-		return nil, err
-	}
-	log.Info("concentrator listening", "addr", pc.LocalAddr(), "edges", len(edges))
-	return c, nil
+	return edges, nil
 }
 
 // tunRoutes returns the routes to install on the TUN: tun.routes and, on a

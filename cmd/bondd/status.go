@@ -59,11 +59,21 @@ func (s *statusSource) report() status.Report {
 	case edgeWithDownlink:
 		r.Role = config.RoleEdge
 		bonds = []tunnel.BondStats{d.Bond().Stats()}
+	case fleetEdge:
+		r.Role = config.RoleEdge
+		bonds = []tunnel.BondStats{d.Bond().Stats()}
+		r.Fleet = d.f.status()
 	case *tunnel.Concentrator:
 		r.Role = config.RoleConcentrator
 		bonds = d.Stats()
 		r.NoRoute, r.AuthFailures, r.LinkLocal = d.NoRoute(), d.AuthFailures(), d.LinkLocal()
 		r.TransportDrops = d.TransportDropCounts()
+	case *fleetNode:
+		r.Role = config.RoleConcentrator
+		bonds = d.Stats()
+		r.NoRoute, r.AuthFailures, r.LinkLocal = d.NoRoute(), d.AuthFailures(), d.LinkLocal()
+		r.TransportDrops = d.TransportDropCounts()
+		r.BGP = d.bgpStatus()
 	}
 	for _, b := range bonds {
 		r.Bonds = append(r.Bonds, status.Bond{BondStats: b, Addresses: s.addrs[b.EdgeID]})

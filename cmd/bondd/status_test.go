@@ -77,7 +77,7 @@ func TestStatusWatch(t *testing.T) {
 		r := fakeReport()
 		r.Bonds[0].TxPackets = uint64(served)
 		return r
-	})
+	}, drainFunc(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,8 +174,18 @@ type EdgeConfig struct {
 	// [A-Za-z0-9._-]. Required.
 	ID string
 	// Concentrator is the concentrator's host:port; the host may be a DNS
-	// name or an IP address. Required.
+	// name or an IP address. Required. With several nodes (YAML: a list)
+	// it is the first of them.
 	Concentrator string
+	// Concentrators are the fleet's nodes, host:port each, when YAML
+	// gives a list (nil for one address). A single DNS name with several addresses is
+	// several nodes too, resolved when the edge starts. The edge orders
+	// them by rendezvous hashing on its id (fleet.Order). ServerName
+	// defaults to the first node's host: with several, give the name in
+	// every node's certificate, or pin it (ServerCertSHA256).
+	Concentrators []string
+	// Failover tunes the moves between nodes (key edge.failover).
+	Failover FailoverConfig
 	// ServerName is the TLS server name checked against the concentrator's
 	// certificate. Default: the host part of Concentrator.
 	ServerName string
@@ -251,6 +261,10 @@ type ConcentratorConfig struct {
 	ClientCAFile string
 	// Edges are the edges accepted, at least one, ids unique.
 	Edges []EdgeEntry
+	// BGP, when set, runs a BGP speaker that announces the allowed
+	// prefixes of each edge whose bond is up here (key concentrator.bgp,
+	// docs/operations.md "Running a fleet"). Optional.
+	BGP *BGPConfig
 }
 
 // EdgeEntry is one edge a concentrator accepts (an item of

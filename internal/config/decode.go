@@ -93,10 +93,10 @@ var (
 	configKeys       = []string{"role", "log_level", "log_format", "metrics_listen", "qlog_dir", "tun", "edge", "concentrator", "paths", "scheduler", "fec", "rules", "classify"}
 	fecKeys          = []string{"mode", "k", "alpha", "ratio", "budget"}
 	tunKeys          = []string{"name", "addresses", "mtu", "routes"}
-	edgeKeys         = []string{"id", "concentrator", "server_name", "ca_file", "server_cert_sha256", "token_file", "cert_file", "key_file", "uplinks", "downlink_rules"}
+	edgeKeys         = []string{"id", "concentrator", "server_name", "ca_file", "server_cert_sha256", "token_file", "cert_file", "key_file", "uplinks", "downlink_rules", "failover"}
 	uplinkKeys       = []string{"name", "bind", "interface", "remote", "labels", "lanes", "leo_reconf", "budget"}
 	leoReconfKeys    = []string{"seconds", "window_ms"}
-	concentratorKeys = []string{"listen", "cert_file", "key_file", "client_ca_file", "edges"}
+	concentratorKeys = []string{"listen", "cert_file", "key_file", "client_ca_file", "edges", "bgp"}
 	edgeEntryKeys    = []string{"id", "token_file", "cert_cn", "allowed_prefixes", "allow_edge_rules", "policy_label_keys"}
 	pathsKeys        = []string{"queue_packets", "max_queue_delay", "keepalive", "idle_timeout", "redial_min", "redial_max", "initial_packet_size_bytes", "rate_control", "suspect_rtts", "suspect_min", "dead_after", "stale_after"}
 	classifyKeys     = []string{"rtp_ports", "payload_types", "rtp_heuristic", "classes", "sdp"}
@@ -358,15 +358,18 @@ func (d *configDecoder) edge(n *yaml.Node) *EdgeConfig {
 		return nil
 	}
 	e := &EdgeConfig{
-		ID:           d.str(f["id"], "edge.id", "an edge id"),
-		Concentrator: d.str(f["concentrator"], "edge.concentrator", "host:port"),
-		ServerName:   d.str(f["server_name"], "edge.server_name", "a DNS name"),
-		CAFile:       d.str(f["ca_file"], "edge.ca_file", "a file path"),
-		TokenFile:    d.str(f["token_file"], "edge.token_file", "a file path"),
-		CertFile:     d.str(f["cert_file"], "edge.cert_file", "a file path"),
-		KeyFile:      d.str(f["key_file"], "edge.key_file", "a file path"),
+		ID:         d.str(f["id"], "edge.id", "an edge id"),
+		ServerName: d.str(f["server_name"], "edge.server_name", "a DNS name"),
+		CAFile:     d.str(f["ca_file"], "edge.ca_file", "a file path"),
+		TokenFile:  d.str(f["token_file"], "edge.token_file", "a file path"),
+		CertFile:   d.str(f["cert_file"], "edge.cert_file", "a file path"),
+		KeyFile:    d.str(f["key_file"], "edge.key_file", "a file path"),
 
 		DownlinkRules: d.str(f["downlink_rules"], "edge.downlink_rules", "a file path"),
+	}
+	e.Concentrator, e.Concentrators = d.concentratorList(f["concentrator"])
+	if n := f["failover"]; n != nil {
+		e.Failover = d.failover(n)
 	}
 	if p := f["server_cert_sha256"]; p != nil {
 		const want = "the SHA-256 of the concentrator's certificate (DER) as 64 hex digits, colons allowed"
@@ -553,6 +556,9 @@ func (d *configDecoder) concentrator(n *yaml.Node) *ConcentratorConfig {
 			}
 		}
 		c.Edges = append(c.Edges, e)
+	}
+	if n := f["bgp"]; n != nil {
+		c.BGP = d.bgp(n)
 	}
 	return c
 }

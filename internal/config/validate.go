@@ -218,6 +218,7 @@ func unicastProblem(a netip.Addr) string {
 }
 
 func (e *EdgeConfig) validate(v *configValidator) {
+	e.validateFleet(v)
 	if e.ID == "" {
 		v.missing("edge.id", "edge", "required; expected 1 to %d characters from A-Z a-z 0-9 . _ -, like van-17", MaxEdgeIDBytes)
 	} else if !validName(e.ID, MaxEdgeIDBytes) {
@@ -331,6 +332,9 @@ func addrFamily(a netip.Addr) string {
 }
 
 func (k *ConcentratorConfig) validate(v *configValidator) {
+	if k.BGP != nil {
+		k.BGP.validate(v)
+	}
 	if k.Listen == "" {
 		v.missing("concentrator.listen", "concentrator", "required; expected the UDP ip:port to listen on, like 0.0.0.0:4433, [::]:4433 or :4433")
 	} else if _, ok := checkHostPort(k.Listen, false, true); !ok {

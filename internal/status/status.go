@@ -37,6 +37,10 @@ type Report struct {
 	NoRoute      uint64        `json:"no_route,omitempty"`      // concentrator: downlink packets with no edge
 	LinkLocal    uint64        `json:"link_local,omitempty"`    // concentrator: TUN packets to link-scope destinations, not routed
 	AuthFailures uint64        `json:"auth_failures,omitempty"` // concentrator: refused path connections
+	// BGP is the node's BGP speaker (concentrator.bgp); nil without one.
+	BGP *BGP `json:"bgp,omitempty"`
+	// Fleet is the edge's place among several nodes; nil with one node.
+	Fleet *EdgeNodes `json:"fleet,omitempty"`
 	// TransportDrops are what the concentrator's QUIC transport dropped
 	// before any bond saw it, by reason (tunnel.TransportDrops): packets,
 	// or connections for handshake_failed and refused.
@@ -65,9 +69,10 @@ type Rules struct {
 }
 
 // Serve serves GET /status, the report of src, as JSON on a Unix
-// socket at path, mode 0600 (root only). A stale socket file from a dead
-// process is replaced.
-func Serve(path string, src func() Report) (io.Closer, error) {
+// socket at path, mode 0600 (root only), and POST /drain (bondd drain),
+// which calls drain (nil: nothing to drain, answered 409). A stale socket
+// file from a dead process is replaced.
+func Serve(path string, src func() Report, drain func() error) (io.Closer, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
@@ -87,6 +92,15 @@ func Serve(path string, src func() Report) (io.Closer, error) {
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(src())
+	})
+	mux.HandleFunc("POST /drain", func(w http.ResponseWriter, _ *http.Request) { // bondd drain
+		if drain == nil {
+			http.Error(w, "nothing to drain", http.StatusConflict)
+			return
+		}
+		if err := drain(); err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+		}
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
@@ -201,6 +215,7 @@ func Print(w io.Writer, r *Report, now time.Time) {
 			fmt.Fprintln(w)
 		}
 	}
+	printFleet(w, r) // fleet.go
 	for _, b := range r.Bonds {
 		fmt.Fprintf(w, "\nbond %s (id %x), up %s, mtu %d, addresses %s: tx %d rx %d packets\n", b.EdgeID, b.BondID,
 			b.Uptime.Round(time.Second), b.MTU, formatPrefixes(b.Addresses), b.TxPackets, b.RxPackets)
