@@ -58,6 +58,13 @@ plots (plots.json) into --out; bondd-plot draws the plots (PNG and SVG).
       TCP flow (iperf3) over the bond (bond-tcp) and over each path alone
       (single-PATH-tcp). The TCP configurations need root (network
       namespaces) and iperf3; without them they are skipped.
+  scale  how many bonds one concentrator holds: a ramp of N edges of 2
+      paths each (--bonds), run in a child process against one
+      concentrator in this process over loopback; handshakes per second,
+      memory per idle and per active bond, CPU per forwarded packet with
+      10 % of the bonds sending (--active, --pps), the single bond's
+      figures beside; --json FILE writes the results there too. --duration
+      is each step's traffic time (default 5s for scale).
 
 Every configuration runs over the same trace segment with the same seed.
 With --runs N each configuration runs N times (run r with seed --seed + r)
@@ -65,7 +72,7 @@ and the results are medians with 95 % bootstrap confidence intervals. As
 root the testbed is built from network namespaces with real TUN devices;
 otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{bench.S1, bench.S2, bench.S2ISL, bench.Lanes, bench.Capacity},
+		ValidArgs: []string{bench.S1, bench.S2, bench.S2ISL, bench.Lanes, bench.Capacity, bench.Scale},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Scenario = strings.ToLower(args[0])
 			var err error
@@ -77,6 +84,9 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 			}
 			if cmd.Flags().Changed("traces") && o.Traces != "" && !emu.HasCellularTraces(o.Traces) {
 				return fmt.Errorf("--traces %s: expected a folder laid out like shared/data/traces, with cellular/ and leo/", o.Traces)
+			}
+			if o.Scenario == bench.Scale && !cmd.Flags().Changed("duration") {
+				o.Duration = bench.ScaleDefaultDuration
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -97,5 +107,10 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 	f.StringVar(&lanesFlag, "lanes", "auto", fmt.Sprintf("s1, s2: QUIC connections per uplink, auto or 1..%d", tunnel.MaxLanes))
 	f.IntVar(&o.Runs, "runs", 1, "runs per configuration (seeds --seed, --seed+1, ...); results are medians with 95 % bootstrap intervals")
 	f.BoolVar(&o.Align, "align", true, "s2, s2-isl: start each configuration at the same phase of the UTC minute's 15-s reconfiguration cycle (waits up to 15 s each)")
+	f.IntSliceVar(&o.ScaleBonds, "bonds", nil, "scale: the ramp of bond counts (default 1,10,100,250,500,1000)")
+	f.Float64Var(&o.ScalePPS, "pps", 0, fmt.Sprintf("scale: total packets per second of the active bonds (default %d)", bench.ScaleDefaultPPS))
+	f.Float64Var(&o.ScaleActive, "active", 0, "scale: fraction of the bonds that send (default 0.1)")
+	f.StringVar(&o.JSON, "json", "", "scale: also write results.json to this file")
+	f.StringVar(&o.HeapProfile, "heap-profile", "", "scale: write a heap profile with every bond up and idle to FILE.N for each step of N bonds")
 	return cmd
 }

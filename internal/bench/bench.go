@@ -34,6 +34,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -97,6 +98,22 @@ type Options struct {
 	// default), demo.RateControlBondd or demo.RateControlQUIC. Validated
 	// by Run, passed to the testbed as demo.BedOptions.RateControl.
 	RateControl string
+	// ScaleBonds is the scale scenario's ramp of bond counts; empty:
+	// ScaleDefaultBonds.
+	ScaleBonds []int
+	// ScalePPS is the scale scenario's total packet rate of the active
+	// bonds, packets per second; 0: ScaleDefaultPPS.
+	ScalePPS float64
+	// ScaleActive is the fraction of bonds that send in the scale
+	// scenario, (0, 1]; 0: ScaleDefaultActive.
+	ScaleActive float64
+	// JSON, when set, is a second file the scale scenario writes its
+	// results.json to (--json FILE).
+	JSON string
+	// HeapProfile, when set, is where the scale scenario writes the heap
+	// profile (runtime/pprof) of each step with every bond up and idle,
+	// as HeapProfile.N for N bonds.
+	HeapProfile string
 }
 
 // benchHeader is what results.json says about the run as a whole.
@@ -141,8 +158,9 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		names = lanesConfigNames()
 	case Capacity:
 		names = capConfigNames()
+	case Scale:
 	default:
-		return fmt.Errorf("unknown scenario %q; expected %s, %s, %s, %s or %s", o.Scenario, S1, S2, S2ISL, Lanes, Capacity)
+		return fmt.Errorf("unknown scenario %q; expected %s, %s, %s, %s, %s or %s", o.Scenario, S1, S2, S2ISL, Lanes, Capacity, Scale)
 	}
 	for _, c := range o.Configs {
 		if !slices.Contains(names, c) {
@@ -159,6 +177,8 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return runLanes(ctx, o, out)
 	case Capacity:
 		return runCapacity(ctx, o, out)
+	case Scale:
+		return runScale(ctx, o, out)
 	default:
 		return runS2(ctx, o, out)
 	}
@@ -193,6 +213,21 @@ func (o *Options) commandLine() string {
 	}
 	if o.RateControl != "" {
 		fmt.Fprintf(&b, " --rate-control %s", o.RateControl)
+	}
+	if o.Scenario == Scale {
+		if len(o.ScaleBonds) > 0 {
+			var ns []string
+			for _, n := range o.ScaleBonds {
+				ns = append(ns, strconv.Itoa(n))
+			}
+			fmt.Fprintf(&b, " --bonds %s", strings.Join(ns, ","))
+		}
+		if o.ScalePPS != 0 {
+			fmt.Fprintf(&b, " --pps %g", o.ScalePPS)
+		}
+		if o.ScaleActive != 0 {
+			fmt.Fprintf(&b, " --active %g", o.ScaleActive)
+		}
 	}
 	return b.String()
 }
