@@ -11,7 +11,8 @@ package bench
 //     over the time from the child's "started" to the last path up, as the
 //     concentrator sees it;
 //   - memory per idle bond: the process's resident set (VmRSS) and Go heap
-//     in use after a forced GC, with all N bonds up and quiet, minus the
+//     in use after a forced GC, with all N bonds up and quiet for
+//     Options.Settle (3 s by default, also the idle CPU's window), minus the
 //     same before the concentrator was built, over N;
 //   - memory per active bond: the idle figure plus the growth while 10 %
 //     of the bonds carried traffic, over the active bonds;
@@ -62,8 +63,6 @@ const (
 	ScaleDefaultPPS = 5000
 	// ScaleDefaultActive is the fraction of bonds that carry traffic.
 	ScaleDefaultActive = 0.10
-	// scaleIdleWindow is how long the idle CPU is measured.
-	scaleIdleWindow = 3 * time.Second
 	// scaleMinShare is the starvation bound: every active bond delivers
 	// at least this share of what it sent.
 	scaleMinShare = 0.95
@@ -367,7 +366,7 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 	st.AuthFailures = conc.AuthFailures()
 
 	// Idle: every bond up, nothing sent.
-	if err := sleepUntil(ctx, time.Now().Add(2*time.Second), nil); err != nil {
+	if err := sleepUntil(ctx, time.Now().Add(o.Settle), nil); err != nil {
 		return st, err
 	}
 	idle := sampleMemory()
@@ -380,7 +379,7 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 	st.RSSMiBPerIdle = (float64(idle.rss) - float64(base.rss)) / float64(n) / mib
 	st.HeapMiBPerIdle = (float64(idle.heap) - float64(base.heap)) / float64(n) / mib
 	c0, w0 := cpuTime(), time.Now()
-	if err := sleepUntil(ctx, w0.Add(scaleIdleWindow), nil); err != nil {
+	if err := sleepUntil(ctx, w0.Add(o.Settle), nil); err != nil {
 		return st, err
 	}
 	idleRate := float64(cpuTime()-c0) / float64(time.Since(w0)) // cores
