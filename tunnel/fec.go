@@ -81,7 +81,7 @@ func (o FECOptions) validate() error {
 type fecSender struct {
 	enc  *fec.Encoder
 	opts FECOptions
-	mtu  int // bytes: the longest packet protected
+	mtu  int           // bytes: the longest packet protected
 	wake chan struct{} // capacity 1: a block opened, arm the flush timer
 
 	// Owned by the TUN reader goroutine.
