@@ -26,3 +26,13 @@ func (d *Decoder) MemoryBytes() int {
 	n += cap(d.out) + cap(d.mat) + cap(d.work) + (cap(d.missing)+cap(d.parIdx))*8
 	return n
 }
+
+// Pending reports whether a block may still be open (waiting for packets
+// or its timeout): it is false only when every block had completed or
+// expired at the last AddData, AddParity or Expire call. Safe for
+// concurrent use.
+func (d *Decoder) Pending() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.tail < d.head
+}

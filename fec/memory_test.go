@@ -1,6 +1,9 @@
 package fec
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestDecoderLazy checks that a decoder holds no block table before its
 // first FEC packet (an idle bond), allocates it with the first block, and
@@ -37,5 +40,22 @@ func TestDecoderLazy(t *testing.T) {
 	}
 	if s := p.dec.Stats(); s.RecoveredDropped != 0 {
 		t.Errorf("recovered packets dropped: %+v", s)
+	}
+}
+
+// TestDecoderPending checks Pending through a block's life: none open,
+// one open with data missing, none once it expired.
+func TestDecoderPending(t *testing.T) {
+	d := mustDecoder(t, DecoderOptions{})
+	if d.Pending() {
+		t.Fatal("a new decoder reports a pending block")
+	}
+	d.AddData(t0, Ref{Block: 1, Index: 0, K: 4}, []byte{1, 2, 3}, nil)
+	if !d.Pending() {
+		t.Fatal("a block missing 3 of 4 packets is not pending")
+	}
+	d.Expire(t0.Add(DefaultTimeout + time.Millisecond))
+	if d.Pending() {
+		t.Fatal("a block past its timeout is still pending after Expire")
 	}
 }

@@ -223,14 +223,33 @@ func newRecovered(mtu int) *fec.Recovered {
 // routineFECExpire times out blocks whose packets stopped coming, and sets
 // the decoder's timeout from the spread of the paths' RTTs: a block waits
 // for its slowest path's packets, no longer.
+//
+// An idle bond (no block open, nothing received since the last tick) ticks
+// every fecIdleExpireInterval instead, so that a concentrator holding
+// thousands of quiet bonds does not wake each of them 20 times a second.
+// A block that opens meanwhile is still expired by the packets that
+// follow it; only one whose packets all stop is counted lost up to
+// fecIdleExpireInterval later.
 func (b *Bond) routineFECExpire(done <-chan struct{}) {
-	t := time.NewTicker(fecExpireInterval)
+	interval := fecExpireInterval
+	t := time.NewTicker(interval)
 	defer t.Stop()
+	lastRx := b.ctr.rxPackets.Load()
 	for {
 		select {
 		case now := <-t.C:
 			b.dec.SetTimeout(fecTimeout(b.paths.Load()))
 			b.dec.Expire(now)
+			rx := b.ctr.rxPackets.Load()
+			want := fecIdleExpireInterval
+			if rx != lastRx || b.dec.Pending() {
+				want = fecExpireInterval
+			}
+			lastRx = rx
+			if want != interval {
+				interval = want
+				t.Reset(interval)
+			}
 		case <-done:
 			return
 		}
@@ -238,9 +257,10 @@ func (b *Bond) routineFECExpire(done <-chan struct{}) {
 }
 
 const (
-	fecExpireInterval = 50 * time.Millisecond
-	fecMinTimeout     = 50 * time.Millisecond
-	fecMaxTimeout     = time.Second
+	fecExpireInterval     = 50 * time.Millisecond
+	fecIdleExpireInterval = 500 * time.Millisecond
+	fecMinTimeout         = 50 * time.Millisecond
+	fecMaxTimeout         = time.Second
 )
 
 // fecTimeout is twice the spread of the connected paths' smoothed RTTs plus

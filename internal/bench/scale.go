@@ -79,27 +79,30 @@ var ScaleDefaultBonds = []int{1, 10, 100, 250, 500, 1000}
 
 // scaleStep is one step of the ramp in results.json.
 type scaleStep struct {
-	Bonds            int              `json:"bonds"`
-	ActiveBonds      int              `json:"active_bonds"`
-	HandshakeS       float64          `json:"handshake_s"`      // child started → last path up
-	HandshakesPerS   float64          `json:"handshakes_per_s"` // 2·bonds / handshake_s
-	AuthFailures     uint64           `json:"auth_failures"`
-	RSSMiBPerIdle    float64          `json:"rss_mib_per_idle_bond"`
-	RSSMiBPerActive  float64          `json:"rss_mib_per_active_bond"`
-	HeapMiBPerIdle   float64          `json:"heap_mib_per_idle_bond"`   // Go heap in use + goroutine stacks
-	HeapMiBPerActive float64          `json:"heap_mib_per_active_bond"` // the same, active bonds
-	RSSMiB           float64          `json:"rss_mib"`                  // the process with all bonds up, idle
-	IdleCPUPct       float64          `json:"idle_cpu_pct"`             // % of one core with every bond up and quiet
-	OfferedPPS       float64          `json:"offered_pps"`
-	DeliveredPPS     float64          `json:"delivered_pps"`
-	CPUUsPerPacket   float64          `json:"cpu_us_per_packet"`          // all CPU during traffic / packets delivered
-	CPUUsPerPacketTx float64          `json:"cpu_us_per_packet_marginal"` // the same less the idle CPU
-	CPUPctPer10kPPS  float64          `json:"cpu_pct_per_10k_pps"`        // % of one core per 10 000 packets/s forwarded
-	MinShare         float64          `json:"min_delivered_share"`        // lowest delivered/sent of an active bond
-	FootprintIdle    tunnel.Footprint `json:"footprint_idle_bond"`        // mean over the idle bonds, bytes
-	FootprintActive  tunnel.Footprint `json:"footprint_active_bond"`      // mean over the active bonds, bytes
-	LoadAvg          string           `json:"load_avg"`                   // /proc/loadavg at the end of the step
-	Limit            string           `json:"limit,omitempty"`            // why the ramp stopped here
+	Bonds            int               `json:"bonds"`
+	ActiveBonds      int               `json:"active_bonds"`
+	HandshakeS       float64           `json:"handshake_s"`      // child started → last path up
+	HandshakesPerS   float64           `json:"handshakes_per_s"` // 2·bonds / handshake_s
+	AuthFailures     uint64            `json:"auth_failures"`
+	RSSMiBPerIdle    float64           `json:"rss_mib_per_idle_bond"`
+	RSSMiBPerActive  float64           `json:"rss_mib_per_active_bond"`
+	HeapMiBPerIdle   float64           `json:"heap_mib_per_idle_bond"`   // Go heap in use + goroutine stacks
+	HeapMiBPerActive float64           `json:"heap_mib_per_active_bond"` // the same, active bonds
+	RSSMiB           float64           `json:"rss_mib"`                  // the process with all bonds up, idle
+	IdleCPUPct       float64           `json:"idle_cpu_pct"`             // % of one core with every bond up and quiet
+	OfferedPPS       float64           `json:"offered_pps"`
+	DeliveredPPS     float64           `json:"delivered_pps"`
+	CPUUsPerPacket   float64           `json:"cpu_us_per_packet"`          // all CPU during traffic / packets delivered
+	CPUUsPerPacketTx float64           `json:"cpu_us_per_packet_marginal"` // the same less the idle CPU
+	CPUPctPer10kPPS  float64           `json:"cpu_pct_per_10k_pps"`        // % of one core per 10 000 packets/s forwarded
+	MinShare         float64           `json:"min_delivered_share"`        // lowest delivered/sent of an active bond
+	FootprintIdle    tunnel.Footprint  `json:"footprint_idle_bond"`        // mean over the idle bonds, bytes
+	FootprintActive  tunnel.Footprint  `json:"footprint_active_bond"`      // mean over the active bonds, bytes
+	EdgeDrops        tunnel.DropCounts `json:"edge_drops"`                 // what the active edges dropped, by reason
+	ConcDrops        tunnel.DropCounts `json:"concentrator_drops"`         // what the active bonds' concentrator side dropped, by reason
+	TUNDrops         uint64            `json:"tun_drops"`                  // packets the concentrator's in-memory TUN dropped (reader behind)
+	LoadAvg          string            `json:"load_avg"`                   // /proc/loadavg at the end of the step
+	Limit            string            `json:"limit,omitempty"`            // why the ramp stopped here
 }
 
 // scaleReport is results.json of the scale scenario; the headline fields
@@ -155,8 +158,9 @@ func runScale(ctx context.Context, o Options, out io.Writer) error {
 				return err
 			}
 			st.Limit = err.Error()
-			fmt.Fprintf(out, "  %5d bonds: stopped: %v\n", n, err)
-			rep.Steps = append(rep.Steps, st)
+			fmt.Fprintf(out, "  %5d bonds: %.0f handshakes/s; per idle bond %.3f MiB RSS (%.3f MiB heap), per active bond %.3f MiB; idle CPU %.1f %%; %.0f packets/s: %.1f µs/packet (marginal %.1f), min share %.3f; drops edge %s, concentrator %s, TUN %d; load %s\n",
+				n, st.HandshakesPerS, st.RSSMiBPerIdle, st.HeapMiBPerIdle, st.RSSMiBPerActive, st.IdleCPUPct, st.DeliveredPPS, st.CPUUsPerPacket,
+				st.CPUUsPerPacketTx, st.MinShare, dropsText(st.EdgeDrops), dropsText(st.ConcDrops), st.TUNDrops, st.LoadAvg)
 			break
 		}
 		rep.Steps = append(rep.Steps, st)
@@ -438,6 +442,10 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 	st.RSSMiBPerActive = st.RSSMiBPerIdle + (float64(act.rss)-float64(idle.rss))/float64(len(active))/mib
 	st.HeapMiBPerActive = st.HeapMiBPerIdle + (float64(act.heap)-float64(idle.heap))/float64(len(active))/mib
 	st.FootprintIdle, st.FootprintActive = meanFootprint(bonds, active)
+	st.EdgeDrops, st.ConcDrops, st.TUNDrops = msg.Drops, tunnel.DropCounts{}, dev.Dropped()
+	for _, i := range active {
+		addDrops(st.ConcDrops, bonds[i].Stats())
+	}
 	st.LoadAvg = loadAvg()
 	fmt.Fprintf(out, "  %5d bonds: %.0f handshakes/s; per idle bond %.3f MiB RSS (%.3f MiB heap), per active bond %.3f MiB; idle CPU %.1f %%; %.0f packets/s: %.1f µs/packet, min share %.3f; load %s\n",
 		n, st.HandshakesPerS, st.RSSMiBPerIdle, st.HeapMiBPerIdle, st.RSSMiBPerActive, st.IdleCPUPct, st.DeliveredPPS, st.CPUUsPerPacket, st.MinShare, st.LoadAvg)
@@ -642,4 +650,19 @@ func writeScalePlots(dir string, steps []scaleStep) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, PlotsFile), append(b, '\n'), 0o644)
+}
+
+// dropsText renders nonzero drop counts as "reason=n,…", or "none".
+func dropsText(d tunnel.DropCounts) string {
+	var parts []string
+	for r, n := range d {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", r, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
 }

@@ -49,6 +49,9 @@ type scaleChildConfig struct {
 type scaleChildMsg struct {
 	Event string   `json:"event"`
 	Sent  []uint64 `json:"sent,omitempty"` // per entry of Active
+	// Drops are the packets the active edges dropped (bond and path
+	// drops of every reason, summed over the active edges).
+	Drops tunnel.DropCounts `json:"drops,omitempty"`
 }
 
 // Inner addressing: edge i owns scaleInnerBase + i (a /32); traffic goes
@@ -149,7 +152,11 @@ func scaleEdgesMain(cfg string, in io.Reader, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if err := enc.Encode(scaleChildMsg{Event: "sent", Sent: sent}); err != nil {
+		drops := tunnel.DropCounts{}
+		for _, i := range c.Active {
+			addDrops(drops, edges[i].Bond().Stats())
+		}
+		if err := enc.Encode(scaleChildMsg{Event: "sent", Sent: sent, Drops: drops}); err != nil {
 			return err
 		}
 	}
@@ -211,3 +218,19 @@ func raiseNoFile() (soft, hard uint64) {
 
 // demoMTU is the inner MTU of the default QUIC packet size.
 func demoMTU() int { return tunnel.MTUFor(tunnel.DefaultInitialPacketSize) }
+
+// addDrops adds the bond's and its paths' nonzero drop counts to sum.
+func addDrops(sum tunnel.DropCounts, s tunnel.BondStats) {
+	for r, n := range s.Drops {
+		if n > 0 {
+			sum[r] += n
+		}
+	}
+	for _, p := range s.Paths {
+		for r, n := range p.Drops {
+			if n > 0 {
+				sum[r] += n
+			}
+		}
+	}
+}
