@@ -111,6 +111,6 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 	f.Float64Var(&o.ScalePPS, "pps", 0, fmt.Sprintf("scale: total packets per second of the active bonds (default %d)", bench.ScaleDefaultPPS))
 	f.Float64Var(&o.ScaleActive, "active", 0, "scale: fraction of the bonds that send (default 0.1)")
 	f.StringVar(&o.JSON, "json", "", "scale: also write results.json to this file")
-	f.StringVar(&o.HeapProfile, "heap-profile", "", "scale: write a heap profile with every bond up and idle to FILE.N for each step of N bonds")
+	f.StringVar(&o.Profile, "profile", "", "scale: write heap and idle-CPU profiles of each step of N bonds to PREFIX.heap.N and PREFIX.cpu-idle.N")
 	return cmd
 }

@@ -110,10 +110,11 @@ type Options struct {
 	// JSON, when set, is a second file the scale scenario writes its
 	// results.json to (--json FILE).
 	JSON string
-	// HeapProfile, when set, is where the scale scenario writes the heap
-	// profile (runtime/pprof) of each step with every bond up and idle,
-	// as HeapProfile.N for N bonds.
-	HeapProfile string
+	// Profile, when set, is the prefix of the profiles (runtime/pprof)
+	// the scale scenario writes for each step of N bonds with every bond
+	// up and idle: the heap as Profile.heap.N and the CPU over the idle
+	// window as Profile.cpu-idle.N.
+	Profile string
 }
 
 // benchHeader is what results.json says about the run as a whole.

@@ -158,9 +158,8 @@ func runScale(ctx context.Context, o Options, out io.Writer) error {
 				return err
 			}
 			st.Limit = err.Error()
-			fmt.Fprintf(out, "  %5d bonds: %.0f handshakes/s; per idle bond %.3f MiB RSS (%.3f MiB heap), per active bond %.3f MiB; idle CPU %.1f %%; %.0f packets/s: %.1f µs/packet (marginal %.1f), min share %.3f; drops edge %s, concentrator %s, TUN %d; load %s\n",
-				n, st.HandshakesPerS, st.RSSMiBPerIdle, st.HeapMiBPerIdle, st.RSSMiBPerActive, st.IdleCPUPct, st.DeliveredPPS, st.CPUUsPerPacket,
-				st.CPUUsPerPacketTx, st.MinShare, dropsText(st.EdgeDrops), dropsText(st.ConcDrops), st.TUNDrops, st.LoadAvg)
+			fmt.Fprintf(out, "  %5d bonds: stopped: %v\n", n, err)
+			rep.Steps = append(rep.Steps, st)
 			break
 		}
 		rep.Steps = append(rep.Steps, st)
@@ -374,8 +373,16 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 		return st, err
 	}
 	idle := sampleMemory()
-	if o.HeapProfile != "" {
-		if err := writeHeapProfile(fmt.Sprintf("%s.%d", o.HeapProfile, n)); err != nil {
+	if o.Profile != "" {
+		if err := writeHeapProfile(fmt.Sprintf("%s.heap.%d", o.Profile, n)); err != nil {
+			return st, err
+		}
+		f, err := os.Create(fmt.Sprintf("%s.cpu-idle.%d", o.Profile, n))
+		if err != nil {
+			return st, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
 			return st, err
 		}
 	}
@@ -387,6 +394,9 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 		return st, err
 	}
 	idleRate := float64(cpuTime()-c0) / float64(time.Since(w0)) // cores
+	if o.Profile != "" {
+		pprof.StopCPUProfile()
+	}
 	st.IdleCPUPct = 100 * idleRate
 
 	// Traffic from the active bonds.
@@ -447,8 +457,9 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 		addDrops(st.ConcDrops, bonds[i].Stats())
 	}
 	st.LoadAvg = loadAvg()
-	fmt.Fprintf(out, "  %5d bonds: %.0f handshakes/s; per idle bond %.3f MiB RSS (%.3f MiB heap), per active bond %.3f MiB; idle CPU %.1f %%; %.0f packets/s: %.1f µs/packet, min share %.3f; load %s\n",
-		n, st.HandshakesPerS, st.RSSMiBPerIdle, st.HeapMiBPerIdle, st.RSSMiBPerActive, st.IdleCPUPct, st.DeliveredPPS, st.CPUUsPerPacket, st.MinShare, st.LoadAvg)
+	fmt.Fprintf(out, "  %5d bonds: %.0f handshakes/s; per idle bond %.3f MiB RSS (%.3f MiB heap), per active bond %.3f MiB; idle CPU %.1f %%; %.0f packets/s: %.1f µs/packet (marginal %.1f), min share %.3f; drops edge %s, concentrator %s, TUN %d; load %s\n",
+		n, st.HandshakesPerS, st.RSSMiBPerIdle, st.HeapMiBPerIdle, st.RSSMiBPerActive, st.IdleCPUPct, st.DeliveredPPS, st.CPUUsPerPacket,
+		st.CPUUsPerPacketTx, st.MinShare, dropsText(st.EdgeDrops), dropsText(st.ConcDrops), st.TUNDrops, st.LoadAvg)
 	return st, nil
 }
 
