@@ -110,6 +110,7 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 	f.IntSliceVar(&o.ScaleBonds, "bonds", nil, "scale: the ramp of bond counts (default 1,10,100,250,500,1000)")
 	f.Float64Var(&o.ScalePPS, "pps", 0, fmt.Sprintf("scale: total packets per second of the active bonds (default %d)", bench.ScaleDefaultPPS))
 	f.Float64Var(&o.ScaleActive, "active", 0, "scale: fraction of the bonds that send (default 0.1)")
+	f.IntVar(&o.ScaleDialing, "dialing", 0, fmt.Sprintf("scale: edges connecting at once (default %d; -1: all at once)", bench.ScaleDefaultDialing))
 	f.StringVar(&o.JSON, "json", "", "scale: also write results.json to this file")
 	f.StringVar(&o.Profile, "profile", "", "scale: write heap and idle-CPU profiles of each step of N bonds to PREFIX.heap.N and PREFIX.cpu-idle.N")
 	return cmd

@@ -107,6 +107,9 @@ type Options struct {
 	// ScaleActive is the fraction of bonds that send in the scale
 	// scenario, (0, 1]; 0: ScaleDefaultActive.
 	ScaleActive float64
+	// ScaleDialing bounds the edges connecting at once in the scale
+	// scenario; 0: ScaleDefaultDialing; negative: all at once.
+	ScaleDialing int
 	// JSON, when set, is a second file the scale scenario writes its
 	// results.json to (--json FILE).
 	JSON string
@@ -228,6 +231,9 @@ func (o *Options) commandLine() string {
 		}
 		if o.ScaleActive != 0 {
 			fmt.Fprintf(&b, " --active %g", o.ScaleActive)
+		}
+		if o.ScaleDialing != 0 {
+			fmt.Fprintf(&b, " --dialing %d", o.ScaleDialing)
 		}
 	}
 	return b.String()

@@ -61,6 +61,8 @@ const (
 	ScaleDefaultDuration = 5 * time.Second
 	// ScaleDefaultPPS is the total packet rate of the active bonds.
 	ScaleDefaultPPS = 5000
+	// ScaleDefaultDialing is how many edges connect at once.
+	ScaleDefaultDialing = 64
 	// ScaleDefaultActive is the fraction of bonds that carry traffic.
 	ScaleDefaultActive = 0.10
 	// scaleMinShare is the starvation bound: every active bond delivers
@@ -73,6 +75,17 @@ const (
 	// over the single bond's.
 	scaleCPUTargetRatio = 1.5
 )
+
+// scaleDialing returns the bound on edges connecting at once.
+func (o *Options) scaleDialing() int {
+	switch {
+	case o.ScaleDialing < 0:
+		return 0
+	case o.ScaleDialing == 0:
+		return ScaleDefaultDialing
+	}
+	return o.ScaleDialing
+}
 
 // ScaleDefaultBonds is the default ramp.
 var ScaleDefaultBonds = []int{1, 10, 100, 250, 500, 1000}
@@ -116,6 +129,7 @@ type scaleReport struct {
 	CPUUsPerPacket  float64     `json:"cpu_us_per_packet"`
 	SingleBond      *scaleStep  `json:"single_bond,omitempty"`
 	PPS             float64     `json:"pps"`
+	MaxDialing      int         `json:"max_dialing"` // edges connecting at once; 0: all at once
 	ActiveFraction  float64     `json:"active_fraction"`
 	PacketBytes     int         `json:"packet_bytes"`
 	NoFile          [2]uint64   `json:"rlimit_nofile"` // soft, hard after raising
@@ -146,7 +160,7 @@ func runScale(ctx context.Context, o Options, out io.Writer) error {
 		}
 	}
 	soft, hard := raiseNoFile()
-	rep := scaleReport{benchHeader: o.header([]string{"none"}), PPS: pps, ActiveFraction: frac, PacketBytes: scalePacketBytes,
+	rep := scaleReport{benchHeader: o.header([]string{"none"}), PPS: pps, MaxDialing: o.scaleDialing(), ActiveFraction: frac, PacketBytes: scalePacketBytes,
 		NoFile: [2]uint64{soft, hard}, CPUs: runtime.NumCPU()}
 	rep.Mode = "inprocess concentrator, edges in a child process"
 	fmt.Fprintf(out, "bondd bench scale: ramp %v bonds of 2 paths, %.0f packets/s over %.0f %% of them, %s each; RLIMIT_NOFILE %d/%d\n",
@@ -333,7 +347,7 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 	defer func() { rcancel(); rwg.Wait() }()
 
 	cfg, err := json.Marshal(scaleChildConfig{Concentrator: pc.LocalAddr().String(), Pin: pin, Bonds: n, Active: active,
-		PPS: pps, PacketBytes: scalePacketBytes, Duration: o.Duration})
+		PPS: pps, PacketBytes: scalePacketBytes, Duration: o.Duration, MaxDialing: o.scaleDialing()})
 	if err != nil {
 		return st, err
 	}
@@ -607,9 +621,9 @@ func scaleTargets(steps []scaleStep, single, last *scaleStep) []target {
 func scaleMarkdown(r *scaleReport) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Scale: bonds of 2 paths on one concentrator, %s of traffic per step\n\n", time.Duration(r.DurationS*float64(time.Second)))
-	fmt.Fprintf(&b, "Command: `%s`. %d CPUs; %.0f packets/s of %d bytes from %.0f %% of the bonds; RLIMIT_NOFILE %d. "+
+	fmt.Fprintf(&b, "Command: `%s`. %d CPUs; %.0f packets/s of %d bytes from %.0f %% of the bonds; at most %d edges connecting at once (0: all); RLIMIT_NOFILE %d. "+
 		"The concentrator runs in the bench process, the edges in a child process; memory is the bench process's after a forced GC.\n\n",
-		r.Command, r.CPUs, r.PPS, r.PacketBytes, 100*r.ActiveFraction, r.NoFile[0])
+		r.Command, r.CPUs, r.PPS, r.PacketBytes, 100*r.ActiveFraction, r.MaxDialing, r.NoFile[0])
 	b.WriteString("| bonds | active | handshakes/s | RSS MiB per idle bond | heap MiB per idle bond | RSS MiB per active bond | idle CPU % | delivered pkt/s | CPU µs/packet | marginal µs/packet | % core per 10 kpps | min share | FEC dec. KiB idle / active | queues KiB idle / active | load avg |\n")
 	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |\n")
 	for _, s := range r.Steps {

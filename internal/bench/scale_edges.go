@@ -21,6 +21,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -43,6 +44,9 @@ type scaleChildConfig struct {
 	PPS          float64       `json:"pps"`          // packets per second, all active edges together
 	PacketBytes  int           `json:"packet_bytes"` // inner IP packet length
 	Duration     time.Duration `json:"duration"`     // traffic time
+	// MaxDialing bounds the edges connecting at once (both paths not yet
+	// up); 0: all start at once.
+	MaxDialing int `json:"max_dialing"`
 }
 
 // scaleChildMsg is one line of the child's stdout.
@@ -136,12 +140,24 @@ func scaleEdgesMain(cfg string, in io.Reader, out io.Writer) error {
 			return err
 		}
 	}
-	for _, e := range edges {
-		e.Start()
-	}
 	enc := json.NewEncoder(out)
 	if err := enc.Encode(scaleChildMsg{Event: "started"}); err != nil {
 		return err
+	}
+	// Start the edges with at most c.MaxDialing of them still connecting,
+	// so that the figure is the rate the node sustains rather than that of
+	// a thundering herd whose handshakes time out and back off (which
+	// c.MaxDialing = 0 measures).
+	var dialing []*tunnel.Edge
+	for _, e := range edges {
+		for c.MaxDialing > 0 && len(dialing) >= c.MaxDialing {
+			dialing = slices.DeleteFunc(dialing, func(e *tunnel.Edge) bool { return e.Bond().PathsUp() == 2 })
+			if len(dialing) >= c.MaxDialing {
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
+		e.Start()
+		dialing = append(dialing, e)
 	}
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
