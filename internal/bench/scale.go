@@ -62,7 +62,7 @@ const (
 	// ScaleDefaultPPS is the total packet rate of the active bonds.
 	ScaleDefaultPPS = 5000
 	// ScaleDefaultDialing is how many edges connect at once.
-	ScaleDefaultDialing = 64
+	ScaleDefaultDialing = 32
 	// ScaleDefaultActive is the fraction of bonds that carry traffic.
 	ScaleDefaultActive = 0.10
 	// scaleMinShare is the starvation bound: every active bond delivers
@@ -360,7 +360,7 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 		return st, err
 	}
 	t0 := time.Now()
-	upBy := t0.Add(30*time.Second + time.Duration(n)*30*time.Millisecond)
+	upBy := t0.Add(30*time.Second + time.Duration(n)*100*time.Millisecond) // 10 handshakes/s at least
 	for {
 		up := 0
 		for _, b := range bonds {
