@@ -128,8 +128,7 @@ func drawLines(dir string, c bench.LinePlot) (bool, error) {
 	p.X.Label.Text = c.XLabel
 	p.Y.Label.Text = c.YLabel
 	p.Add(plotter.NewGrid())
-	p.Legend.Top = true
-	p.Legend.Left = true
+	p.Legend.Top = true // top right: the figures of a ramp fall with x
 	if c.LogX {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}

@@ -646,7 +646,7 @@ func scaleMarkdown(r *scaleReport) string {
 
 // writeScalePlots writes the line plots of the ramp.
 func writeScalePlots(dir string, steps []scaleStep) error {
-	var idle, active, heap, cpu, cpuSingle [][2]float64
+	var idle, active, heap, cpu, marginal, cpuSingle [][2]float64
 	for _, s := range steps {
 		if s.Limit != "" {
 			continue
@@ -656,6 +656,7 @@ func writeScalePlots(dir string, steps []scaleStep) error {
 		active = append(active, [2]float64{x, s.RSSMiBPerActive})
 		heap = append(heap, [2]float64{x, s.HeapMiBPerIdle})
 		cpu = append(cpu, [2]float64{x, s.CPUUsPerPacket})
+		marginal = append(marginal, [2]float64{x, s.CPUUsPerPacketTx})
 		if len(cpuSingle) == 0 && s.Bonds == 1 {
 			cpuSingle = append(cpuSingle, [2]float64{1, 1.5 * s.CPUUsPerPacket})
 		}
@@ -668,7 +669,8 @@ func writeScalePlots(dir string, steps []scaleStep) error {
 			Series: []LineSeries{{Name: "RSS per idle bond", Points: idle}, {Name: "Go heap per idle bond", Points: heap},
 				{Name: "RSS per active bond", Points: active}, {Name: "target (idle)", Points: [][2]float64{{1, 1}, {1000, 1}}}}},
 		{Name: "scale-cpu", Title: "scale: concentrator CPU per forwarded packet", XLabel: "bonds", YLabel: "µs per packet", LogX: true,
-			Series: []LineSeries{{Name: "CPU per packet", Points: cpu}, {Name: "1.5 × single bond", Points: cpuSingle}}},
+			Series: []LineSeries{{Name: "CPU per packet", Points: cpu}, {Name: "less the idle bonds' CPU", Points: marginal},
+				{Name: "1.5 × single bond", Points: cpuSingle}}},
 	}
 	b, err := json.MarshalIndent(Plots{Lines: lines}, "", " ")
 	if err != nil {
