@@ -30,7 +30,7 @@ func newBenchCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "bench SCENARIO",
-		Short: "Re-run the papers' experiments (s1: vehicular FEC, s2/s2-isl: LEO + terrestrial video; lanes: lossy uplinks; capacity: the bond against the sum of its links) and write tables and plot data",
+		Short: "Re-run the papers' experiments (s1: vehicular FEC, s2/s2-isl: LEO + terrestrial video; lanes: lossy uplinks; capacity: the bond against the sum of its links; scale: bonds per concentrator) and write tables and plot data",
 		Long: `Bench runs one evaluation scenario over link-emulator paths that replay
 public real traces, once per configuration, and writes results.md (tables,
 with the papers' figures beside ours), results.json and the data of the CDF

@@ -12,7 +12,9 @@
 //     trace's inter-satellite link;
 //   - lanes: one lossy path, one QUIC connection against lanes (lanes.go);
 //   - capacity: the bond against the sum of its links, UDP at Σ capacity
-//     and one TCP flow against each path alone (capacity.go).
+//     and one TCP flow against each path alone (capacity.go);
+//   - scale: how many bonds one concentrator holds, with the edges in a
+//     child process (scale.go, scale_edges.go).
 //
 // With Options.Runs every configuration runs several times and the
 // results are medians with 95 % bootstrap intervals (runs.go).
@@ -69,7 +71,7 @@ const (
 
 // Options are the settings of one bench run (the flags of bondd bench).
 type Options struct {
-	Scenario  string        // S1, S2, S2ISL, Lanes or Capacity
+	Scenario  string        // S1, S2, S2ISL, Lanes, Capacity or Scale
 	Out       string        // output folder (created)
 	Duration  time.Duration // traffic time of each configuration
 	Seed      uint64        // emulator seed, the same for every configuration
