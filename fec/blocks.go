@@ -105,6 +105,9 @@ func (d *Decoder) createLocked(cs *classState, class, block uint64, t int64) *en
 			d.evictLocked(old)
 		}
 	}
+	if d.ents == nil { // once: the first block
+		d.allocLocked()
+	}
 	e := &d.ents[d.head%uint64(len(d.ents))]
 	if e.state != stFree {
 		if e.state == stOpen {
@@ -125,6 +128,9 @@ func (d *Decoder) createLocked(cs *classState, class, block uint64, t int64) *en
 // first, stopping at the first that has not.
 func (d *Decoder) expireLocked(t int64) {
 	n := uint64(len(d.ents))
+	if n == 0 { // no block has opened yet
+		return
+	}
 	if d.head-d.tail > n {
 		d.tail = d.head - n
 	}

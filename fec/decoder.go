@@ -124,23 +124,31 @@ func NewDecoder(o DecoderOptions) (*Decoder, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	d := &Decoder{o: o, ents: make([]entry, o.MaxBlocks), kernel: mulKernel()}
-	slots := make([]uint16, 2*o.MaxK*o.MaxBlocks)
-	for i := range d.ents {
-		d.ents[i].slot = slots[: 2*o.MaxK : 2*o.MaxK]
-		slots = slots[2*o.MaxK:]
-	}
+	d := &Decoder{o: o, kernel: mulKernel()}
 	w := uint64(1)
 	for w < 2*uint64(o.MaxBlocks)+1 {
 		w <<= 1
 	}
 	d.mask = w - 1
+	return d, nil
+}
+
+// allocLocked allocates the block table and the reconstruction scratch,
+// once, when the first block opens: a decoder that never sees an FEC
+// packet (an idle bond) holds none of it.
+func (d *Decoder) allocLocked() {
+	o := d.o
+	d.ents = make([]entry, o.MaxBlocks)
+	slots := make([]uint16, 2*o.MaxK*o.MaxBlocks)
+	for i := range d.ents {
+		d.ents[i].slot = slots[: 2*o.MaxK : 2*o.MaxK]
+		slots = slots[2*o.MaxK:]
+	}
 	d.out = make([]byte, o.MaxPacketLen+ShardOverhead)
 	d.mat = make([]byte, o.MaxK*o.MaxK)
 	d.work = make([]byte, o.MaxK*o.MaxK)
 	d.missing = make([]int, 0, o.MaxK)
 	d.parIdx = make([]int, 0, o.MaxK)
-	return d, nil
 }
 
 // SetTimeout changes the timeout of blocks that open from now on.

@@ -176,13 +176,18 @@ func NewEncoder(o EncoderOptions) (*Encoder, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	e := &Encoder{o: o, slots: make([][]byte, o.K)}
-	buf := make([]byte, o.K*(o.MaxPacketLen+ShardOverhead))
+	return &Encoder{o: o}, nil
+}
+
+// allocLocked allocates the block's K slots, once, with the first packet:
+// an encoder that never sends (an idle bond) holds none.
+func (e *Encoder) allocLocked() {
+	e.slots = make([][]byte, e.o.K)
+	buf := make([]byte, e.o.K*(e.o.MaxPacketLen+ShardOverhead))
 	for i := range e.slots {
-		e.slots[i] = buf[: 0 : o.MaxPacketLen+ShardOverhead]
-		buf = buf[o.MaxPacketLen+ShardOverhead:]
+		e.slots[i] = buf[: 0 : e.o.MaxPacketLen+ShardOverhead]
+		buf = buf[e.o.MaxPacketLen+ShardOverhead:]
 	}
-	return e, nil
 }
 
 // Options returns the options in force, defaults applied.
@@ -210,6 +215,9 @@ func (e *Encoder) Add(now time.Time, pkt []byte, path int) (ref Ref, full, ok bo
 	}
 	if e.n == 0 {
 		e.opened = now
+	}
+	if e.slots == nil { // once: the first packet
+		e.allocLocked()
 	}
 	s := e.slots[e.n][:ShardOverhead+len(pkt)]
 	putPrefix(s, len(pkt))

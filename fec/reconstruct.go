@@ -15,6 +15,12 @@ type Recovered struct {
 	// RecoveredDropped, so supply as many as the largest r in use.
 	Bufs   [][]byte
 	Offset int // where each packet starts in its buffer, bytes
+	// BufLen, when > 0, lets the decoder add buffers of Offset + BufLen
+	// bytes to Bufs as reconstructions need them, up to MaxK: Bufs may
+	// start empty, so a receive routine that never reconstructs holds
+	// none. Each is allocated once and reused; with BufLen 0 Bufs is all
+	// there is.
+	BufLen int
 
 	Sizes   []int // out: packet lengths, bytes
 	Indexes []int // out: each packet's index in its block
@@ -139,6 +145,9 @@ func (d *Decoder) reconstructLocked(cs *classState, e *entry, rec *Recovered) {
 		}
 		e.deliver(m)
 		cs.stats.Recovered++
+		if rec != nil && rec.BufLen > 0 && rec.Offset >= 0 && len(rec.Sizes) == len(rec.Bufs) && len(rec.Bufs) < MaxK {
+			rec.Bufs = append(rec.Bufs, make([]byte, rec.Offset+max(rec.BufLen, n))) // once per slot
+		}
 		if rec == nil || rec.Offset < 0 || len(rec.Sizes) >= len(rec.Bufs) || cap(rec.Bufs[len(rec.Sizes)]) < rec.Offset+n {
 			cs.stats.RecoveredDropped++
 			continue

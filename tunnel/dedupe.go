@@ -8,9 +8,12 @@ const dedupeWindow = 1 << 16
 // dedupe is a sliding-window filter on bond sequence numbers, in the style of
 // WireGuard's replay filter (RFC 6479): a ring of bits behind the highest
 // sequence number seen. It is not safe for concurrent use; the bond guards it.
+//
+// The window's bits (8 KiB) are allocated by the first check, so a bond
+// that never receives (an idle bond on the concentrator) holds none.
 type dedupe struct {
-	top  uint64 // highest sequence number seen, plus one (0: none yet)
-	bits [dedupeWindow / 64]uint64
+	top  uint64                     // highest sequence number seen, plus one (0: none yet)
+	bits *[dedupeWindow / 64]uint64 // nil until the first check
 }
 
 // Verdicts of dedupe.check.
@@ -22,6 +25,9 @@ const (
 
 // check records seq and reports whether it is new, a duplicate, or too old.
 func (d *dedupe) check(seq uint64) int {
+	if d.bits == nil { // once per bond
+		d.bits = new([dedupeWindow / 64]uint64)
+	}
 	s := seq + 1
 	switch {
 	case s > d.top:
@@ -51,4 +57,9 @@ func (d *dedupe) check(seq uint64) int {
 }
 
 // reset forgets everything (a new bond id restarts the sequence space).
-func (d *dedupe) reset() { *d = dedupe{} }
+func (d *dedupe) reset() {
+	d.top = 0
+	if d.bits != nil {
+		clear(d.bits[:])
+	}
+}

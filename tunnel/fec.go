@@ -81,6 +81,7 @@ func (o FECOptions) validate() error {
 type fecSender struct {
 	enc  *fec.Encoder
 	opts FECOptions
+	mtu  int           // bytes: the longest packet protected
 	wake chan struct{} // capacity 1: a block opened, arm the flush timer
 
 	// Owned by the TUN reader goroutine.
@@ -99,13 +100,19 @@ func newFECSender(o FECOptions, mtu int) (*fecSender, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &fecSender{enc: enc, opts: o, wake: make(chan struct{}, 1)}
-	for _, p := range []*fec.Parity{&s.par, &s.parT} {
-		for range o.K {
-			p.Bufs = append(p.Bufs, make([]byte, mtu+fec.ShardOverhead))
+	return &fecSender{enc: enc, opts: o, mtu: mtu, wake: make(chan struct{}, 1)}, nil
+}
+
+// parityBufs gives p its K parity buffers the first time a block is
+// sealed into it: a bond that sends nothing (an idle bond on the
+// concentrator) holds none.
+func (s *fecSender) parityBufs(p *fec.Parity) *fec.Parity {
+	if p.Bufs == nil { // once per Parity
+		for range s.opts.K {
+			p.Bufs = append(p.Bufs, make([]byte, s.mtu+fec.ShardOverhead))
 		}
 	}
-	return s, nil
+	return p
 }
 
 // redundancy fills rd for the bond's current paths.
@@ -140,7 +147,7 @@ func (b *Bond) protect(pkt []byte, pi int, h *Header, now time.Time) (sealed boo
 		default:
 		}
 	}
-	return full && s.enc.Seal(ref.Block, s.redundancy(&s.rd, b.paths.Load()), &s.par)
+	return full && s.enc.Seal(ref.Block, s.redundancy(&s.rd, b.paths.Load()), s.parityBufs(&s.par))
 }
 
 // sendParity frames the parity shards in p and queues each on a path the
@@ -194,7 +201,7 @@ func (b *Bond) routineFECFlush(done <-chan struct{}) {
 			return
 		}
 		now := time.Now()
-		if s.enc.Flush(now, s.redundancy(&s.rdT, b.paths.Load()), &s.parT) {
+		if s.enc.Flush(now, s.redundancy(&s.rdT, b.paths.Load()), s.parityBufs(&s.parT)) {
 			if n := len(b.paths.Load().paths); len(s.picks) < n {
 				s.picks = make([]int, n)
 			}
@@ -207,32 +214,45 @@ func (b *Bond) routineFECFlush(done <-chan struct{}) {
 	}
 }
 
-// fecRecoveredBufs is how many reconstructed packets one receive call can
-// hand out: a block's largest r.
-const fecRecoveredBufs = 64
-
 // newRecovered returns a path receive routine's buffers for reconstructed
 // packets (inner packet and flow tag), with 16 ≥ tun.MinWriteOffset bytes
-// of headroom each.
+// of headroom each. The decoder allocates them as reconstructions first
+// need them (fec.Recovered.BufLen): a connection that never recovers a
+// packet holds none.
 func newRecovered(mtu int) *fec.Recovered {
-	rc := &fec.Recovered{Offset: 16}
-	for range fecRecoveredBufs {
-		rc.Bufs = append(rc.Bufs, make([]byte, rc.Offset+max(mtu+MaxFlowTagLen, 1500)))
-	}
-	return rc
+	return &fec.Recovered{Offset: 16, BufLen: max(mtu+MaxFlowTagLen, 1500)}
 }
 
 // routineFECExpire times out blocks whose packets stopped coming, and sets
 // the decoder's timeout from the spread of the paths' RTTs: a block waits
 // for its slowest path's packets, no longer.
+//
+// An idle bond (no block open, nothing received since the last tick) ticks
+// every fecIdleExpireInterval instead, so that a concentrator holding
+// thousands of quiet bonds does not wake each of them 20 times a second.
+// A block that opens meanwhile is still expired by the packets that
+// follow it; only one whose packets all stop is counted lost up to
+// fecIdleExpireInterval later.
 func (b *Bond) routineFECExpire(done <-chan struct{}) {
-	t := time.NewTicker(fecExpireInterval)
+	interval := fecExpireInterval
+	t := time.NewTicker(interval)
 	defer t.Stop()
+	lastRx := b.ctr.rxPackets.Load()
 	for {
 		select {
 		case now := <-t.C:
 			b.dec.SetTimeout(fecTimeout(b.paths.Load()))
 			b.dec.Expire(now)
+			rx := b.ctr.rxPackets.Load()
+			want := fecIdleExpireInterval
+			if rx != lastRx || b.dec.Pending() {
+				want = fecExpireInterval
+			}
+			lastRx = rx
+			if want != interval {
+				interval = want
+				t.Reset(interval)
+			}
 		case <-done:
 			return
 		}
@@ -240,9 +260,10 @@ func (b *Bond) routineFECExpire(done <-chan struct{}) {
 }
 
 const (
-	fecExpireInterval = 50 * time.Millisecond
-	fecMinTimeout     = 50 * time.Millisecond
-	fecMaxTimeout     = time.Second
+	fecExpireInterval     = 50 * time.Millisecond
+	fecIdleExpireInterval = 500 * time.Millisecond
+	fecMinTimeout         = 50 * time.Millisecond
+	fecMaxTimeout         = time.Second
 )
 
 // fecTimeout is twice the spread of the connected paths' smoothed RTTs plus

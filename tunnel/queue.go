@@ -110,8 +110,7 @@ func newSendQueue(capacity int, maxAge time.Duration, onLen func(packets, bytes 
 		drops = new(dropCounters)
 	}
 	q := &sendQueue{maxAge: int64(maxAge), cap: capacity, bell: make(chan struct{}, 1), onLen: onLen, drops: drops}
-	q.bands[0].buf = make([]frame, capacity) // the others on first use: most traffic has no priority
-	return q
+	return q // each band's ring is allocated on its first push
 }
 
 // push queues f in its priority band. When the queue is full it first

@@ -1,4 +1,4 @@
-// Command bondd-plot draws the CDF and box plots of a bondd bench run: it reads
+// Command bondd-plot draws the CDF, box and line plots of a bondd bench run: it reads
 // DIR/plots.json (internal/bench.PlotsFile), which bench writes beside
 // results.json, and writes DIR/NAME.png and DIR/NAME.svg for each plot.
 //
@@ -56,6 +56,15 @@ func drawAll(dir string) (int, error) {
 			n++
 		}
 	}
+	for _, p := range ps.Lines {
+		drawn, err := drawLines(dir, p)
+		if err != nil {
+			return n, err
+		}
+		if drawn {
+			n++
+		}
+	}
 	for _, p := range ps.Boxes {
 		drawn, err := drawBoxes(dir, p)
 		if err != nil {
@@ -100,6 +109,59 @@ func drawBoxes(dir string, c bench.BoxPlot) (bool, error) {
 	p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = -1.0, -0.5 // text.XRight, text.YCenter: labels end under their box
 	for _, ext := range []string{"png", "svg"} {
 		if err := p.Save(16*vg.Centimeter, 11*vg.Centimeter, filepath.Join(dir, c.Name+"."+ext)); err != nil {
+			return false, fmt.Errorf("plot %s: %w", c.Name, err)
+		}
+	}
+	return true, nil
+}
+
+// drawLines writes dir/NAME.png and dir/NAME.svg: one line with point
+// marks per series, on a logarithmic x axis when LogX (points with x ≤ 0
+// are then left out). It draws nothing and returns false when no series
+// has a point.
+func drawLines(dir string, c bench.LinePlot) (bool, error) {
+	if c.Name == "" || filepath.Base(c.Name) != c.Name {
+		return false, fmt.Errorf("plot name %q: expected a file name", c.Name)
+	}
+	p := plot.New()
+	p.Title.Text = c.Title
+	p.X.Label.Text = c.XLabel
+	p.Y.Label.Text = c.YLabel
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true // top right: the figures of a ramp fall with x
+	if c.LogX {
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	drawn := 0
+	for i, s := range c.Series {
+		var pts plotter.XYs
+		for _, xy := range s.Points {
+			if c.LogX && xy[0] <= 0 {
+				continue
+			}
+			pts = append(pts, plotter.XY{X: xy[0], Y: xy[1]})
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		l, sc, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return false, fmt.Errorf("plot %s: %w", c.Name, err)
+		}
+		l.Color, sc.Color = plotutil.Color(i), plotutil.Color(i)
+		l.Dashes = plotutil.Dashes(i)
+		sc.Shape = plotutil.Shape(i)
+		p.Add(l, sc)
+		p.Legend.Add(s.Name, l, sc)
+		drawn++
+	}
+	if drawn == 0 {
+		return false, nil
+	}
+	p.Y.Min = 0
+	for _, ext := range []string{"png", "svg"} {
+		if err := p.Save(16*vg.Centimeter, 10*vg.Centimeter, filepath.Join(dir, c.Name+"."+ext)); err != nil {
 			return false, fmt.Errorf("plot %s: %w", c.Name, err)
 		}
 	}

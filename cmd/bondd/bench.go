@@ -31,7 +31,7 @@ func newBenchCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "bench SCENARIO",
-		Short: "Re-run the papers' experiments (s1: vehicular FEC, s2/s2-isl: LEO + terrestrial video; lanes: lossy uplinks; capacity: the bond against the sum of its links) and write tables and plot data",
+		Short: "Re-run the papers' experiments (s1: vehicular FEC, s2/s2-isl: LEO + terrestrial video; lanes: lossy uplinks; capacity: the bond against the sum of its links; scale: bonds per concentrator) and write tables and plot data",
 		Long: `Bench runs one evaluation scenario over link-emulator paths that replay
 public real traces, once per configuration, and writes results.md (tables,
 with the papers' figures beside ours), results.json and the data of the CDF
@@ -64,6 +64,13 @@ plots (plots.json) into --out; bondd-plot draws the plots (PNG and SVG).
       and over the best single path, on three 1.5 %-loss paths (loss), the
       cellular paths (cellular) and the S2 paths (s2); frames bit-exact and
       decodable, TS continuity errors, RTP packets missed.
+  scale  how many bonds one concentrator holds: a ramp of N edges of 2
+      paths each (--bonds), run in a child process against one
+      concentrator in this process over loopback; handshakes per second,
+      memory per idle and per active bond, CPU per forwarded packet with
+      10 % of the bonds sending (--active, --pps), the single bond's
+      figures beside; --json FILE writes the results there too. --duration
+      is each step's traffic time (default 5s for scale).
 
 Every configuration runs over the same trace segment with the same seed.
 With --runs N each configuration runs N times (run r with seed --seed + r)
@@ -71,7 +78,7 @@ and the results are medians with 95 % bootstrap confidence intervals. As
 root the testbed is built from network namespaces with real TUN devices;
 otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{bench.S1, bench.S2, bench.S2ISL, bench.Lanes, bench.Capacity, bench.Video},
+		ValidArgs: []string{bench.S1, bench.S2, bench.S2ISL, bench.Lanes, bench.Capacity, bench.Video, bench.Scale},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Scenario = strings.ToLower(args[0])
 			var err error
@@ -86,6 +93,9 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 			}
 			if cmd.Flags().Changed("traces") && o.Traces != "" && !emu.HasCellularTraces(o.Traces) {
 				return fmt.Errorf("--traces %s: expected a folder laid out like shared/data/traces, with cellular/ and leo/", o.Traces)
+			}
+			if o.Scenario == bench.Scale && !cmd.Flags().Changed("duration") {
+				o.Duration = bench.ScaleDefaultDuration
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -107,5 +117,11 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 	f.IntVar(&o.Runs, "runs", 1, "runs per configuration (seeds --seed, --seed+1, ...); results are medians with 95 % bootstrap intervals")
 	f.StringVar(&o.RateControl, "rate-control", tunnel.RateControlBondd, "who decides each path's rate on both bonds: bondd (pacing at a per-path estimate, the daemon's default) or quic (quic-go's congestion control, the behaviour before rate control)")
 	f.BoolVar(&o.Align, "align", true, "s2, s2-isl: start each configuration at the same phase of the UTC minute's 15-s reconfiguration cycle (waits up to 15 s each)")
+	f.IntSliceVar(&o.ScaleBonds, "bonds", nil, "scale: the ramp of bond counts (default 1,10,100,250,500,1000)")
+	f.Float64Var(&o.ScalePPS, "pps", 0, fmt.Sprintf("scale: total packets per second of the active bonds (default %d)", bench.ScaleDefaultPPS))
+	f.Float64Var(&o.ScaleActive, "active", 0, "scale: fraction of the bonds that send (default 0.1)")
+	f.IntVar(&o.ScaleDialing, "dialing", 0, fmt.Sprintf("scale: edges connecting at once (default %d; -1: all at once)", bench.ScaleDefaultDialing))
+	f.StringVar(&o.JSON, "json", "", "scale: also write results.json to this file")
+	f.StringVar(&o.Profile, "profile", "", "scale: write heap and idle-CPU profiles of each step of N bonds to PREFIX.heap.N and PREFIX.cpu-idle.N")
 	return cmd
 }

@@ -11,9 +11,12 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/bondd/bondd/internal/bench"
 )
 
 func main() {
+	bench.RunScaleEdgesChild() // the edges' process of bondd bench scale exits here
 	root := &cobra.Command{
 		Use:           "bondd",
 		Short:         "Multipath bonding VPN over QUIC DATAGRAMs",

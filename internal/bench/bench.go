@@ -12,7 +12,9 @@
 //     trace's inter-satellite link;
 //   - lanes: one lossy path, one QUIC connection against lanes (lanes.go);
 //   - capacity: the bond against the sum of its links, UDP at Σ capacity
-//     and one TCP flow against each path alone (capacity.go).
+//     and one TCP flow against each path alone (capacity.go);
+//   - scale: how many bonds one concentrator holds, with the edges in a
+//     child process (scale.go, scale_edges.go).
 //
 // With Options.Runs every configuration runs several times and the
 // results are medians with 95 % bootstrap intervals (runs.go).
@@ -34,6 +36,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,7 +71,7 @@ const (
 
 // Options are the settings of one bench run (the flags of bondd bench).
 type Options struct {
-	Scenario  string        // S1, S2, S2ISL, Lanes or Capacity
+	Scenario  string        // S1, S2, S2ISL, Lanes, Capacity or Scale
 	Out       string        // output folder (created)
 	Duration  time.Duration // traffic time of each configuration
 	Seed      uint64        // emulator seed, the same for every configuration
@@ -97,6 +100,26 @@ type Options struct {
 	// default), demo.RateControlBondd or demo.RateControlQUIC. Validated
 	// by Run, passed to the testbed as demo.BedOptions.RateControl.
 	RateControl string
+	// ScaleBonds is the scale scenario's ramp of bond counts; empty:
+	// ScaleDefaultBonds.
+	ScaleBonds []int
+	// ScalePPS is the scale scenario's total packet rate of the active
+	// bonds, packets per second; 0: ScaleDefaultPPS.
+	ScalePPS float64
+	// ScaleActive is the fraction of bonds that send in the scale
+	// scenario, (0, 1]; 0: ScaleDefaultActive.
+	ScaleActive float64
+	// ScaleDialing bounds the edges connecting at once in the scale
+	// scenario; 0: ScaleDefaultDialing; negative: all at once.
+	ScaleDialing int
+	// JSON, when set, is a second file the scale scenario writes its
+	// results.json to (--json FILE).
+	JSON string
+	// Profile, when set, is the prefix of the profiles (runtime/pprof)
+	// the scale scenario writes for each step of N bonds with every bond
+	// up and idle: the heap as Profile.heap.N and the CPU over the idle
+	// window as Profile.cpu-idle.N.
+	Profile string
 }
 
 // benchHeader is what results.json says about the run as a whole.
@@ -143,8 +166,9 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		names = capConfigNames()
 	case Video:
 		names = videoConfigNames()
+	case Scale:
 	default:
-		return fmt.Errorf("unknown scenario %q; expected %s, %s, %s, %s, %s or %s", o.Scenario, S1, S2, S2ISL, Lanes, Capacity, Video)
+		return fmt.Errorf("unknown scenario %q; expected %s, %s, %s, %s, %s, %s or %s", o.Scenario, S1, S2, S2ISL, Lanes, Capacity, Video, Scale)
 	}
 	for _, c := range o.Configs {
 		if !slices.Contains(names, c) {
@@ -163,6 +187,8 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return runCapacity(ctx, o, out)
 	case Video:
 		return runVideo(ctx, o, out)
+	case Scale:
+		return runScale(ctx, o, out)
 	default:
 		return runS2(ctx, o, out)
 	}
@@ -197,6 +223,24 @@ func (o *Options) commandLine() string {
 	}
 	if o.RateControl != "" {
 		fmt.Fprintf(&b, " --rate-control %s", o.RateControl)
+	}
+	if o.Scenario == Scale {
+		if len(o.ScaleBonds) > 0 {
+			var ns []string
+			for _, n := range o.ScaleBonds {
+				ns = append(ns, strconv.Itoa(n))
+			}
+			fmt.Fprintf(&b, " --bonds %s", strings.Join(ns, ","))
+		}
+		if o.ScalePPS != 0 {
+			fmt.Fprintf(&b, " --pps %g", o.ScalePPS)
+		}
+		if o.ScaleActive != 0 {
+			fmt.Fprintf(&b, " --active %g", o.ScaleActive)
+		}
+		if o.ScaleDialing != 0 {
+			fmt.Fprintf(&b, " --dialing %d", o.ScaleDialing)
+		}
 	}
 	return b.String()
 }

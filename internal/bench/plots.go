@@ -23,6 +23,25 @@ type Plots struct {
 	// Boxes are box plots (the spread of a per-window metric over all
 	// runs, one box per configuration).
 	Boxes []BoxPlot `json:"boxes,omitempty"`
+	// Lines are x–y line plots (a figure against a swept parameter, such
+	// as memory per bond against the number of bonds).
+	Lines []LinePlot `json:"lines,omitempty"`
+}
+
+// LinePlot is one x–y plot: one line per series, points joined in order.
+type LinePlot struct {
+	Name   string       `json:"name"` // file name of the drawing, without extension
+	Title  string       `json:"title"`
+	XLabel string       `json:"x_label"`
+	YLabel string       `json:"y_label"`
+	LogX   bool         `json:"log_x"` // logarithmic x axis (x > 0)
+	Series []LineSeries `json:"series"`
+}
+
+// LineSeries is one line of a LinePlot: (x, y) points in drawing order.
+type LineSeries struct {
+	Name   string       `json:"name"`
+	Points [][2]float64 `json:"points"`
 }
 
 // BoxPlot is one box plot: one box per configuration.

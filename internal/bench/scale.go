@@ -1,0 +1,695 @@
+package bench
+
+// Scenario scale: how many bonds one concentrator holds, and at what
+// memory and CPU. For each step of a ramp of N (1, 10, 100, 250, 500,
+// 1000 by default) a fresh concentrator in this process is configured with
+// N edges; a child process (scale_edges.go) runs the N edges, each with
+// its own identity and token and two paths (one QUIC connection each) over
+// loopback. The step measures:
+//
+//   - handshakes per second: 2N path connections (QUIC handshake + hello)
+//     over the time from the child's "started" to the last path up, as the
+//     concentrator sees it;
+//   - memory per idle bond: the process's resident set (VmRSS) and Go heap
+//     in use after a forced GC, with all N bonds up and quiet for
+//     Options.Settle (3 s by default, also the idle CPU's window), minus the
+//     same before the concentrator was built, over N;
+//   - memory per active bond: the idle figure plus the growth while 10 %
+//     of the bonds carried traffic, over the active bonds;
+//   - CPU per packet: the process's user + system time (getrusage) while
+//     the active bonds send a fixed total packet rate, over the packets
+//     delivered to the concentrator's TUN; and the CPU of the idle bonds
+//     (keepalives, timers) beside it;
+//   - starvation: each active bond's delivered share of what it sent.
+//
+// The total packet rate is the same at every step, so the CPU per packet
+// of N bonds is comparable with the single bond's (step N = 1).
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/bondd/bondd/tun/tuntest"
+	"github.com/bondd/bondd/tunnel"
+)
+
+// Scale scenario name (the SCENARIO argument).
+const Scale = "scale"
+
+// Scale defaults.
+const (
+	// ScaleDefaultDuration is the traffic time of each step.
+	ScaleDefaultDuration = 5 * time.Second
+	// ScaleDefaultPPS is the total packet rate of the active bonds.
+	ScaleDefaultPPS = 5000
+	// ScaleDefaultDialing is how many edges connect at once.
+	ScaleDefaultDialing = 32
+	// ScaleDefaultActive is the fraction of bonds that carry traffic.
+	ScaleDefaultActive = 0.10
+	// scaleMinShare is the starvation bound: every active bond delivers
+	// at least this share of what it sent.
+	scaleMinShare = 0.95
+	// scaleIdleTargetMiB is the target resident memory per idle bond at
+	// 1,000 bonds (issue 19).
+	scaleIdleTargetMiB = 1.0
+	// scaleCPUTargetRatio bounds the CPU per packet at the largest step
+	// over the single bond's.
+	scaleCPUTargetRatio = 1.5
+)
+
+// scaleDialing returns the bound on edges connecting at once.
+func (o *Options) scaleDialing() int {
+	switch {
+	case o.ScaleDialing < 0:
+		return 0
+	case o.ScaleDialing == 0:
+		return ScaleDefaultDialing
+	}
+	return o.ScaleDialing
+}
+
+// ScaleDefaultBonds is the default ramp.
+var ScaleDefaultBonds = []int{1, 10, 100, 250, 500, 1000}
+
+// scaleStep is one step of the ramp in results.json.
+type scaleStep struct {
+	Bonds            int               `json:"bonds"`
+	ActiveBonds      int               `json:"active_bonds"`
+	HandshakeS       float64           `json:"handshake_s"`      // child started → last path up
+	HandshakesPerS   float64           `json:"handshakes_per_s"` // 2·bonds / handshake_s
+	AuthFailures     uint64            `json:"auth_failures"`
+	RSSMiBPerIdle    float64           `json:"rss_mib_per_idle_bond"`
+	RSSMiBPerActive  float64           `json:"rss_mib_per_active_bond"`
+	HeapMiBPerIdle   float64           `json:"heap_mib_per_idle_bond"`   // Go heap in use + goroutine stacks
+	HeapMiBPerActive float64           `json:"heap_mib_per_active_bond"` // the same, active bonds
+	RSSMiB           float64           `json:"rss_mib"`                  // the process with all bonds up, idle
+	IdleCPUPct       float64           `json:"idle_cpu_pct"`             // % of one core with every bond up and quiet
+	OfferedPPS       float64           `json:"offered_pps"`
+	DeliveredPPS     float64           `json:"delivered_pps"`
+	CPUUsPerPacket   float64           `json:"cpu_us_per_packet"`          // all CPU during traffic / packets delivered
+	CPUUsPerPacketTx float64           `json:"cpu_us_per_packet_marginal"` // the same less the idle CPU
+	CPUPctPer10kPPS  float64           `json:"cpu_pct_per_10k_pps"`        // % of one core per 10 000 packets/s forwarded
+	MinShare         float64           `json:"min_delivered_share"`        // lowest delivered/sent of an active bond
+	FootprintIdle    tunnel.Footprint  `json:"footprint_idle_bond"`        // mean over the idle bonds, bytes
+	FootprintActive  tunnel.Footprint  `json:"footprint_active_bond"`      // mean over the active bonds, bytes
+	EdgeDrops        tunnel.DropCounts `json:"edge_drops"`                 // what the active edges dropped, by reason
+	ConcDrops        tunnel.DropCounts `json:"concentrator_drops"`         // what the active bonds' concentrator side dropped, by reason
+	TUNDrops         uint64            `json:"tun_drops"`                  // packets the concentrator's in-memory TUN dropped (reader behind)
+	LoadAvg          string            `json:"load_avg"`                   // /proc/loadavg at the end of the step
+	Limit            string            `json:"limit,omitempty"`            // why the ramp stopped here
+}
+
+// scaleReport is results.json of the scale scenario; the headline fields
+// are the largest step's, with the single bond's beside them.
+type scaleReport struct {
+	benchHeader
+	Bonds           int         `json:"bonds"`
+	HandshakesPerS  float64     `json:"handshakes_per_s"`
+	RSSMiBPerIdle   float64     `json:"rss_mib_per_idle_bond"`
+	RSSMiBPerActive float64     `json:"rss_mib_per_active_bond"`
+	CPUUsPerPacket  float64     `json:"cpu_us_per_packet"`
+	SingleBond      *scaleStep  `json:"single_bond,omitempty"`
+	PPS             float64     `json:"pps"`
+	MaxDialing      int         `json:"max_dialing"` // edges connecting at once; 0: all at once
+	ActiveFraction  float64     `json:"active_fraction"`
+	PacketBytes     int         `json:"packet_bytes"`
+	NoFile          [2]uint64   `json:"rlimit_nofile"` // soft, hard after raising
+	CPUs            int         `json:"cpus"`
+	Steps           []scaleStep `json:"steps"`
+	Targets         []target    `json:"targets"`
+}
+
+// runScale runs the ramp and writes the results.
+func runScale(ctx context.Context, o Options, out io.Writer) error {
+	bonds := o.ScaleBonds
+	if len(bonds) == 0 {
+		bonds = ScaleDefaultBonds
+	}
+	pps, frac := o.ScalePPS, o.ScaleActive
+	if pps == 0 {
+		pps = ScaleDefaultPPS
+	}
+	if frac == 0 {
+		frac = ScaleDefaultActive
+	}
+	if pps < 0 || frac < 0 || frac > 1 {
+		return errors.New("scale: --pps must be positive and --active in (0, 1]")
+	}
+	for _, n := range bonds {
+		if n < 1 || n > 60000 {
+			return fmt.Errorf("scale: %d bonds is outside 1..60000", n)
+		}
+	}
+	soft, hard := raiseNoFile()
+	rep := scaleReport{benchHeader: o.header([]string{"none"}), PPS: pps, MaxDialing: o.scaleDialing(), ActiveFraction: frac, PacketBytes: scalePacketBytes,
+		NoFile: [2]uint64{soft, hard}, CPUs: runtime.NumCPU()}
+	rep.Mode = "inprocess concentrator, edges in a child process"
+	fmt.Fprintf(out, "bondd bench scale: ramp %v bonds of 2 paths, %.0f packets/s over %.0f %% of them, %s each; RLIMIT_NOFILE %d/%d\n",
+		bonds, pps, 100*frac, o.Duration, soft, hard)
+	for _, n := range bonds {
+		st, err := runScaleStep(ctx, o, n, pps, frac, out)
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			st.Limit = err.Error()
+			fmt.Fprintf(out, "  %5d bonds: stopped: %v\n", n, err)
+			rep.Steps = append(rep.Steps, st)
+			break
+		}
+		rep.Steps = append(rep.Steps, st)
+	}
+	var last *scaleStep
+	for i := range rep.Steps {
+		s := &rep.Steps[i]
+		if s.Limit != "" {
+			continue
+		}
+		if s.Bonds == 1 && rep.SingleBond == nil {
+			rep.SingleBond = s
+		}
+		last = s
+	}
+	if last != nil {
+		rep.Bonds, rep.HandshakesPerS, rep.RSSMiBPerIdle, rep.RSSMiBPerActive, rep.CPUUsPerPacket =
+			last.Bonds, last.HandshakesPerS, last.RSSMiBPerIdle, last.RSSMiBPerActive, last.CPUUsPerPacket
+	}
+	rep.Targets = scaleTargets(rep.Steps, rep.SingleBond, last)
+	md := scaleMarkdown(&rep)
+	if err := writeResults(o.Out, rep, md, out); err != nil {
+		return err
+	}
+	if o.JSON != "" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.JSON, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	if o.NoPlots {
+		return nil
+	}
+	return writeScalePlots(o.Out, rep.Steps)
+}
+
+// scalePacketBytes is the inner packet length of the scale traffic.
+const scalePacketBytes = 1200
+
+// scaleSample is the process's memory at one moment.
+type scaleSample struct{ rss, heap uint64 } // bytes
+
+// sampleMemory forces a GC, returns freed memory to the OS and reads the
+// resident set (VmRSS) and the Go heap in use plus goroutine stacks.
+func sampleMemory() scaleSample {
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return scaleSample{rss: readVmRSS(), heap: ms.HeapInuse + ms.StackInuse}
+}
+
+// readVmRSS returns VmRSS of /proc/self/status in bytes (0 if unknown).
+func readVmRSS() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseUint(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// cpuTime returns the process's user + system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// loadAvg returns the first three fields of /proc/loadavg.
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+const mib = 1 << 20
+
+// writeHeapProfile writes the heap profile (runtime/pprof) to file.
+func writeHeapProfile(file string) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// scaleActive returns the indexes of the active bonds among n: a fraction
+// frac of them (at least one), spread evenly.
+func scaleActive(n int, frac float64) []int {
+	k := max(1, int(math.Round(frac*float64(n))))
+	out := make([]int, k)
+	for j := range k {
+		out[j] = j * n / k
+	}
+	return out
+}
+
+// runScaleStep runs one step of n bonds.
+func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out io.Writer) (scaleStep, error) {
+	st := scaleStep{Bonds: n}
+	active := scaleActive(n, frac)
+	st.ActiveBonds = len(active)
+	base := sampleMemory()
+
+	cert, pin, err := tunnel.SelfSignedCert("concentrator.scale")
+	if err != nil {
+		return st, err
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		return st, err
+	}
+	dev := tuntest.New(demoMTU(), 64)
+	co := tunnel.ConcentratorOptions{Device: dev, MTU: demoMTU(), Conn: pc, TLS: tunnel.ServerTLS(cert, nil)}
+	for i := range n {
+		co.Edges = append(co.Edges, tunnel.EdgeAuth{ID: scaleEdgeID(i), Token: scaleEdgeToken(i),
+			AllowedPrefixes: []netip.Prefix{netip.PrefixFrom(scaleEdgeAddr(i), 32)}})
+	}
+	conc, err := tunnel.NewConcentrator(co)
+	if err != nil {
+		pc.Close()
+		return st, err
+	}
+	if err := conc.Start(); err != nil {
+		return st, err
+	}
+	defer conc.Close()
+	bonds := make([]*tunnel.Bond, n)
+	for i := range n {
+		bonds[i] = conc.Bond(scaleEdgeID(i))
+	}
+
+	// Count what reaches the concentrator's TUN, per bond.
+	delivered := make([]uint64, n)
+	var dmu sync.Mutex
+	rctx, rcancel := context.WithCancel(ctx)
+	var rwg sync.WaitGroup
+	rwg.Go(func() {
+		for {
+			select {
+			case pkt := <-dev.Outbound():
+				if len(pkt) >= 20 && pkt[0]>>4 == 4 {
+					if i := scaleEdgeIndex(netip.AddrFrom4([4]byte(pkt[12:16])), n); i >= 0 {
+						dmu.Lock()
+						delivered[i]++
+						dmu.Unlock()
+					}
+				}
+			case <-rctx.Done():
+				return
+			}
+		}
+	})
+	defer func() { rcancel(); rwg.Wait() }()
+
+	cfg, err := json.Marshal(scaleChildConfig{Concentrator: pc.LocalAddr().String(), Pin: pin, Bonds: n, Active: active,
+		PPS: pps, PacketBytes: scalePacketBytes, Duration: o.Duration, MaxDialing: o.scaleDialing()})
+	if err != nil {
+		return st, err
+	}
+	child, err := startScaleChild(ctx, string(cfg))
+	if err != nil {
+		return st, err
+	}
+	defer child.stop()
+	if _, err := child.next("started", 60*time.Second+time.Duration(n)*20*time.Millisecond); err != nil {
+		return st, err
+	}
+	t0 := time.Now()
+	upBy := t0.Add(30*time.Second + time.Duration(n)*100*time.Millisecond) // 10 handshakes/s at least
+	for {
+		up := 0
+		for _, b := range bonds {
+			if b.PathsUp() == 2 {
+				up++
+			}
+		}
+		if up == n {
+			break
+		}
+		if time.Now().After(upBy) {
+			return st, fmt.Errorf("only %d of %d bonds had both paths up after %s (auth failures %d)", up, n, time.Since(t0).Round(time.Millisecond), conc.AuthFailures())
+		}
+		if err := sleepUntil(ctx, time.Now().Add(20*time.Millisecond), nil); err != nil {
+			return st, err
+		}
+	}
+	st.HandshakeS = time.Since(t0).Seconds()
+	st.HandshakesPerS = float64(2*n) / st.HandshakeS
+	st.AuthFailures = conc.AuthFailures()
+
+	// Idle: every bond up, nothing sent.
+	if err := sleepUntil(ctx, time.Now().Add(o.Settle), nil); err != nil {
+		return st, err
+	}
+	idle := sampleMemory()
+	if o.Profile != "" {
+		if err := writeHeapProfile(fmt.Sprintf("%s.heap.%d", o.Profile, n)); err != nil {
+			return st, err
+		}
+		f, err := os.Create(fmt.Sprintf("%s.cpu-idle.%d", o.Profile, n))
+		if err != nil {
+			return st, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return st, err
+		}
+	}
+	st.RSSMiB = float64(idle.rss) / mib
+	st.RSSMiBPerIdle = (float64(idle.rss) - float64(base.rss)) / float64(n) / mib
+	st.HeapMiBPerIdle = (float64(idle.heap) - float64(base.heap)) / float64(n) / mib
+	c0, w0 := cpuTime(), time.Now()
+	if err := sleepUntil(ctx, w0.Add(o.Settle), nil); err != nil {
+		return st, err
+	}
+	idleRate := float64(cpuTime()-c0) / float64(time.Since(w0)) // cores
+	if o.Profile != "" {
+		pprof.StopCPUProfile()
+	}
+	st.IdleCPUPct = 100 * idleRate
+
+	// Traffic from the active bonds.
+	c1, w1 := cpuTime(), time.Now()
+	if err := child.send("go"); err != nil {
+		return st, err
+	}
+	msg, err := child.next("sent", o.Duration+30*time.Second)
+	if err != nil {
+		return st, err
+	}
+	// Wait until deliveries stop growing (queues drained), at most 2 s.
+	total := func() (s uint64) {
+		dmu.Lock()
+		defer dmu.Unlock()
+		for _, i := range active {
+			s += delivered[i]
+		}
+		return s
+	}
+	for prev, until := total(), time.Now().Add(2*time.Second); time.Now().Before(until); {
+		if err := sleepUntil(ctx, time.Now().Add(100*time.Millisecond), nil); err != nil {
+			return st, err
+		}
+		cur := total()
+		if cur == prev {
+			break
+		}
+		prev = cur
+	}
+	cpu, wall := cpuTime()-c1, time.Since(w1)
+	got := total()
+	var sent uint64
+	st.MinShare = 1
+	dmu.Lock()
+	for j, i := range active {
+		if j < len(msg.Sent) {
+			sent += msg.Sent[j]
+			if msg.Sent[j] > 0 {
+				st.MinShare = min(st.MinShare, float64(delivered[i])/float64(msg.Sent[j]))
+			}
+		}
+	}
+	dmu.Unlock()
+	st.OfferedPPS = float64(sent) / o.Duration.Seconds()
+	st.DeliveredPPS = float64(got) / o.Duration.Seconds()
+	if got > 0 {
+		st.CPUUsPerPacket = float64(cpu.Microseconds()) / float64(got)
+		st.CPUUsPerPacketTx = max(0, float64(cpu.Microseconds())-idleRate*float64(wall.Microseconds())) / float64(got)
+		st.CPUPctPer10kPPS = st.CPUUsPerPacket * 1e4 / 1e6 * 100
+	}
+	act := sampleMemory()
+	st.RSSMiBPerActive = st.RSSMiBPerIdle + (float64(act.rss)-float64(idle.rss))/float64(len(active))/mib
+	st.HeapMiBPerActive = st.HeapMiBPerIdle + (float64(act.heap)-float64(idle.heap))/float64(len(active))/mib
+	st.FootprintIdle, st.FootprintActive = meanFootprint(bonds, active)
+	st.EdgeDrops, st.ConcDrops, st.TUNDrops = msg.Drops, tunnel.DropCounts{}, dev.Dropped()
+	for _, i := range active {
+		addDrops(st.ConcDrops, bonds[i].Stats())
+	}
+	st.LoadAvg = loadAvg()
+	fmt.Fprintf(out, "  %5d bonds: %.0f handshakes/s; per idle bond %.3f MiB RSS (%.3f MiB heap), per active bond %.3f MiB; idle CPU %.1f %%; %.0f packets/s: %.1f µs/packet (marginal %.1f), min share %.3f; drops edge %s, concentrator %s, TUN %d; load %s\n",
+		n, st.HandshakesPerS, st.RSSMiBPerIdle, st.HeapMiBPerIdle, st.RSSMiBPerActive, st.IdleCPUPct, st.DeliveredPPS, st.CPUUsPerPacket,
+		st.CPUUsPerPacketTx, st.MinShare, dropsText(st.EdgeDrops), dropsText(st.ConcDrops), st.TUNDrops, st.LoadAvg)
+	return st, nil
+}
+
+// meanFootprint averages the footprints of the idle and the active bonds.
+func meanFootprint(bonds []*tunnel.Bond, active []int) (idle, act tunnel.Footprint) {
+	var ni, na int
+	add := func(s *tunnel.Footprint, f tunnel.Footprint) {
+		s.FECDecoder += f.FECDecoder
+		s.FECEncoder += f.FECEncoder
+		s.Queues += f.Queues
+		s.Dedupe += f.Dedupe
+	}
+	div := func(s *tunnel.Footprint, n int) {
+		if n > 0 {
+			s.FECDecoder, s.FECEncoder, s.Queues, s.Dedupe = s.FECDecoder/n, s.FECEncoder/n, s.Queues/n, s.Dedupe/n
+		}
+	}
+	for i, b := range bonds {
+		if slices.Contains(active, i) {
+			add(&act, b.Footprint())
+			na++
+		} else {
+			add(&idle, b.Footprint())
+			ni++
+		}
+	}
+	div(&idle, ni)
+	div(&act, na)
+	return idle, act
+}
+
+// scaleChild is the running edges' process.
+type scaleChild struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string
+	errc  chan error
+}
+
+// startScaleChild re-executes this binary as the edges' process.
+func startScaleChild(ctx context.Context, cfg string) (*scaleChild, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Env = append(os.Environ(), scaleChildEnv+"="+cfg)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the edges' process: %w", err)
+	}
+	c := &scaleChild{cmd: cmd, stdin: stdin, lines: make(chan string, 4), errc: make(chan error, 1)}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+		c.errc <- errors.New("the edges' process ended")
+	}()
+	return c, nil
+}
+
+// next waits up to timeout for the child's message of event.
+func (c *scaleChild) next(event string, timeout time.Duration) (scaleChildMsg, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case l := <-c.lines:
+			var m scaleChildMsg
+			if json.Unmarshal([]byte(l), &m) == nil && m.Event == event {
+				return m, nil
+			}
+		case err := <-c.errc:
+			return scaleChildMsg{}, err
+		case <-t.C:
+			return scaleChildMsg{}, fmt.Errorf("no %q from the edges' process within %s", event, timeout)
+		}
+	}
+}
+
+// send writes one line to the child.
+func (c *scaleChild) send(line string) error {
+	_, err := io.WriteString(c.stdin, line+"\n")
+	return err
+}
+
+// stop closes the child's input (it closes its edges and exits) and waits
+// for it, killing it after 20 s.
+func (c *scaleChild) stop() {
+	c.stdin.Close()
+	done := make(chan struct{})
+	go func() { c.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		c.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// scaleTargets checks issue 19's targets for one node.
+func scaleTargets(steps []scaleStep, single, last *scaleStep) []target {
+	var ts []target
+	var at1000 *scaleStep
+	for i := range steps {
+		if steps[i].Bonds >= 1000 && steps[i].Limit == "" {
+			at1000 = &steps[i]
+		}
+	}
+	if at1000 != nil {
+		ts = append(ts, target{Name: fmt.Sprintf("RSS per idle bond at %d bonds of 2 paths, MiB", at1000.Bonds), Want: "≤ 1",
+			Known: true, Got: at1000.RSSMiBPerIdle, Met: at1000.RSSMiBPerIdle <= scaleIdleTargetMiB})
+	} else {
+		ts = append(ts, target{Name: "RSS per idle bond at 1000 bonds of 2 paths, MiB", Want: "≤ 1"})
+	}
+	if single != nil && last != nil && last != single && single.CPUUsPerPacket > 0 {
+		r := last.CPUUsPerPacket / single.CPUUsPerPacket
+		ts = append(ts, target{Name: fmt.Sprintf("CPU per packet at %d bonds / single bond", last.Bonds), Want: "≤ 1.5",
+			Known: true, Got: r, Met: r <= scaleCPUTargetRatio})
+	} else {
+		ts = append(ts, target{Name: "CPU per packet at the largest step / single bond", Want: "≤ 1.5"})
+	}
+	minShare, known := 1.0, false
+	for _, s := range steps {
+		if s.Limit == "" {
+			minShare, known = min(minShare, s.MinShare), true
+		}
+	}
+	ts = append(ts, target{Name: "no bond starves: lowest delivered/sent of an active bond", Want: fmt.Sprintf("≥ %.2f", scaleMinShare),
+		Known: known, Got: minShare, Met: known && minShare >= scaleMinShare})
+	return ts
+}
+
+// scaleMarkdown renders results.md of the scale scenario.
+func scaleMarkdown(r *scaleReport) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Scale: bonds of 2 paths on one concentrator, %s of traffic per step\n\n", time.Duration(r.DurationS*float64(time.Second)))
+	fmt.Fprintf(&b, "Command: `%s`. %d CPUs; %.0f packets/s of %d bytes from %.0f %% of the bonds; at most %d edges connecting at once (0: all); RLIMIT_NOFILE %d. "+
+		"The concentrator runs in the bench process, the edges in a child process; memory is the bench process's after a forced GC.\n\n",
+		r.Command, r.CPUs, r.PPS, r.PacketBytes, 100*r.ActiveFraction, r.MaxDialing, r.NoFile[0])
+	b.WriteString("| bonds | active | handshakes/s | RSS MiB per idle bond | heap MiB per idle bond | RSS MiB per active bond | idle CPU % | delivered pkt/s | CPU µs/packet | marginal µs/packet | % core per 10 kpps | min share | FEC dec. KiB idle / active | queues KiB idle / active | load avg |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |\n")
+	for _, s := range r.Steps {
+		if s.Limit != "" {
+			fmt.Fprintf(&b, "| %d | — | limit: %s |||||||||||||\n", s.Bonds, s.Limit)
+			continue
+		}
+		fmt.Fprintf(&b, "| %d | %d | %.0f | %.3f | %.3f | %.3f | %.1f | %.0f | %.1f | %.1f | %.1f | %.3f | %.1f / %.1f | %.1f / %.1f | %s |\n",
+			s.Bonds, s.ActiveBonds, s.HandshakesPerS, s.RSSMiBPerIdle, s.HeapMiBPerIdle, s.RSSMiBPerActive, s.IdleCPUPct, s.DeliveredPPS,
+			s.CPUUsPerPacket, s.CPUUsPerPacketTx, s.CPUPctPer10kPPS, s.MinShare,
+			float64(s.FootprintIdle.FECDecoder)/1024, float64(s.FootprintActive.FECDecoder)/1024,
+			float64(s.FootprintIdle.Queues)/1024, float64(s.FootprintActive.Queues)/1024, s.LoadAvg)
+	}
+	b.WriteString("\nCPU µs/packet is all of the process's CPU (user + system) while the active bonds sent, over the packets delivered to the " +
+		"concentrator's TUN; the marginal figure subtracts the idle CPU (keepalives and timers of every bond) over the same time. " +
+		"Min share is the lowest delivered/sent of one active bond.\n")
+	b.WriteString(targetsMarkdown(r.Targets))
+	return b.String()
+}
+
+// writeScalePlots writes the line plots of the ramp.
+func writeScalePlots(dir string, steps []scaleStep) error {
+	var idle, active, heap, cpu, marginal, cpuSingle [][2]float64
+	for _, s := range steps {
+		if s.Limit != "" {
+			continue
+		}
+		x := float64(s.Bonds)
+		idle = append(idle, [2]float64{x, s.RSSMiBPerIdle})
+		active = append(active, [2]float64{x, s.RSSMiBPerActive})
+		heap = append(heap, [2]float64{x, s.HeapMiBPerIdle})
+		cpu = append(cpu, [2]float64{x, s.CPUUsPerPacket})
+		marginal = append(marginal, [2]float64{x, s.CPUUsPerPacketTx})
+		if len(cpuSingle) == 0 && s.Bonds == 1 {
+			cpuSingle = append(cpuSingle, [2]float64{1, 1.5 * s.CPUUsPerPacket})
+		}
+	}
+	if len(cpuSingle) == 1 && len(steps) > 0 {
+		cpuSingle = append(cpuSingle, [2]float64{float64(steps[len(steps)-1].Bonds), cpuSingle[0][1]})
+	}
+	lines := []LinePlot{
+		{Name: "scale-memory", Title: "scale: memory per bond (2 paths) on one concentrator", XLabel: "bonds", YLabel: "MiB per bond", LogX: true,
+			Series: []LineSeries{{Name: "RSS per idle bond", Points: idle}, {Name: "Go heap per idle bond", Points: heap},
+				{Name: "RSS per active bond", Points: active}, {Name: "target (idle)", Points: [][2]float64{{1, 1}, {1000, 1}}}}},
+		{Name: "scale-cpu", Title: "scale: concentrator CPU per forwarded packet", XLabel: "bonds", YLabel: "µs per packet", LogX: true,
+			Series: []LineSeries{{Name: "CPU per packet", Points: cpu}, {Name: "less the idle bonds' CPU", Points: marginal},
+				{Name: "1.5 × single bond", Points: cpuSingle}}},
+	}
+	b, err := json.MarshalIndent(Plots{Lines: lines}, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, PlotsFile), append(b, '\n'), 0o644)
+}
+
+// dropsText renders nonzero drop counts as "reason=n,…", or "none".
+func dropsText(d tunnel.DropCounts) string {
+	var parts []string
+	for r, n := range d {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", r, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}

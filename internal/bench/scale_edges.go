@@ -1,0 +1,251 @@
+package bench
+
+// The edges of the scale scenario run in a child process (the same binary
+// re-executed with scaleChildEnv set), so that the concentrator's
+// resident memory and CPU time, measured in the parent, are its own.
+//
+// Protocol, one JSON object per line on the child's stdout:
+//
+//	{"event":"started"}          every edge is created and dialling
+//	{"event":"sent","sent":[…]}  traffic done: packets sent per active bond
+//
+// and on its stdin: a line "go" starts the traffic; end of input closes
+// every edge and exits.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/bondd/bondd/tun/tuntest"
+	"github.com/bondd/bondd/tunnel"
+)
+
+// scaleChildEnv names the environment variable that carries the child's
+// scaleChildConfig as JSON.
+const scaleChildEnv = "BONDD_BENCH_SCALE_EDGES"
+
+// scaleChildConfig is what the parent tells the edges' process.
+type scaleChildConfig struct {
+	Concentrator string        `json:"concentrator"` // host:port
+	Pin          []byte        `json:"pin"`          // SHA-256 of the concentrator's certificate (tunnel.ClientTLS)
+	Bonds        int           `json:"bonds"`        // edges 0 … Bonds−1
+	Active       []int         `json:"active"`       // indexes of the edges that send traffic
+	PPS          float64       `json:"pps"`          // packets per second, all active edges together
+	PacketBytes  int           `json:"packet_bytes"` // inner IP packet length
+	Duration     time.Duration `json:"duration"`     // traffic time
+	// MaxDialing bounds the edges connecting at once (both paths not yet
+	// up); 0: all start at once.
+	MaxDialing int `json:"max_dialing"`
+}
+
+// scaleChildMsg is one line of the child's stdout.
+type scaleChildMsg struct {
+	Event string   `json:"event"`
+	Sent  []uint64 `json:"sent,omitempty"` // per entry of Active
+	// Drops are the packets the active edges dropped (bond and path
+	// drops of every reason, summed over the active edges).
+	Drops tunnel.DropCounts `json:"drops,omitempty"`
+}
+
+// Inner addressing: edge i owns scaleInnerBase + i (a /32); traffic goes
+// to scaleServer behind the concentrator.
+var (
+	scaleInnerBase = netip.MustParseAddr("10.128.0.0")
+	scaleServer    = netip.MustParseAddrPort("10.127.0.1:9000")
+)
+
+func scaleEdgeID(i int) string    { return fmt.Sprintf("scale-%05d", i) }
+func scaleEdgeToken(i int) []byte { return []byte("scale-token-not-a-secret-" + scaleEdgeID(i)) }
+func scaleEdgeAddr(i int) netip.Addr {
+	a := scaleInnerBase.As4()
+	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3]) + uint32(i)
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// scaleEdgeIndex maps an inner source address back to its edge, or −1.
+func scaleEdgeIndex(a netip.Addr, bonds int) int {
+	if !a.Is4() {
+		return -1
+	}
+	b, x := scaleInnerBase.As4(), a.As4()
+	base := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	v := uint32(x[0])<<24 | uint32(x[1])<<16 | uint32(x[2])<<8 | uint32(x[3])
+	if v < base || v-base >= uint32(bonds) {
+		return -1
+	}
+	return int(v - base)
+}
+
+// RunScaleEdgesChild runs the edges' side of bondd bench scale when this
+// process was started as that child (the environment says so) and then
+// exits the process; otherwise it returns at once. Call it first thing in
+// main (and in TestMain of tests that run the scale scenario).
+func RunScaleEdgesChild() {
+	cfg, ok := os.LookupEnv(scaleChildEnv)
+	if !ok {
+		return
+	}
+	if err := scaleEdgesMain(cfg, os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench scale edges:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// scaleEdgesMain runs the edges of cfg (JSON scaleChildConfig) until in ends.
+func scaleEdgesMain(cfg string, in io.Reader, out io.Writer) error {
+	var c scaleChildConfig
+	if err := json.Unmarshal([]byte(cfg), &c); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if c.Bonds < 1 || c.PacketBytes < 28 || c.PacketBytes > demoMTU() {
+		return fmt.Errorf("config: %d bonds, %d-byte packets", c.Bonds, c.PacketBytes)
+	}
+	raiseNoFile()
+	tlsConf, err := tunnel.ClientTLS("concentrator.scale", nil, c.Pin, nil)
+	if err != nil {
+		return err
+	}
+	edges := make([]*tunnel.Edge, c.Bonds)
+	devs := make([]*tuntest.Device, c.Bonds)
+	defer func() {
+		var wg sync.WaitGroup
+		for _, e := range edges {
+			if e != nil {
+				wg.Go(func() { e.Close() })
+			}
+		}
+		wg.Wait()
+	}()
+	for i := range c.Bonds {
+		devs[i] = tuntest.New(demoMTU(), 8)
+		eo := tunnel.EdgeOptions{ID: scaleEdgeID(i), Device: devs[i], MTU: demoMTU(), Concentrator: c.Concentrator, TLS: tlsConf,
+			Token: scaleEdgeToken(i), Uplinks: []tunnel.UplinkOptions{
+				{Name: "a", Bind: netip.MustParseAddr("127.0.0.1"), Lanes: 1},
+				{Name: "b", Bind: netip.MustParseAddr("127.0.0.1"), Lanes: 1},
+			}}
+		if edges[i], err = tunnel.NewEdge(eo); err != nil {
+			devs[i].Close()
+			return err
+		}
+	}
+	enc := json.NewEncoder(out)
+	if err := enc.Encode(scaleChildMsg{Event: "started"}); err != nil {
+		return err
+	}
+	// Start the edges with at most c.MaxDialing of them still connecting,
+	// so that the figure is the rate the node sustains rather than that of
+	// a thundering herd whose handshakes time out and back off (which
+	// c.MaxDialing = 0 measures).
+	var dialing []*tunnel.Edge
+	for _, e := range edges {
+		for c.MaxDialing > 0 && len(dialing) >= c.MaxDialing {
+			dialing = slices.DeleteFunc(dialing, func(e *tunnel.Edge) bool { return e.Bond().PathsUp() == 2 })
+			if len(dialing) >= c.MaxDialing {
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
+		e.Start()
+		dialing = append(dialing, e)
+	}
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		if sc.Text() != "go" {
+			continue
+		}
+		sent, err := scaleSend(c, devs)
+		if err != nil {
+			return err
+		}
+		drops := tunnel.DropCounts{}
+		for _, i := range c.Active {
+			addDrops(drops, edges[i].Bond().Stats())
+		}
+		if err := enc.Encode(scaleChildMsg{Event: "sent", Sent: sent, Drops: drops}); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// scaleSend sends c.PPS packets per second, round-robin over the active
+// edges, for c.Duration, and returns the packets sent per active edge.
+func scaleSend(c scaleChildConfig, devs []*tuntest.Device) ([]uint64, error) {
+	sent := make([]uint64, len(c.Active))
+	if len(c.Active) == 0 || c.PPS <= 0 {
+		return sent, nil
+	}
+	payload := make([]byte, c.PacketBytes-28)
+	pkts := make([][]byte, len(c.Active))
+	for j, i := range c.Active {
+		p, err := tuntest.AppendUDP4(nil, netip.AddrPortFrom(scaleEdgeAddr(i), 9000), scaleServer, payload)
+		if err != nil {
+			return nil, err
+		}
+		pkts[j] = p
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.Duration+time.Second)
+	defer cancel()
+	start := time.Now()
+	total := uint64(c.PPS * c.Duration.Seconds())
+	var k uint64
+	for k < total {
+		due := min(total, uint64(time.Since(start).Seconds()*c.PPS))
+		for ; k < due; k++ {
+			j := int(k % uint64(len(c.Active)))
+			if err := devs[c.Active[j]].InjectContext(ctx, pkts[j]); err != nil {
+				if errors.Is(err, context.DeadlineExceeded) {
+					return sent, nil
+				}
+				return nil, err
+			}
+			sent[j]++
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return sent, nil
+}
+
+// raiseNoFile raises the soft limit of open files to the hard limit: every
+// uplink of every edge is a socket. (Go does this at start-up too; doing it
+// here keeps the figure in one place.)
+func raiseNoFile() (soft, hard uint64) {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) != nil {
+		return 0, 0
+	}
+	if l.Cur < l.Max {
+		l.Cur = l.Max
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
+	return l.Cur, l.Max
+}
+
+// demoMTU is the inner MTU of the default QUIC packet size.
+func demoMTU() int { return tunnel.MTUFor(tunnel.DefaultInitialPacketSize) }
+
+// addDrops adds the bond's and its paths' nonzero drop counts to sum.
+func addDrops(sum tunnel.DropCounts, s tunnel.BondStats) {
+	for r, n := range s.Drops {
+		if n > 0 {
+			sum[r] += n
+		}
+	}
+	for _, p := range s.Paths {
+		for r, n := range p.Drops {
+			if n > 0 {
+				sum[r] += n
+			}
+		}
+	}
+}
