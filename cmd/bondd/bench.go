@@ -115,7 +115,7 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 	f.StringSliceVar(&o.Configs, "configs", nil, "run only these configurations (comma-separated names)")
 	f.StringVar(&lanesFlag, "lanes", "auto", fmt.Sprintf("s1, s2: QUIC connections per uplink, auto or 1..%d", tunnel.MaxLanes))
 	f.IntVar(&o.Runs, "runs", 1, "runs per configuration (seeds --seed, --seed+1, ...); results are medians with 95 % bootstrap intervals")
-	f.StringVar(&o.RateControl, "rate-control", tunnel.RateControlBondd, "who decides each path's rate on both bonds: bondd (pacing at a per-path estimate, the daemon's default) or quic (quic-go's congestion control, the behaviour before rate control)")
+	f.StringVar(&o.RateControl, "rate-control", tunnel.RateControlQUIC, "who decides each path's rate on both bonds: quic (quic-go's congestion control, the daemon's default) or bondd (pacing at bondd's per-path estimate; experimental, docs/evaluation.md)")
 	f.BoolVar(&o.Align, "align", true, "s2, s2-isl: start each configuration at the same phase of the UTC minute's 15-s reconfiguration cycle (waits up to 15 s each)")
 	f.IntSliceVar(&o.ScaleBonds, "bonds", nil, "scale: the ramp of bond counts (default 1,10,100,250,500,1000)")
 	f.Float64Var(&o.ScalePPS, "pps", 0, fmt.Sprintf("scale: total packets per second of the active bonds (default %d)", bench.ScaleDefaultPPS))

@@ -51,7 +51,7 @@ const (
 	DefaultRedialMin              = tunnel.DefaultRedialMin
 	DefaultRedialMax              = tunnel.DefaultRedialMax
 	DefaultInitialPacketSizeBytes = tunnel.DefaultInitialPacketSize
-	DefaultRateControl            = tunnel.RateControlBondd
+	DefaultRateControl            = tunnel.RateControlQUIC
 	// DefaultMaxQueueDelay is how long a packet may wait in a path's send
 	// queue before it is dropped rather than sent late.
 	DefaultMaxQueueDelay = tunnel.DefaultMaxQueueDelay

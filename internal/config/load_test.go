@@ -48,7 +48,7 @@ func TestConfigDefaults(t *testing.T) {
 			RedialMin:              250 * time.Millisecond,
 			RedialMax:              10 * time.Second,
 			InitialPacketSizeBytes: 1360,
-			RateControl:            "bondd",
+			RateControl:            "quic",
 		},
 	}
 	c.src = nil

@@ -37,8 +37,8 @@ type Options struct {
 	Scheduler string        // a policy.Schedulers name
 	Lanes     string        // "auto" or 1..tunnel.MaxLanes
 	LossPct   float64       // extra random loss on every emulated path, each direction, %
-	// RateControl is RateControlBondd (empty: the default) or
-	// RateControlQUIC, on both ends.
+	// RateControl is RateControlQUIC (empty: the default) or
+	// RateControlBondd, on both ends.
 	RateControl string
 }
 
@@ -185,6 +185,9 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return err
 	}
 	addLoss(&sc, o.LossPct/100)
+	if o.RateControl == "" {
+		o.RateControl = RateControlQUIC
+	}
 	bed, err := NewBed(BedOptions{Scenario: sc, Seed: o.Seed, FEC: fopts, Picker: picker, Lanes: lanes, RateControl: o.RateControl}, o.Inprocess, out)
 	if err != nil {
 		return err
@@ -223,6 +226,9 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	rep := buildReport(bed, sc, o, fs, before, bed.Edge.Stats())
 	tx, rx, rx0 := rep.fecAfter(before, bed.Edge.Stats()), bed.Conc.Stats().FEC, concBefore.FEC
 	rep.Scheduler, rep.Seed, rep.Lanes, rep.ExtraLossPct, rep.RateControl = o.Scheduler, o.Seed, o.Lanes, o.LossPct, o.RateControl
+	if rep.RateControl == "" {
+		rep.RateControl = RateControlQUIC
+	}
 	rep.FEC, rep.CodingRate, rep.ParitySent, rep.Recovered = o.FEC, tx.rate, tx.parity, rx.Recovered-rx0.Recovered
 	if os.Getenv("BONDD_DEMO_DEBUG") != "" {
 		for _, p := range bed.Edge.Stats().Paths {
@@ -333,10 +339,21 @@ func buildReport(bed *Bed, sc emu.Scenario, o Options, fs *demoFlow, before, aft
 func printReport(out io.Writer, r demoReport) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "path\tstate\tlanes\tshare\tpackets\tsrtt ms\tQUIC loss\ttarget Mbit/s\tdelivery Mbit/s\tqueue ms\trx loss\theld back KB\t")
-	for _, p := range r.Paths {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f %%\t%d\t%.1f\t%.2f %%\t%.2f\t%.2f\t%.1f\t%.2f %%\t%d\t\n", p.Name, p.State, p.Lanes, 100*p.Share, p.Packets, p.RTTms, 100*p.LossRate,
-			p.TargetMbps, p.DeliveryMbps, p.QueueDelayMs, 100*p.ReceiverLoss, p.HeldBackBytes/1000)
+	if r.RateControl != RateControlBondd {
+		// quic-go's congestion control decides the rates: no pacer figures.
+		fmt.Fprintln(tw, "path\tstate\tlanes\tshare\tpackets\tsrtt ms\tQUIC loss\t")
+		for _, p := range r.Paths {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f %%\t%d\t%.1f\t%.2f %%\t\n", p.Name, p.State, p.Lanes, 100*p.Share, p.Packets, p.RTTms, 100*p.LossRate)
+		}
+	} else {
+		// Rate control: the target and delivery rate at the end of the run,
+		// the queueing delay the receiver saw, its loss, and the bytes the
+		// pacer held back over the flow.
+		fmt.Fprintln(tw, "path\tstate\tlanes\tshare\tpackets\tsrtt ms\tQUIC loss\ttarget Mbit/s\tdelivery Mbit/s\tqueue ms\trx loss\theld back KB\t")
+		for _, p := range r.Paths {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f %%\t%d\t%.1f\t%.2f %%\t%.2f\t%.2f\t%.1f\t%.2f %%\t%d\t\n", p.Name, p.State, p.Lanes, 100*p.Share, p.Packets, p.RTTms, 100*p.LossRate,
+				p.TargetMbps, p.DeliveryMbps, p.QueueDelayMs, 100*p.ReceiverLoss, p.HeldBackBytes/1000)
+		}
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
