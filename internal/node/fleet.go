@@ -138,7 +138,7 @@ func (n *fleetNode) reloadEdges(file, tunName string) {
 		n.log.Error("SIGHUP: edge list not reloaded; the running one stays", "file", file, "err", err)
 		return
 	}
-	if err := routeIntoTUN(tunName, TunRoutes(cfg)); err != nil {
+	if err := routeIntoTUN(tunName, tunRoutes(cfg)); err != nil {
 		n.log.Warn("SIGHUP: routing the edges' prefixes into the TUN", "err", err)
 	}
 	n.log.Info("SIGHUP: edge list reloaded", "file", file, "edges", len(edges))

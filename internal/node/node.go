@@ -72,7 +72,7 @@ func Start(cfg *config.Config, rw *rules.Watcher, log *slog.Logger) (Daemon, err
 	if mtu == 0 {
 		mtu = tunnel.MTUFor(cfg.Paths.InitialPacketSizeBytes)
 	}
-	dev, err := tun.Open(tun.Config{Name: cfg.TUN.Name, Addrs: cfg.TUN.Addresses, MTU: mtu, Routes: TunRoutes(cfg)})
+	dev, err := tun.Open(tun.Config{Name: cfg.TUN.Name, Addrs: cfg.TUN.Addresses, MTU: mtu, Routes: tunRoutes(cfg)})
 	if err != nil {
 		return nil, err
 	}
@@ -258,11 +258,11 @@ func edgeAuths(cfg *config.Config) ([]tunnel.EdgeAuth, error) {
 	return edges, nil
 }
 
-// TunRoutes returns the routes to install on the TUN: tun.routes and, on a
+// tunRoutes returns the routes to install on the TUN: tun.routes and, on a
 // concentrator, every edge's allowed prefixes, so that downlink traffic for
 // an edge enters the tunnel without extra configuration. A prefix already
 // routed there (listed, or the on-link prefix of a TUN address) is skipped.
-func TunRoutes(cfg *config.Config) []netip.Prefix {
+func tunRoutes(cfg *config.Config) []netip.Prefix {
 	routes := slices.Clone(cfg.TUN.Routes)
 	have := map[netip.Prefix]bool{}
 	for _, r := range routes {

@@ -32,7 +32,7 @@ func TestTunRoutes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := TunRoutes(&tt.cfg); !slices.Equal(got, tt.want) {
+			if got := tunRoutes(&tt.cfg); !slices.Equal(got, tt.want) {
 				t.Fatalf("routes %v, want %v", got, tt.want)
 			}
 		})
