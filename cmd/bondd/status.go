@@ -15,9 +15,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bondd/bondd/internal/config"
+	"github.com/bondd/bondd/internal/node"
 	"github.com/bondd/bondd/internal/status"
 	"github.com/bondd/bondd/rules"
-	"github.com/bondd/bondd/tunnel"
 )
 
 // defaultControlSocket is where bondd run serves its status, and where
@@ -27,14 +27,14 @@ const defaultControlSocket = "/run/bondd/bondd.sock"
 // statusSource builds status reports of a running daemon; what it adds to
 // the tunnel's counters comes from the config and the rule watcher.
 type statusSource struct {
-	d       daemon
+	d       node.Daemon
 	started time.Time
 	addrs   map[string][]netip.Prefix // inner addresses by edge id
 	rules   *ruleTracker              // nil without a rule file
 }
 
 // newStatusSource returns the status source of daemon d started from cfg.
-func newStatusSource(d daemon, cfg *config.Config, rt *ruleTracker) *statusSource {
+func newStatusSource(d node.Daemon, cfg *config.Config, rt *ruleTracker) *statusSource {
 	s := &statusSource{d: d, started: time.Now(), addrs: make(map[string][]netip.Prefix), rules: rt}
 	if e := cfg.Edge; e != nil {
 		s.addrs[e.ID] = cfg.TUN.Addresses
@@ -51,30 +51,7 @@ func newStatusSource(d daemon, cfg *config.Config, rt *ruleTracker) *statusSourc
 // enough for every scrape and every status request: it reads counters.
 func (s *statusSource) report() status.Report {
 	r := status.Report{Version: versionString(), Uptime: time.Since(s.started), Rules: s.rules.status()}
-	var bonds []tunnel.BondStats
-	switch d := s.d.(type) {
-	case *tunnel.Edge:
-		r.Role = config.RoleEdge
-		bonds = []tunnel.BondStats{d.Bond().Stats()}
-	case edgeWithDownlink:
-		r.Role = config.RoleEdge
-		bonds = []tunnel.BondStats{d.Bond().Stats()}
-	case fleetEdge:
-		r.Role = config.RoleEdge
-		bonds = []tunnel.BondStats{d.Bond().Stats()}
-		r.Fleet = d.f.status()
-	case *tunnel.Concentrator:
-		r.Role = config.RoleConcentrator
-		bonds = d.Stats()
-		r.NoRoute, r.AuthFailures, r.LinkLocal = d.NoRoute(), d.AuthFailures(), d.LinkLocal()
-		r.TransportDrops = d.TransportDropCounts()
-	case *fleetNode:
-		r.Role = config.RoleConcentrator
-		bonds = d.Stats()
-		r.NoRoute, r.AuthFailures, r.LinkLocal = d.NoRoute(), d.AuthFailures(), d.LinkLocal()
-		r.TransportDrops = d.TransportDropCounts()
-		r.BGP = d.bgpStatus()
-	}
+	bonds := node.Report(s.d, &r)
 	for _, b := range bonds {
 		r.Bonds = append(r.Bonds, status.Bond{BondStats: b, Addresses: s.addrs[b.EdgeID]})
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bondd/bondd/internal/node"
 	"github.com/bondd/bondd/internal/status"
 )
 
@@ -77,7 +78,7 @@ func TestStatusWatch(t *testing.T) {
 		r := fakeReport()
 		r.Bonds[0].TxPackets = uint64(served)
 		return r
-	}, drainFunc(nil))
+	}, func() error { return node.Drain(nil) })
 	if err != nil {
 		t.Fatal(err)
 	}
