@@ -63,7 +63,7 @@ type LaneController struct {
 // their differences over an epoch.
 type LaneSample struct {
 	Now            time.Time // when the sample was taken: the controller's only clock
-	Active         bool      // the path is ACTIVE
+	Active         bool      // the path is ACTIVE, or DEGRADED only as SUSPECT: not in an outage
 	QueueBytes     int       // bytes waiting in the path's send queue
 	Cwnd, Inflight int       // congestion window and bytes in flight, bytes, summed over the lanes
 	SRTT, MinRTT   time.Duration

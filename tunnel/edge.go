@@ -201,7 +201,13 @@ func (e *Edge) routineUplink(p *path, u UplinkOptions) {
 // laneSample reads what policy.LaneController needs from p at now.
 func (p *path) laneSample(now time.Time) policy.LaneSample {
 	drops := p.drops.get(DropQueueFull) + p.drops.get(DropExpired) + p.drops.get(DropDeadline)
-	return policy.LaneSample{Now: now, Active: p.state.Status(now) == policy.StatusActive,
+	// A path only SUSPECT (liveness.go) counts as active here: suspicion
+	// comes within 3 sRTTs, also from a host too busy to read the peer's
+	// answers, and one such sample would keep the lanes from growing for an
+	// epoch. An outage proper is DEGRADED for silence (or UNAVAILABLE).
+	st := p.state.Status(now)
+	active := st == policy.StatusActive || st == policy.StatusDegraded && p.state.StatusReason(now) == policy.ReasonSuspect
+	return policy.LaneSample{Now: now, Active: active,
 		QueueBytes: p.state.QueueBytes(), Cwnd: p.state.CongestionWindow(), Inflight: p.state.BytesInFlight(),
 		SRTT: p.state.SmoothedRTT(), MinRTT: p.state.MinRTT(), Lost: p.state.PacketsLost(), TxBytes: p.txBytes.Load(),
 		OfferedBytes: p.queue.offeredBytes(), QueueDrops: drops}
