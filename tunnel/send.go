@@ -27,7 +27,11 @@ import (
 //        from the path state and evaluates the rules in force (rules.go),
 //     e. picks the path(s) from the directive, the affinity history and
 //        the bond's Picker (policy.Select), and feeds the pending I-frame
-//        tracker with the packet's frame type, size and path,
+//        tracker with the packet's frame type, size and path; with rate
+//        control, a path DEGRADED for loss gets a free copy now and then
+//        so its loss figure stays current (probeLossy, ratectl.go); a
+//        video frame's packet gets a deadline sized to the frame
+//        (objdeadline.go),
 //     f. for a flow the peer must deliver in order (reseqWait: TCP,
 //        MPEG-TS over UDP, or a rule's resequence_ms), writes the flow tag
 //        in front of the inner packet (flowtag.go), when the peer
