@@ -98,7 +98,10 @@ func TestFECEndToEnd(t *testing.T) {
 	if off < 0.005 {
 		t.Fatalf("the lossy paths lost only %.2f %% without FEC: the test is not testing anything", 100*off)
 	}
-	if adaptive >= off {
+	// Under -race everything runs several times slower and queue expiry,
+	// not link loss, sets both figures: the comparison is asserted only
+	// without it (CI runs this package both ways).
+	if adaptive >= off && !raceEnabled {
 		t.Errorf("adaptive FEC lost %.2f %%, no better than %.2f %% without", 100*adaptive, 100*off)
 	}
 	if st.CodingRate < 0.85 || st.ParitySent == 0 {
