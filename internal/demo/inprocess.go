@@ -46,20 +46,8 @@ func newInprocessBed(o BedOptions) (*Bed, error) {
 		return nil, err
 	}
 	concDev, edgeDev := tuntest.New(demoMTU, 8), tuntest.New(demoMTU, 8)
-	co := tunnel.ConcentratorOptions{
-		Device: concDev, MTU: demoMTU, Conn: pc, TLS: tunnel.ServerTLS(cert, nil), Paths: demoPathOptions, FEC: fopts, Picker: picker,
-		Edges: []tunnel.EdgeAuth{{ID: "demo-edge", Token: demoToken, AllowedPrefixes: []netip.Prefix{demoEdgeInner.Masked()}}},
-	}
-	err = applyRateControl(o.RateControl, nil, &co)
-	var conc *tunnel.Concentrator
-	if err == nil {
-		conc, err = tunnel.NewConcentrator(co)
-	}
+	conc, err := startConcentrator(o, concDev, pc, cert)
 	if err != nil {
-		pc.Close()
-		return nil, err
-	}
-	if err := conc.Start(); err != nil {
 		return nil, err
 	}
 	closers = append(closers, func() { conc.Close() })

@@ -78,21 +78,8 @@ func newNetnsBed(o BedOptions) (bed *Bed, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("concentrator namespace: %w", err)
 	}
-	co := tunnel.ConcentratorOptions{
-		Device: concDev, MTU: demoMTU, Conn: pc, TLS: tunnel.ServerTLS(cert, nil), Paths: demoPathOptions, FEC: fopts, Picker: picker,
-		Edges: []tunnel.EdgeAuth{{ID: "demo-edge", Token: demoToken, AllowedPrefixes: []netip.Prefix{demoEdgeInner.Masked()}}},
-	}
-	err = applyRateControl(o.RateControl, nil, &co)
-	var conc *tunnel.Concentrator
-	if err == nil {
-		conc, err = tunnel.NewConcentrator(co)
-	}
+	conc, err := startConcentrator(o, concDev, pc, cert)
 	if err != nil {
-		concDev.Close()
-		pc.Close()
-		return nil, err
-	}
-	if err := conc.Start(); err != nil {
 		return nil, err
 	}
 	closers = append(closers, func() { conc.Close() })
