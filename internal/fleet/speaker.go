@@ -360,18 +360,28 @@ func (s *Speaker) flushLocked(ctx context.Context) {
 	}
 }
 
-func (s *Speaker) addLocked(ps []netip.Prefix) error {
-	if len(ps) == 0 {
-		return nil
-	}
+// pathsLocked builds the BGP paths of ps; a prefix it cannot express
+// counts as an error.
+func (s *Speaker) pathsLocked(ps []netip.Prefix) ([]*apiutil.Path, error) {
 	paths := make([]*apiutil.Path, 0, len(ps))
 	for _, p := range ps {
 		path, err := s.path(p)
 		if err != nil {
 			s.counter.errors++
-			return err
+			return nil, err
 		}
 		paths = append(paths, path)
+	}
+	return paths, nil
+}
+
+func (s *Speaker) addLocked(ps []netip.Prefix) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	paths, err := s.pathsLocked(ps)
+	if err != nil {
+		return err
 	}
 	if _, err := s.srv.AddPath(apiutil.AddPathRequest{Paths: paths}); err != nil {
 		s.counter.errors++
@@ -386,14 +396,9 @@ func (s *Speaker) deleteLocked(ps []netip.Prefix) error {
 	if len(ps) == 0 {
 		return nil
 	}
-	paths := make([]*apiutil.Path, 0, len(ps))
-	for _, p := range ps {
-		path, err := s.path(p)
-		if err != nil {
-			s.counter.errors++
-			return err
-		}
-		paths = append(paths, path)
+	paths, err := s.pathsLocked(ps)
+	if err != nil {
+		return err
 	}
 	if err := s.srv.DeletePath(apiutil.DeletePathRequest{Paths: paths}); err != nil {
 		s.counter.errors++
