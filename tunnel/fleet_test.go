@@ -113,6 +113,19 @@ func connected(c *Concentrator) int {
 	return n
 }
 
+// edgeConnected reports how many of e's paths have a connection: after a
+// concentrator replaces a bond the edge redials, and what it sends before
+// then is dropped as no_path.
+func edgeConnected(e *Edge) int {
+	n := 0
+	for _, p := range e.Bond().Stats().Paths {
+		if p.Conn != nil && p.Status == "ACTIVE" {
+			n++
+		}
+	}
+	return n
+}
+
 func TestFleetMoveAndDrain(t *testing.T) {
 	testkit.CheckLeaks(t)
 	cert, pin, err := SelfSignedCert("concentrator.test")
@@ -235,7 +248,7 @@ func TestFleetSetEdges(t *testing.T) {
 	if tb.conc.Bond("van-1") == bond {
 		t.Fatal("a changed entry kept its bond")
 	}
-	waitFor(t, func() bool { return connected(n.c) == 2 })
+	waitFor(t, func() bool { return connected(n.c) == 2 && edgeConnected(e) == 2 })
 	waitFor(t, func() bool { return slices.Contains(ev.list(), "up van-1 10.77.0.0/24") })
 	tb.exchange(t, tb.edgeDev, tb.concDev, edgeAddr, srvAddr, 50)
 	tb.exchange(t, tb.concDev, tb.edgeDev, srvAddr, edgeAddr, 50)
