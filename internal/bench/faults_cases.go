@@ -18,8 +18,9 @@ import (
 // faultCase is one fault.
 type faultCase struct {
 	name string
-	// prefer: also run under a rule preferring the faulted path.
-	prefer bool
+	// prefer: also run under a rule preferring the faulted path;
+	// onlyPrefer: only under it.
+	prefer, onlyPrefer bool
 	// path: the fault hits one uplink: the carrier of the probe under
 	// the default rules, preferPath under the prefer rule; fixedPath, when
 	// set, whatever the rules.
@@ -63,9 +64,9 @@ func faultCases(short bool) []faultCase {
 	return []faultCase{
 		{name: "blackhole", prefer: true, path: true, preferPath: "up1", hold: d(3*time.Second, 1500*time.Millisecond),
 			inject: blackhole(true), heal: blackhole(false), target: gapTarget},
-		{name: "ipv6-blackhole", prefer: true, path: true, preferPath: "up2", fixedPath: "up2", hold: d(3*time.Second, 1500*time.Millisecond),
+		{name: "ipv6-blackhole", prefer: true, onlyPrefer: true, path: true, preferPath: "up2", fixedPath: "up2", hold: d(3*time.Second, 1500*time.Millisecond),
 			inject: blackhole(true), heal: blackhole(false), target: gapTarget},
-		{name: "mtu-blackhole", prefer: true, path: true, preferPath: "up1", probeSize: faultsProbeBig, hold: d(10*time.Second, 4*time.Second),
+		{name: "mtu-blackhole", prefer: true, path: true, preferPath: "up1", probeSize: faultsProbeFull, hold: d(10*time.Second, 4*time.Second),
 			inject: mtuBlackhole(true), heal: mtuBlackhole(false),
 			target: func(r *FaultResult) (string, bool) {
 				return "restored ≤ 3000 ms, late ≤ 1000 ms", r.RecoverMs >= 0 && r.RecoverMs <= 3000 && r.LateMs <= 1000
@@ -326,17 +327,17 @@ func explain(r *FaultResult, e0, e1, c0, c1 *faultStatus) {
 	r.Unexplained = int64(r.Lost) - sum
 }
 
-// runCase runs fc under rules and measures it. port is the probe's,
-// different for every case so that no late packet of one counts in the
-// next.
-func (b *faultBed) runCase(ctx context.Context, fc faultCase, rules string, port int) (FaultResult, error) {
+// runCase runs fc under rules and measures it. tag marks the case's
+// probe packets, different for every case so that no late packet of one
+// counts in the next.
+func (b *faultBed) runCase(ctx context.Context, fc faultCase, rules string, tag uint32) (FaultResult, error) {
 	r := FaultResult{Name: fc.name, Rules: rules, DetectMs: -1, RecoverMs: -1, HealMs: -1}
 	if err := b.waitAllActive(ctx); err != nil {
 		return r, err
 	}
-	rf := "rules: []\n"
+	rf := probeRules("")
 	if rules == RulesPrefer {
-		rf = preferRules(fc.preferPath)
+		rf = probeRules(fc.preferPath)
 	}
 	if err := b.setRules(ctx, rf); err != nil {
 		return r, err
@@ -350,10 +351,15 @@ func (b *faultBed) runCase(ctx context.Context, fc faultCase, rules string, port
 		return r, err
 	}
 	size := fc.probeSize
-	if size == 0 {
+	switch {
+	case size == 0:
 		size = faultsProbeSize
+	case size == faultsProbeFull && e0.Bonds[0].MTU > 0:
+		size = e0.Bonds[0].MTU - 28 // IPv4 and UDP headers
+	case size == faultsProbeFull:
+		size = 1252 // the default MTU's
 	}
-	p, err := startFaultProbe(b.edge, b.conc, netip.AddrPortFrom(netip.MustParseAddr(faultsProbeDst), uint16(port)), size, uint32(port))
+	p, err := startFaultProbe(b.edge, b.conc, netip.AddrPortFrom(netip.MustParseAddr(faultsProbeDst), faultsProbePort), size, tag)
 	if err != nil {
 		return r, err
 	}
@@ -478,6 +484,16 @@ func (b *faultBed) runCase(ctx context.Context, fc faultCase, rules string, port
 	if fc.name == "garbage" {
 		r.GarbageSent = c.garbageSent
 		r.GarbageCounted = transportDropSum(c1) - transportDropSum(c0)
+		r.GarbageByReason = map[string]uint64{}
+		var base map[string]uint64
+		if c0 != nil {
+			base = c0.TransportDrops
+		}
+		for k, v := range c1.TransportDrops {
+			if v >= base[k] {
+				r.GarbageByReason[k] = v - base[k]
+			}
+		}
 	}
 	explain(&r, e0, e1, c0, c1)
 	r.Target, r.Pass = fc.target(&r)

@@ -22,11 +22,12 @@ const (
 	// faultsProbeInterval is the probe's period: 1 kHz.
 	faultsProbeInterval = time.Millisecond
 	// faultsProbeSize is the probe's UDP payload, bytes; the MTU case
-	// sends faultsProbeBig.
+	// sends faultsProbeFull.
 	faultsProbeSize = 64
-	// faultsProbeBig is the MTU case's payload: a 1228-byte inner IPv4
-	// packet, which makes datagrams of more than 1300 bytes on the wire.
-	faultsProbeBig = 1200
+	// faultsProbeFull (as a faultCase's probeSize) is a payload that
+	// fills the bond's MTU: inner IPv4 packets of the TUN's MTU (1280
+	// bytes by default), datagrams of more than 1300 bytes on the wire.
+	faultsProbeFull = -1
 	// faultsRecoverBin and faultsRecoverRatio define "traffic restored":
 	// the end of the last 100 ms of sending that delivered less than 90 %.
 	faultsRecoverBin   = 100 * time.Millisecond
