@@ -309,7 +309,6 @@ type faultBed struct {
 	dir, bin            string
 	edgeSock, concSock  string
 	edgeCmd, concCmd    *exec.Cmd
-	concGen             int    // concentrator processes started
 	rules               string // the rule file's content now
 	ownDir              bool
 }
@@ -532,7 +531,6 @@ func (b *faultBed) startDaemon(ns *testbed.NS, name, cfg, sock string) (*exec.Cm
 
 // startConc starts a concentrator process.
 func (b *faultBed) startConc(ctx context.Context) (err error) {
-	b.concGen++
 	b.concCmd, err = b.startDaemon(b.conc, "concentrator", "conc.yaml", b.concSock)
 	return err
 }
