@@ -91,8 +91,8 @@ type FaultResult struct {
 	// migration; for the concentrator faults, any edge path not ACTIVE.
 	DetectMs float64 `json:"detect_ms"`
 	// RecoverMs is the onset (for all-down: the links' return) to the end
-	// of the last 100 ms of probe sending with less than 90 % delivered:
-	// traffic restored.
+	// of the last 100 ms of probe sending that lost more than 10 packets
+	// (10 % at 1 kHz): traffic restored.
 	RecoverMs float64 `json:"recover_ms"`
 	// HealMs is the fault's removal (for the concentrator faults: the new
 	// process answering) to every edge path ACTIVE again.

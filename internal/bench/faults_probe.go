@@ -29,7 +29,10 @@ const (
 	// bytes by default), datagrams of more than 1300 bytes on the wire.
 	faultsProbeFull = -1
 	// faultsRecoverBin and faultsRecoverRatio define "traffic restored":
-	// the end of the last 100 ms of sending that delivered less than 90 %.
+	// the end of the last 100 ms of sending that lost more than 10 % of
+	// the packets the probe sends in 100 ms (10 packets; counted against
+	// the nominal rate, so that a bin where a busy machine sent few
+	// packets and lost one is not an outage).
 	faultsRecoverBin   = 100 * time.Millisecond
 	faultsRecoverRatio = 0.9
 )
@@ -188,8 +191,9 @@ func (p *faultProbe) longestGap(from, to time.Duration) time.Duration {
 }
 
 // restoredAfter returns the end of the last faultsRecoverBin of sending
-// in [from, to) with less than faultsRecoverRatio of its packets
-// delivered, measured from from; 0 when every bin delivered enough.
+// in [from, to) that lost more than 1 − faultsRecoverRatio of the
+// packets the probe sends in a bin, measured from from; 0 when no bin
+// lost that many.
 func (p *faultProbe) restoredAfter(from, to time.Duration) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -205,7 +209,7 @@ func (p *faultProbe) restoredAfter(from, to time.Duration) time.Duration {
 				}
 			}
 		}
-		if sent > 0 && float64(got) < faultsRecoverRatio*float64(sent) {
+		if float64(sent-got) > (1-faultsRecoverRatio)*float64(faultsRecoverBin/faultsProbeInterval) {
 			last = hi - from
 		}
 	}

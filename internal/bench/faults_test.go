@@ -38,6 +38,7 @@ func TestFaultProbeMetrics(t *testing.T) {
 		{"no loss", func(int) bool { return false }, 0, 1000 * ms, 1 * ms, 0, 1000, 1000},
 		{"100 ms hole at 300 ms", func(i int) bool { return i >= 300 && i < 400 }, 200 * ms, 1000 * ms, 101 * ms, 200 * ms, 1000, 900},
 		{"one in three lost until 700 ms", func(i int) bool { return i < 700 && i%3 == 0 }, 0, 1000 * ms, 2 * ms, 700 * ms, 1000, 766},
+		{"sparse loss is no outage", func(i int) bool { return i%50 == 7 }, 0, 1000 * ms, 2 * ms, 0, 1000, 980},
 		{"silence still open at the end", func(i int) bool { return i >= 800 }, 0, 1000 * ms, 196 * ms, 900 * ms, 1000, 800},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
