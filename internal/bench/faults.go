@@ -82,6 +82,9 @@ type FaultResult struct {
 	// GapMs is the longest time between two probe arrivals from the onset
 	// to the end of the case (for all-down it holds the outage), ms.
 	GapMs float64 `json:"gap_ms"`
+	// GapAfterHealMs is the longest gap from the fault's removal on (a
+	// path that returns can hurt too).
+	GapAfterHealMs float64 `json:"gap_after_heal_ms"`
 	// Sent and Lost are probe packets: sent by the probe, and not
 	// received at all (Sent − received).
 	Sent uint64 `json:"sent"`
@@ -265,6 +268,9 @@ func (r *FaultResult) explainedBy() string {
 	slices.Sort(keys)
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%s %d", k, r.Drops[k]))
+	}
+	if r.GapAfterHealMs >= 100 && r.GapAfterHealMs >= r.GapMs {
+		parts = append(parts, "the longest gap after the fault's removal")
 	}
 	if r.ExitMs > 0 {
 		parts = append(parts, fmt.Sprintf("exit %.0f ms", r.ExitMs))
