@@ -177,8 +177,11 @@ func runFaults(ctx context.Context, o Options, out io.Writer) error {
 // to run (default: this executable); o.Short runs the short version the
 // integration test uses; o.Configs selects fault names.
 func RunFaults(ctx context.Context, o Options, out io.Writer) ([]FaultResult, error) {
+	if !testbed.IsRoot() {
+		return nil, errors.New("bench faults needs root (it builds network namespaces and TUN devices): run it as root, e.g. sudo bondd bench faults")
+	}
 	if why := testbed.Unavailable(); why != "" {
-		return nil, fmt.Errorf("bench faults %s; run it as root (sudo bondd bench faults)", why)
+		return nil, errors.New("bench faults: " + why)
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
 		return nil, errors.New("bench faults needs the ip command (iproute2) to run bondd inside a namespace")
