@@ -82,8 +82,8 @@ type FaultResult struct {
 	// GapMs is the longest time between two probe arrivals from the onset
 	// to the end of the case (for all-down it holds the outage), ms.
 	GapMs float64 `json:"gap_ms"`
-	// GapAfterHealMs is the longest gap from the fault's removal on (a
-	// path that returns can hurt too).
+	// GapAfterHealMs is the longest gap that started after the fault's
+	// removal (a path that returns can hurt too).
 	GapAfterHealMs float64 `json:"gap_after_heal_ms"`
 	// Sent and Lost are probe packets: sent by the probe, and not
 	// received at all (Sent − received).

@@ -171,6 +171,16 @@ func (p *faultProbe) counts() (sent, received int) {
 // longestGap returns the longest time between consecutive arrivals whose
 // later one falls in [from, to], counting a silence still open at to.
 func (p *faultProbe) longestGap(from, to time.Duration) time.Duration {
+	return p.gap(from, to, false)
+}
+
+// longestGapStarting is longestGap for the silences that start at or
+// after from (a silence already open at from is not counted).
+func (p *faultProbe) longestGapStarting(from, to time.Duration) time.Duration {
+	return p.gap(from, to, true)
+}
+
+func (p *faultProbe) gap(from, to time.Duration, startAfter bool) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var gap time.Duration
@@ -179,7 +189,7 @@ func (p *faultProbe) longestGap(from, to time.Duration) time.Duration {
 		if a > to {
 			return gap
 		}
-		if prev >= 0 && a >= from {
+		if prev >= 0 && a >= from && (!startAfter || prev >= from) {
 			gap = max(gap, a-prev)
 		}
 		prev = a

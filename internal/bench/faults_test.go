@@ -26,6 +26,18 @@ func probeAt(n int, delay time.Duration, lost func(i int) bool) *faultProbe {
 	return p
 }
 
+func TestFaultProbeGapStarting(t *testing.T) {
+	const ms = time.Millisecond
+	// A 100 ms hole from 300 ms: open at 350 ms, so not counted from there.
+	p := probeAt(1000, 0, func(i int) bool { return i >= 300 && i < 400 })
+	if g := p.longestGapStarting(350*ms, 1000*ms); g != ms {
+		t.Errorf("from inside the hole: %s, want 1ms", g)
+	}
+	if g := p.longestGapStarting(299*ms, 1000*ms); g != 101*ms {
+		t.Errorf("from before the hole: %s, want 101ms", g)
+	}
+}
+
 func TestFaultProbeMetrics(t *testing.T) {
 	const ms = time.Millisecond
 	for _, tt := range []struct {
@@ -48,6 +60,9 @@ func TestFaultProbeMetrics(t *testing.T) {
 			}
 			if r := p.restoredAfter(tt.from, 900*ms); r != tt.restored {
 				t.Errorf("restored after %s, want %s", r, tt.restored)
+			}
+			if g := p.longestGapStarting(tt.from, tt.to); g > tt.gap {
+				t.Errorf("longest gap starting after %s: %s, more than the longest gap %s", tt.from, g, tt.gap)
 			}
 			if d := p.maxDelay(); d != 5*ms {
 				t.Errorf("max delay %s, want 5ms", d)
