@@ -5,6 +5,7 @@ import (
 	"math"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,6 +61,9 @@ func checkFaultRow(t *testing.T, r bench.FaultResult) {
 	// or the concentrator goes away are counted by nothing yet.
 	logExplained := func() {
 		t.Logf("%s (%s rules): %d lost, %d unexplained (counters %v)", r.Name, r.Rules, r.Lost, r.Unexplained, r.Drops)
+	}
+	if strings.Contains(r.Note, "carried the probe") {
+		t.Errorf("the prefer rule did not steer the probe: %s", r.Note)
 	}
 	switch r.Name {
 	case "blackhole", "ipv6-blackhole", "link-down", "address-change":
