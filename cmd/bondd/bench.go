@@ -71,6 +71,15 @@ plots (plots.json) into --out; bondd-plot draws the plots (PNG and SVG).
       10 % of the bonds sending (--active, --pps), the single bond's
       figures beside; --json FILE writes the results there too. --duration
       is each step's traffic time (default 5s for scale).
+  faults  the fault matrix (root, network namespaces): the bondd binary
+      as edge (three uplinks, one IPv6-only) and concentrator, a 1 kHz UDP
+      probe through the tunnel, and each fault (blackhole, ipv6-blackhole,
+      mtu-blackhole, link-down, address-change, all-down, conc-kill,
+      conc-term, garbage) under the default rules and under a rule that
+      prefers the faulted uplink: longest gap, loss, time to detect and to
+      recover, and the counters that explain the loss, with each row's
+      target (docs/operations.md). --configs selects faults, --short runs
+      the integration test's short version, --json FILE writes faults[].
 
 Every configuration runs over the same trace segment with the same seed.
 With --runs N each configuration runs N times (run r with seed --seed + r)
@@ -78,7 +87,7 @@ and the results are medians with 95 % bootstrap confidence intervals. As
 root the testbed is built from network namespaces with real TUN devices;
 otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{bench.S1, bench.S2, bench.S2ISL, bench.Lanes, bench.Capacity, bench.Video, bench.Scale},
+		ValidArgs: []string{bench.S1, bench.S2, bench.S2ISL, bench.Lanes, bench.Capacity, bench.Video, bench.Scale, bench.Faults},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Scenario = strings.ToLower(args[0])
 			var err error
@@ -121,7 +130,8 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 	f.Float64Var(&o.ScalePPS, "pps", 0, fmt.Sprintf("scale: total packets per second of the active bonds (default %d)", bench.ScaleDefaultPPS))
 	f.Float64Var(&o.ScaleActive, "active", 0, "scale: fraction of the bonds that send (default 0.1)")
 	f.IntVar(&o.ScaleDialing, "dialing", 0, fmt.Sprintf("scale: edges connecting at once (default %d; -1: all at once)", bench.ScaleDefaultDialing))
-	f.StringVar(&o.JSON, "json", "", "scale: also write results.json to this file")
+	f.StringVar(&o.JSON, "json", "", "scale, faults: also write results.json to this file")
+	f.BoolVar(&o.Short, "short", false, "faults: the short version (shorter faults; the prefer rule for the path faults only)")
 	f.StringVar(&o.Profile, "profile", "", "scale: write heap and idle-CPU profiles of each step of N bonds to PREFIX.heap.N and PREFIX.cpu-idle.N")
 	return cmd
 }

@@ -112,9 +112,16 @@ type Options struct {
 	// ScaleDialing bounds the edges connecting at once in the scale
 	// scenario; 0: ScaleDefaultDialing; negative: all at once.
 	ScaleDialing int
-	// JSON, when set, is a second file the scale scenario writes its
-	// results.json to (--json FILE).
+	// JSON, when set, is a second file the scale and faults scenarios
+	// write their results.json to (--json FILE).
 	JSON string
+	// Bin is the bondd binary the faults scenario runs as edge and
+	// concentrator; "": this executable.
+	Bin string
+	// Short runs the faults scenario's short version (shorter faults,
+	// the prefer rule set for the path faults only): the integration
+	// test's.
+	Short bool
 	// Profile, when set, is the prefix of the profiles (runtime/pprof)
 	// the scale scenario writes for each step of N bonds with every bond
 	// up and idle: the heap as Profile.heap.N and the CPU over the idle
@@ -167,8 +174,10 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	case Video:
 		names = videoConfigNames()
 	case Scale:
+	case Faults:
+		names = FaultNames()
 	default:
-		return fmt.Errorf("unknown scenario %q; expected %s, %s, %s, %s, %s, %s or %s", o.Scenario, S1, S2, S2ISL, Lanes, Capacity, Video, Scale)
+		return fmt.Errorf("unknown scenario %q; expected %s, %s, %s, %s, %s, %s, %s or %s", o.Scenario, S1, S2, S2ISL, Lanes, Capacity, Video, Scale, Faults)
 	}
 	for _, c := range o.Configs {
 		if !slices.Contains(names, c) {
@@ -189,6 +198,8 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return runVideo(ctx, o, out)
 	case Scale:
 		return runScale(ctx, o, out)
+	case Faults:
+		return runFaults(ctx, o, out)
 	default:
 		return runS2(ctx, o, out)
 	}
