@@ -104,6 +104,7 @@ func (l *lane) routineLiveness(conn *quic.Conn) {
 			if stalled {
 				continue
 			}
+			p.pmtuTick(l, conn, now) // path MTU (pmtu.go)
 			sus, silent := p.state.Suspect(now)
 			if !sus {
 				continue
