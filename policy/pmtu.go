@@ -133,6 +133,7 @@ const (
 	PMTUCauseBlackHole                   // large datagrams lost while smaller ones arrive (RFC 8899 §4.3)
 	PMTUCauseAcked                       // a probe (or datagram) of the size was acknowledged
 	PMTUCauseProbesLost                  // MaxProbes probes of the size lost, or unanswered
+	PMTUCauseSuspect                     // the peer stopped answering while large datagrams were in flight
 )
 
 // PMTUChange is the last change of a path's budget.
@@ -161,6 +162,8 @@ func (c PMTUChange) String() string {
 		why = fmt.Sprintf("%d-byte datagram acknowledged", c.Size)
 	case PMTUCauseProbesLost:
 		why = fmt.Sprintf("%d probes of %d bytes lost", c.Count, c.Size)
+	case PMTUCauseSuspect:
+		why = "the peer stopped answering while large datagrams were in flight: probing"
 	}
 	return fmt.Sprintf("%s; budget %d -> %d bytes", why, c.From, c.To)
 }
@@ -174,10 +177,19 @@ type PMTU struct {
 	hi      int // the smallest size seen failing, bytes; Max+1: none
 	cand    int // the size being probed (BASE, SEARCH, ERROR)
 	raising bool
-	sent    int // probes of cand sent
-	failed  int // losses of cand
+	// suspected: BASE was entered on OnSuspect and nothing is confirmed
+	// yet (Confirmed reports Max); fromSuspect: the search under way began
+	// with OnSuspect (its first failure at Max is a black hole).
+	suspected, fromSuspect bool
+	// cause is the change that took the budget below Max (Reason).
+	cause PMTUChange
+	sent      int // probes of cand sent
+	failed    int // losses of cand
 	probeAt time.Time
+	candAt  time.Time // the first probe of cand
+	srtt    time.Duration
 	raiseAt time.Time
+	ackAt     time.Time // the last sample with an acknowledgement
 	// run is the black-hole detector: n datagrams larger than Base lost in
 	// a row, the smallest min bytes, alive once some packet was acked.
 	run struct {
@@ -212,10 +224,22 @@ func (m *PMTU) Budget() int {
 	switch {
 	case !m.Enabled():
 		return m.cfg.Max
-	case m.state == PMTUBase:
+	case m.state == PMTUBase, m.state == PMTUError && m.suspected:
 		return m.cfg.Base
 	}
 	return m.lo
+}
+
+// Confirmed returns the budget, bytes, that evidence supports: Budget,
+// except after [PMTU.OnSuspect] while nothing is confirmed (BASE, or
+// ERROR with no answer at all), where
+// nothing says the path carries less than Max (a plain outage looks the
+// same), so Max. The bond's MTU follows it; the scheduler follows Budget.
+func (m *PMTU) Confirmed() int {
+	if m.suspected {
+		return m.cfg.Max
+	}
+	return m.Budget()
 }
 
 // State returns the current state.
@@ -237,6 +261,17 @@ func (m *PMTU) Watch() (above, upTo int) {
 	return m.cand - 1, 1 << 16
 }
 
+// Reason says why the budget is what it is, for the status: the last
+// change, preceded, while the budget is below Max, by the change that
+// took it there (a black hole). Empty before any change.
+func (m *PMTU) Reason() string {
+	last := m.last.String()
+	if m.Budget() >= m.cfg.Max || m.cause.At.IsZero() || m.cause == m.last {
+		return last
+	}
+	return m.cause.String() + "; then " + last
+}
+
 // Last returns the last budget change.
 func (m *PMTU) Last() PMTUChange { return m.last }
 
@@ -256,6 +291,24 @@ func (m *PMTU) OnHandshake(now time.Time) {
 	m.run.n, m.run.min, m.run.alive = 0, 0, false
 }
 
+// OnSuspect records at now that the peer stopped answering (liveness
+// SUSPECT) while datagrams larger than Base were among the unanswered
+// sends. A black hole that eats every ack-eliciting packet the path sends
+// leaves QUIC nothing to declare lost (RFC 9002 §6.1 needs a later packet
+// acknowledged), so this is RFC 8899 §4.3's other black-hole indication:
+// from SEARCH_COMPLETE above Base, the machine enters BASE and probes,
+// which an outage of every size turns into a short detour (Confirmed).
+func (m *PMTU) OnSuspect(now time.Time) {
+	if !m.Enabled() || m.state != PMTUSearchComplete || m.raising || m.lo <= m.cfg.Base {
+		return
+	}
+	m.hi = m.cfg.Max + 1
+	m.run.n, m.run.min, m.run.alive = 0, 0, false
+	m.cand, m.sent, m.failed, m.probeAt = m.cfg.Base, 0, 0, time.Time{}
+	m.change(now, m.cfg.Base, PMTUBase, PMTUCauseSuspect, 0, 0)
+	m.suspected, m.fromSuspect = true, true
+}
+
 // Tick feeds the machine the sample s taken at now, with the path's
 // smoothed RTT srtt, and returns the size, bytes, of a probe to send now
 // (0: none). Call it every few milliseconds while the path is connected.
@@ -263,6 +316,7 @@ func (m *PMTU) Tick(now time.Time, srtt time.Duration, s PMTUSample) (probe int)
 	if !m.Enabled() {
 		return 0
 	}
+	m.srtt = srtt
 	m.observe(now, s)
 	timeout := max(3*srtt, PMTUProbeTimeoutMin)
 	switch m.state {
@@ -282,7 +336,13 @@ func (m *PMTU) Tick(now time.Time, srtt time.Duration, s PMTUSample) (probe int)
 		}
 		return 0
 	case PMTUError:
-		if m.sent > 0 && now.Sub(m.probeAt) < m.cfg.Raise {
+		// Base again every Raise, or every Raise/4 while the peer answers
+		// (an outage, not a small MTU, may have put the path here).
+		again := m.cfg.Raise / 4
+		if m.suspected {
+			again = PMTUProbeTimeoutMin
+		}
+		if m.sent > 0 && now.Sub(m.probeAt) < m.cfg.Raise && !(s.Acked && now.Sub(m.probeAt) >= again) {
 			return 0
 		}
 		m.sent, m.failed = 0, 0
@@ -302,6 +362,9 @@ func (m *PMTU) Tick(now time.Time, srtt time.Duration, s PMTUSample) (probe int)
 }
 
 func (m *PMTU) probe(now time.Time) int {
+	if m.sent == 0 {
+		m.candAt = now
+	}
 	m.sent++
 	m.probes++
 	m.probeAt = now
@@ -329,7 +392,7 @@ func (m *PMTU) observe(now time.Time, s PMTUSample) {
 					m.hi = m.cfg.Max + 1 // the path changed: what failed before may not now
 				}
 				m.search(now, PMTUCauseAcked, d)
-			} else if m.state == PMTUError && d > m.lo {
+			} else if m.state == PMTUError && d > m.lo && !m.suspected {
 				m.change(now, d, PMTUError, PMTUCauseAcked, d, 0)
 			}
 		case PMTUSearch:
@@ -356,7 +419,12 @@ func (m *PMTU) observe(now time.Time, s PMTUSample) {
 		}
 		return
 	}
-	m.failed += s.Lost
+	// A loss declared before a probe of cand could have been (an RTT after
+	// the first) is of a packet sent earlier: after an outage QUIC
+	// declares everything sent meanwhile lost at the first ACK.
+	if m.sent > 0 && now.Sub(m.candAt) >= m.srtt {
+		m.failed += s.Lost
+	}
 }
 
 // blackHole enters BASE on a black hole (RFC 8899 §4.3, §5.2).
@@ -367,6 +435,7 @@ func (m *PMTU) blackHole(now time.Time) {
 	m.run.n, m.run.min, m.run.alive = 0, 0, false
 	m.cand, m.sent, m.failed, m.probeAt = m.cfg.Base, 0, 0, time.Time{}
 	m.change(now, m.cfg.Base, PMTUBase, PMTUCauseBlackHole, size, n)
+	m.cause, m.fromSuspect = m.last, false
 }
 
 // search sets the next candidate after lo was confirmed (or, with lo
@@ -399,10 +468,17 @@ func (m *PMTU) reject(now time.Time) {
 	n := max(m.failed, m.sent)
 	switch m.state {
 	case PMTUBase:
+		sus := m.suspected // no answer at all yet: still only suspected
 		m.lo, m.sent, m.failed, m.probeAt = 0, 0, 0, now
 		m.change(now, 0, PMTUError, PMTUCauseProbesLost, m.cand, n)
 		m.sent = 1 // the next Base probe after Raise
+		m.suspected = sus
 	case PMTUSearch:
+		if m.fromSuspect && m.cand == m.cfg.Max { // Max lost, smaller ones arrive: a black hole after all
+			m.blackHoles++
+			m.fromSuspect = false
+			m.cause = PMTUChange{At: now, From: m.cfg.Max, To: m.lo, State: PMTUSearch, Cause: PMTUCauseBlackHole, Size: m.cand, Count: n}
+		}
 		m.hi = m.cand
 		hi := min(m.hi, m.cfg.Max+1)
 		if hi-m.lo <= PMTUStep {
@@ -416,7 +492,7 @@ func (m *PMTU) reject(now time.Time) {
 // complete enters SEARCH_COMPLETE with budget b.
 func (m *PMTU) complete(now time.Time, b int, cause PMTUCause, size, n int) {
 	from := m.Budget()
-	m.lo, m.raising = b, false
+	m.lo, m.raising, m.fromSuspect = b, false, false
 	m.raiseAt = now.Add(m.cfg.Raise)
 	if from != b || m.state != PMTUSearchComplete {
 		m.changeFrom(now, from, b, PMTUSearchComplete, cause, size, n)
@@ -429,7 +505,7 @@ func (m *PMTU) change(now time.Time, to int, st PMTUState, cause PMTUCause, size
 }
 
 func (m *PMTU) changeFrom(now time.Time, from, to int, st PMTUState, cause PMTUCause, size, n int) {
-	m.state = st
+	m.state, m.suspected = st, false
 	if from != to {
 		m.changes++
 		m.last = PMTUChange{At: now, From: from, To: to, State: st, Cause: cause, Size: size, Count: n}

@@ -48,9 +48,15 @@ func (s *pmtuSim) step() {
 	s.now = s.now.Add(simTick)
 	var smp PMTUSample
 	above, upTo := s.m.Watch()
+	// QUIC declares a packet lost only once a later one is acknowledged
+	// (RFC 9002 §6.1): without a delivery due now, losses wait.
+	acked := false
+	for _, o := range s.pending {
+		acked = acked || o.delivered && !o.at.After(s.now)
+	}
 	keep := s.pending[:0]
 	for _, o := range s.pending {
-		if o.at.After(s.now) {
+		if o.at.After(s.now) || !o.delivered && !acked {
 			keep = append(keep, o)
 			continue
 		}
@@ -137,8 +143,8 @@ func TestPMTU(t *testing.T) {
 			// Raise probes: about one per Raise, at most 3 per Raise.
 			before := s.probes
 			s.run(10*DefaultPMTURaise, nil)
-			if n := s.probes - before; n < 8 || n > 30 {
-				t.Errorf("%d probes in 10 raise periods while still limited, want 8..30", n)
+			if n := s.probes - before; n < 8 || n > 45 {
+				t.Errorf("%d probes in 10 raise periods while still limited, want 8..45", n)
 			}
 			if b := s.m.Budget(); b < c.wantLo || b > c.wantHi {
 				t.Errorf("budget drifted to %d", b)
@@ -208,5 +214,50 @@ func TestPMTUAllocs(t *testing.T) {
 	})
 	if n != 0 {
 		t.Fatalf("Tick allocates %.1f times", n)
+	}
+}
+
+// TestPMTUSuspect: OnSuspect (the peer went silent with large datagrams
+// unanswered) drops the budget to Base at once without lowering what is
+// Confirmed; after a plain outage the budget is Max again within a few
+// probe rounds, after a black hole it settles under the limit.
+func TestPMTUSuspect(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		limit  int // during the fault; 0: nothing passes
+		healed bool
+		want   int // budget bound after the fault (outage) or during it
+	}{
+		{"outage", 0, true, 1322},
+		{"black hole", 1250, false, 1250},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newPMTUSim(PMTUConfig{Base: 1163, Max: 1322}, 1500, 1322)
+			s.run(time.Second, nil)
+			s.limit = c.limit
+			if c.limit == 0 {
+				s.run(100*time.Millisecond, nil) // liveness: SUSPECT after a silence
+			}
+			s.m.OnSuspect(s.now)
+			if s.m.Budget() != 1163 || s.m.State() != PMTUBase || s.m.Confirmed() != 1322 {
+				t.Fatalf("after OnSuspect: budget %d (%s), confirmed %d; want 1163 (BASE), 1322", s.m.Budget(), s.m.State(), s.m.Confirmed())
+			}
+			s.run(500*time.Millisecond, nil)
+			if c.healed {
+				if s.m.Confirmed() != 1322 || s.m.Budget() != 1163 {
+					t.Fatalf("during the outage: budget %d, confirmed %d", s.m.Budget(), s.m.Confirmed())
+				}
+				s.limit = 1500
+				back := s.run(3*time.Second, func(b int) bool { return b == 1322 })
+				t.Logf("budget back at 1322 %s after the outage; last: %s", back, s.m.Last())
+				if back == 0 || back > time.Second {
+					t.Fatalf("budget back at 1322 after %s, want within 1 s", back)
+				}
+				return
+			}
+			if b := s.m.Budget(); b > c.want || b < 1163 || s.m.Confirmed() != b {
+				t.Fatalf("black hole: budget %d, confirmed %d; want %d..%d", b, s.m.Confirmed(), 1163, c.want)
+			}
+		})
 	}
 }

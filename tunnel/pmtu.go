@@ -51,6 +51,8 @@ const pmtuBase = 1200 - quicDatagramOverhead
 // datagram size of (a power of two).
 const pmtuRing = 1024
 
+var debugPMTU = false
+
 // pmtuProbe holds the zeros probes are cut from (SendDatagram copies).
 var pmtuProbe [1452]byte
 
@@ -63,8 +65,12 @@ type pathPMTU struct {
 	dlvMax        atomic.Int64
 	lost, lostMin atomic.Int64
 	above, upTo   atomic.Int64 // the machine's Watch
-	// budget is the machine's Budget, bytes: read per packet.
-	budget atomic.Int64
+	// budget is the machine's Budget, bytes: read per packet; confirmed
+	// its Confirmed, which the bond's MTU follows.
+	budget, confirmed atomic.Int64
+	// bigSince is when (unix ns) the first datagram larger than pmtuBase
+	// left since the peer's ACKs last advanced; 0: none since.
+	bigSince atomic.Int64
 
 	mu     sync.Mutex // guards the following
 	m      *policy.PMTU
@@ -83,6 +89,7 @@ func (pm *pathPMTU) init(maxDatagram int, o PathOptions, now time.Time) {
 
 func (pm *pathPMTU) publishLocked() {
 	pm.budget.Store(int64(pm.m.Budget()))
+	pm.confirmed.Store(int64(pm.m.Confirmed()))
 	a, u := pm.m.Watch()
 	pm.above.Store(int64(a))
 	pm.upTo.Store(int64(u))
@@ -94,6 +101,7 @@ func (pm *pathPMTU) onDelivered(size int) {
 	if !pm.acked.Load() {
 		pm.acked.Store(true)
 	}
+
 	for s := int64(size); ; {
 		cur := pm.dlvMax.Load()
 		if cur >= s || pm.dlvMax.CompareAndSwap(cur, s) {
@@ -132,6 +140,27 @@ func (p *path) pmtuHandshake(now time.Time) {
 	}
 }
 
+// pmtuSuspect tells the machine that the path turned SUSPECT at now
+// (liveness.go), when datagrams larger than pmtuBase were among the sends
+// the peer left unanswered (policy.PMTU.OnSuspect).
+func (p *path) pmtuSuspect(now time.Time) {
+	pm := &p.pmtu
+	if pm.bigSince.Load() == 0 {
+		return
+	}
+	pm.mu.Lock()
+	before := pm.m.Budget()
+	pm.m.OnSuspect(now)
+	pm.publishLocked()
+	after, last := pm.m.Budget(), pm.m.Last()
+	pm.mu.Unlock()
+	if after != before {
+		p.bond.log.Info("path datagram budget changed", "path", p.name, "from", before, "to", after,
+			"state", policy.PMTUBase.String(), "reason", last.String())
+		p.bond.updateMTU()
+	}
+}
+
 // pmtuTick runs the path's machine at now if no lane did this tick, and
 // sends the probe it asks for on conn, lane l's connection.
 func (p *path) pmtuTick(l *lane, conn *quic.Conn, now time.Time) {
@@ -146,11 +175,20 @@ func (p *path) pmtuTick(l *lane, conn *quic.Conn, now time.Time) {
 	pm.tickAt = now
 	s := policy.PMTUSample{Acked: pm.acked.Swap(false), DeliveredMax: int(pm.dlvMax.Swap(0)),
 		Lost: int(pm.lost.Swap(0)), LostMin: int(pm.lostMin.Swap(0))}
-	before := pm.m.Budget()
+	if debugPMTU && (s.Lost > 0 || s.DeliveredMax > 0) {
+		println("pmtu", p.name, now.UnixMilli()%100000, s.Acked, s.DeliveredMax, s.Lost, s.LostMin, pm.m.State().String(), pm.m.Budget())
+	}
+	before, confBefore := pm.m.Budget(), pm.m.Confirmed()
 	_, holesBefore, _ := pm.m.Counts()
+	// Large datagrams unanswered for the liveness bound while the peer
+	// may still be heard (a one-way black hole leaves the peer's own
+	// packets, and so liveness, alone): QUIC declares nothing lost.
+	if bs := pm.bigSince.Load(); bs != 0 && now.UnixNano()-bs > int64(p.state.SuspectAfter()) {
+		pm.m.OnSuspect(now)
+	}
 	size := pm.m.Tick(now, p.state.SmoothedRTT(), s)
 	pm.publishLocked()
-	after := pm.m.Budget()
+	after, confAfter := pm.m.Budget(), pm.m.Confirmed()
 	_, holes, _ := pm.m.Counts()
 	last := pm.m.Last()
 	st := pm.m.State()
@@ -171,6 +209,8 @@ func (p *path) pmtuTick(l *lane, conn *quic.Conn, now time.Time) {
 	if after != before {
 		p.bond.log.Info("path datagram budget changed", "path", p.name, "from", before, "to", after,
 			"state", st.String(), "reason", last.String())
+	}
+	if after != before || confAfter != confBefore {
 		p.bond.updateMTU()
 	}
 }
@@ -182,7 +222,7 @@ func (p *path) pmtuStats(s *PathStats) {
 	defer pm.mu.Unlock()
 	s.DatagramBudget = pm.m.Budget()
 	s.PMTUState = pm.m.State().String()
-	s.PMTUReason = pm.m.Last().String()
+	s.PMTUReason = pm.m.Reason()
 	_, s.BlackHoles, _ = pm.m.Counts()
 	s.PMTUProbes = pm.sent
 }
@@ -268,8 +308,8 @@ func (b *Bond) updateMTU() {
 		if p.liveLanes() == 0 {
 			continue
 		}
-		bud := int(p.pmtu.budget.Load())
-		smallest = min(smallest, bud)
+		smallest = min(smallest, int(p.pmtu.budget.Load()))
+		bud := int(p.pmtu.confirmed.Load()) // not lowered by a mere suspicion
 		if bud > largest {
 			largest, from = bud, p.name
 		}
@@ -374,4 +414,7 @@ func (r *recorder) noteAcks(ack *qlog.AckFrame, pm *pathPMTU) {
 		}
 	}
 	r.ackedUpTo.Store(largest + 1)
+	if pm.bigSince.Load() != 0 {
+		pm.bigSince.Store(0) // the peer's ACKs advanced
+	}
 }

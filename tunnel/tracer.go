@@ -79,6 +79,9 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 			}
 			if known && size > 0 {
 				p.pmtu.onLost(size)
+				if !probe && size > int(p.pmtu.budget.Load()) { // a datagram the path no longer carries
+					p.drops.add(DropBlackHole)
+				}
 			}
 			if probe { // a path MTU probe's loss is not congestion (RFC 8899 §4.4)
 				return
@@ -110,6 +113,9 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 			probe := size > 0 && int64(size) == l.probeSize.Load() && l.probeSize.CompareAndSwap(int64(size), 0)
 			if e.Header.PacketType == qlog.PacketType1RTT {
 				r.noteSent(int64(e.Header.PacketNumber), probe, size)
+			}
+			if size > pmtuBase && !probe && l.path.pmtu.bigSince.Load() == 0 {
+				l.path.pmtu.bigSince.CompareAndSwap(0, time.Now().UnixNano())
 			}
 			if eliciting && !e.IsMTUProbePacket && !probe { // a probe too large for the path is lost by design (RFC 8899)
 				l.path.state.OnAckEliciting(time.Now())

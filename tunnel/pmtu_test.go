@@ -1,0 +1,290 @@
+package tunnel
+
+import (
+	"context"
+	"encoding/binary"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/testkit"
+	"github.com/bondd/bondd/policy"
+	"github.com/bondd/bondd/rules"
+)
+
+// pmtuProbeRun is a 1 kHz stream of full-size (testMTU) inner packets from
+// the edge to the concentrator, each carrying its sequence number and send
+// time, and what arrived of it.
+type pmtuProbeRun struct {
+	tb  *testBond
+	mu  sync.Mutex
+	arr []pmtuArrival
+	seq uint32
+}
+
+type pmtuArrival struct {
+	seq      uint32
+	at, sent time.Time
+}
+
+func (r *pmtuProbeRun) receive(ctx context.Context) {
+	for {
+		select {
+		case pkt := <-r.tb.concDev.Outbound():
+			if len(pkt) < 28+12 {
+				continue
+			}
+			a := pmtuArrival{seq: binary.BigEndian.Uint32(pkt[28:]), at: time.Now(),
+				sent: time.Unix(0, int64(binary.BigEndian.Uint64(pkt[32:])))}
+			r.mu.Lock()
+			r.arr = append(r.arr, a)
+			r.mu.Unlock()
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// send injects one packet a millisecond for d, each size bytes long.
+func (r *pmtuProbeRun) send(d time.Duration, size int) {
+	payload := make([]byte, size-28)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		<-tick.C
+		binary.BigEndian.PutUint32(payload, r.seq)
+		binary.BigEndian.PutUint64(payload[4:], uint64(time.Now().UnixNano()))
+		r.seq++
+		r.tb.edgeDev.Inject(udp4(edgeAddr, srvAddr, payload))
+	}
+}
+
+func (r *pmtuProbeRun) arrivals() []pmtuArrival {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]pmtuArrival(nil), r.arr...)
+}
+
+// TestMTUBlackHole puts an MTU black hole on the path that carries a 1 kHz
+// stream of full-size packets (its emu relay drops IP packets over 1250
+// bytes both ways; the handshake's 1360-byte packets and the full-size
+// datagrams no longer pass, small packets do) and measures the time from
+// the onset until full-size packets arrive again (target ≤ 3 s: they move
+// to the other path), and that nothing is delivered more than 1 s late.
+// Then the other path gets the black hole too: the bond lowers its MTU,
+// sets it on the TUN and answers full-size packets with ICMP. When both
+// heal, the budgets and the MTU rise again.
+func TestMTUBlackHole(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping the MTU black-hole run in -short mode")
+	}
+	const (
+		oneWay = 10 * time.Millisecond
+		limit  = 1250 // IP bytes: a testMTU inner packet's datagram does not fit, the handshake's neither
+	)
+	var relays emu.Relays
+	var tunMu sync.Mutex
+	var tunMTUs []int
+	// A rule prefers the path that gets the black hole, so that it
+	// carries the stream at the onset: the bond must move full-size
+	// packets off it all the same (directives are advice).
+	prefer, err := rules.CompileBytes("prefer.yaml", []byte(`
+rules:
+  - id: prefer-fast
+    priority: 1
+    actions: {prefer: {carrier: fast}}
+`), rules.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := newTestBondWith(t, token, 2, func(o *EdgeOptions) {
+		o.FEC = FECOptions{Mode: FECOff}
+		o.Uplinks[0].Labels = map[string]string{"carrier": "fast"}
+		o.Uplinks[1].Labels = map[string]string{"carrier": "slow"}
+		src := &staticRules{}
+		src.set.Store(prefer)
+		o.Rules = src
+		o.SetTUNMTU = func(mtu int) error {
+			tunMu.Lock()
+			tunMTUs = append(tunMTUs, mtu)
+			tunMu.Unlock()
+			return nil
+		}
+		rs, err := emu.StartRelays(netip.MustParseAddrPort(o.Concentrator), []emu.RelayLink{
+			symmetric(oneWay, 50*emu.Mbps, 0), symmetric(oneWay+5*time.Millisecond, 50*emu.Mbps, 0)}, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rs.Close() })
+		for i, a := range rs.Addrs() {
+			o.Uplinks[i].Remote = a
+		}
+		relays = rs
+	})
+	tb.waitActive(t, 2)
+	waitFor(t, func() bool {
+		p := tb.edge.Bond().Stats().Paths
+		return p[0].SmoothedRTT > 0 && p[1].SmoothedRTT > 0
+	})
+	full := testMTU + HeaderBudget
+	paths := tb.edge.Bond().paths.Load().paths
+	for _, p := range paths {
+		if b := int(p.pmtu.budget.Load()); b != full {
+			t.Fatalf("path %s starts with budget %d, want %d", p.name, b, full)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := &pmtuProbeRun{tb: tb}
+	done := make(chan struct{})
+	go func() { defer close(done); r.receive(ctx) }()
+
+	// The fast path carries the stream.
+	r.send(300*time.Millisecond, testMTU)
+	before := tb.edge.Bond().Stats().Paths
+	r.send(200*time.Millisecond, testMTU)
+	after := tb.edge.Bond().Stats().Paths
+	if d0, d1 := after[0].TxPackets-before[0].TxPackets, after[1].TxPackets-before[1].TxPackets; d0 < 50 || d1 > d0/4 {
+		t.Fatalf("the fast path did not carry the stream: %d datagrams on it, %d on the other", d0, d1)
+	}
+
+	// Onset on the carrying path; watch its budget.
+	var detectedNs atomic.Int64
+	onset := time.Now()
+	go func() {
+		for ctx.Err() == nil && detectedNs.Load() == 0 {
+			if int(paths[0].pmtu.budget.Load()) < full {
+				detectedNs.Store(int64(time.Since(onset)))
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	seq0 := r.seq
+	relays[0].SetMaxPacket(emu.Up, limit)
+	relays[0].SetMaxPacket(emu.Down, limit)
+	r.send(3*time.Second, testMTU)
+	seq1 := r.seq
+	st := tb.edge.Bond().Stats()
+	p0 := st.Paths[0]
+	t.Logf("path %s: status %s, budget %d (%s), reason %q, black holes %d, probes %d, drops black_hole %d suspect %d",
+		p0.Name, p0.Status, p0.DatagramBudget, p0.PMTUState, p0.PMTUReason, p0.BlackHoles, p0.PMTUProbes, p0.Drops[DropBlackHole], p0.Drops[DropSuspect])
+	if p0.DatagramBudget >= full || p0.BlackHoles == 0 || !strings.Contains(p0.PMTUReason, "black hole") {
+		t.Errorf("black-holed path: budget %d (want < %d), %d black holes, reason %q", p0.DatagramBudget, full, p0.BlackHoles, p0.PMTUReason)
+	}
+	if p0.Status != policy.StatusActive.String() {
+		t.Errorf("black-holed path is %s (%s); small packets still pass, want ACTIVE", p0.Status, p0.StatusReason)
+	}
+	if st.MTU != testMTU {
+		t.Errorf("bond MTU %d with one path carrying full size, want %d", st.MTU, testMTU)
+	}
+	restore, gap, lost, late := pmtuMeasure(r.arrivals(), seq0, seq1, onset)
+	t.Logf("one path black-holed: budget lowered after %s; full-size packets restored %s after the onset; longest gap %s; %d of %d lost; latest delivery %s",
+		time.Duration(detectedNs.Load()), restore, gap, lost, seq1-seq0, late)
+	if restore > 3*time.Second || restore < 0 {
+		t.Errorf("full-size packets restored %s after the onset, want ≤ 3 s", restore)
+	}
+	if late > time.Second {
+		t.Errorf("a packet was delivered %s after it was sent, want ≤ 1 s", late)
+	}
+
+	// Both paths black-holed: the bond MTU falls, full-size packets get ICMP.
+	relays[1].SetMaxPacket(emu.Up, limit)
+	relays[1].SetMaxPacket(emu.Down, limit)
+	icmp0 := st.ICMPSent
+	r.send(2*time.Second, testMTU)
+	waitFor(t, func() bool { return tb.edge.Bond().Stats().MTU < testMTU })
+	r.send(200*time.Millisecond, testMTU)
+	st = tb.edge.Bond().Stats()
+	t.Logf("both paths black-holed: bond MTU %d (configured %d): %s; ICMP sent %d; TUN MTUs set %v",
+		st.MTU, st.MTUConfigured, st.MTUReason, st.ICMPSent-icmp0, tunSet(&tunMu, &tunMTUs))
+	if st.MTU >= testMTU || st.MTU < 1000 || st.ICMPSent == icmp0 || st.MTUReason == "" {
+		t.Errorf("bond MTU %d, %d ICMP answers, reason %q; want an MTU that fits %d-byte IP packets, answers and a reason",
+			st.MTU, st.ICMPSent-icmp0, st.MTUReason, limit)
+	}
+	if m := tunSet(&tunMu, &tunMTUs); len(m) == 0 || m[len(m)-1] != st.MTU {
+		t.Errorf("TUN MTUs set %v, want the last %d", m, st.MTU)
+	}
+	small := st.MTU - st.MTU%8
+	seqSmall := r.seq
+	r.send(200*time.Millisecond, small)
+	// Packets that fit the lowered MTU pass (the first wait for quic-go's
+	// window, collapsed by the black hole's losses, to reopen).
+	waitFor(t, func() bool {
+		n := 0
+		for _, a := range r.arrivals() {
+			if a.seq >= seqSmall {
+				n++
+			}
+		}
+		return n >= 100
+	})
+
+	// Heal: the budgets and the MTU rise again within a raise period.
+	healed := time.Now()
+	for _, rl := range relays {
+		rl.SetMaxPacket(emu.Up, 0)
+		rl.SetMaxPacket(emu.Down, 0)
+	}
+	testkit.WaitFor(t, "budgets and MTU back", 2*policy.DefaultPMTURaise+2*time.Second, func() bool {
+		s := tb.edge.Bond().Stats()
+		return s.MTU == testMTU && s.Paths[0].DatagramBudget == full && s.Paths[1].DatagramBudget == full
+	})
+	t.Logf("healed: budgets and MTU back after %s; TUN MTUs set %v", time.Since(healed), tunSet(&tunMu, &tunMTUs))
+	if m := tunSet(&tunMu, &tunMTUs); m[len(m)-1] != testMTU {
+		t.Errorf("TUN MTUs set %v, want the last %d", m, testMTU)
+	}
+	seqHeal := r.seq
+	r.send(300*time.Millisecond, testMTU)
+	waitFor(t, func() bool {
+		n := 0
+		for _, a := range r.arrivals() {
+			if a.seq >= seqHeal {
+				n++
+			}
+		}
+		return n >= 150
+	})
+	cancel()
+	<-done
+	for _, a := range r.arrivals() {
+		if l := a.at.Sub(a.sent); l > time.Second {
+			t.Errorf("packet %d delivered %s after it was sent, want ≤ 1 s", a.seq, l)
+			break
+		}
+	}
+}
+
+// pmtuMeasure returns, for the packets with sequence numbers in
+// [from, to) sent from onset on: the time from onset to the first arrival
+// after the longest gap between arrivals (when that gap started after the
+// onset; else 0), that gap, how many never arrived, and the longest time a
+// packet took from send to arrival.
+func pmtuMeasure(arr []pmtuArrival, from, to uint32, onset time.Time) (restore, gap time.Duration, lost int, late time.Duration) {
+	got := map[uint32]bool{}
+	prev := onset
+	for _, a := range arr {
+		late = max(late, a.at.Sub(a.sent))
+		if a.seq < from || a.seq >= to {
+			continue
+		}
+		got[a.seq] = true
+		if d := a.at.Sub(prev); d > gap {
+			gap, restore = d, a.at.Sub(onset)
+		}
+		prev = a.at
+	}
+	if gap < 20*time.Millisecond {
+		restore = 0 // no outage worth the name
+	}
+	return restore, gap, int(to-from) - len(got), late
+}
+
+func tunSet(mu *sync.Mutex, s *[]int) []int {
+	mu.Lock()
+	defer mu.Unlock()
+	return append([]int(nil), *s...)
+}
