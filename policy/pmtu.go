@@ -182,14 +182,14 @@ type PMTU struct {
 	// with OnSuspect (its first failure at Max is a black hole).
 	suspected, fromSuspect bool
 	// cause is the change that took the budget below Max (Reason).
-	cause PMTUChange
-	sent      int // probes of cand sent
-	failed    int // losses of cand
+	cause   PMTUChange
+	sent    int // probes of cand sent
+	failed  int // losses of cand
 	probeAt time.Time
 	candAt  time.Time // the first probe of cand
 	srtt    time.Duration
 	raiseAt time.Time
-	ackAt     time.Time // the last sample with an acknowledgement
+	ackAt   time.Time // the last sample with an acknowledgement
 	// run is the black-hole detector: n datagrams larger than Base lost in
 	// a row, the smallest min bytes, alive once some packet was acked.
 	run struct {

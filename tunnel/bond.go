@@ -250,23 +250,23 @@ func (b *Bond) Stats() BondStats {
 	id := b.rx.bondID
 	b.rx.Unlock()
 	s := BondStats{
-		EdgeID:       b.edgeID,
-		BondID:       id,
-		Uptime:       time.Duration(time.Now().UnixNano() - b.started.Load()),
+		EdgeID:        b.edgeID,
+		BondID:        id,
+		Uptime:        time.Duration(time.Now().UnixNano() - b.started.Load()),
 		MTU:           int(b.sendMTU.Load()),
 		MTUConfigured: b.mtu,
 		MTUChanges:    b.ctr.mtuChanges.Load(),
-		TxPackets:    b.ctr.txPackets.Load(),
-		RxPackets:    b.ctr.rxPackets.Load(),
-		Drops:        b.drops.snapshot(BondDropReasons),
-		ICMPSent:     b.ctr.icmpSent.Load(),
-		MSSClamped:   b.ctr.mssClamped.Load(),
-		FEC:          b.fecStats(),
-		Rules:        b.rules.stats(),
-		FlowTagged:   b.ctr.flowTagged.Load(),
-		FlowUntagged: b.flows.full.Load(),
-		Control:      b.controlStats(),
-		PeerPaths:    b.ctl.peerReport(),
+		TxPackets:     b.ctr.txPackets.Load(),
+		RxPackets:     b.ctr.rxPackets.Load(),
+		Drops:         b.drops.snapshot(BondDropReasons),
+		ICMPSent:      b.ctr.icmpSent.Load(),
+		MSSClamped:    b.ctr.mssClamped.Load(),
+		FEC:           b.fecStats(),
+		Rules:         b.rules.stats(),
+		FlowTagged:    b.ctr.flowTagged.Load(),
+		FlowUntagged:  b.flows.full.Load(),
+		Control:       b.controlStats(),
+		PeerPaths:     b.ctl.peerReport(),
 	}
 	if r := b.mtuReason.Load(); r != nil {
 		s.MTUReason = *r
