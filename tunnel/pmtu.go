@@ -51,8 +51,6 @@ const pmtuBase = 1200 - quicDatagramOverhead
 // datagram size of (a power of two).
 const pmtuRing = 1024
 
-var debugPMTU = false
-
 // pmtuProbe holds the zeros probes are cut from (SendDatagram copies).
 var pmtuProbe [1452]byte
 
@@ -175,9 +173,6 @@ func (p *path) pmtuTick(l *lane, conn *quic.Conn, now time.Time) {
 	pm.tickAt = now
 	s := policy.PMTUSample{Acked: pm.acked.Swap(false), DeliveredMax: int(pm.dlvMax.Swap(0)),
 		Lost: int(pm.lost.Swap(0)), LostMin: int(pm.lostMin.Swap(0))}
-	if debugPMTU && (s.Lost > 0 || s.DeliveredMax > 0) {
-		println("pmtu", p.name, now.UnixMilli()%100000, s.Acked, s.DeliveredMax, s.Lost, s.LostMin, pm.m.State().String(), pm.m.Budget())
-	}
 	before, confBefore := pm.m.Budget(), pm.m.Confirmed()
 	_, holesBefore, _ := pm.m.Counts()
 	// Large datagrams unanswered for the liveness bound while the peer

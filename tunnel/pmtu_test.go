@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go/qlog"
+
 	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/internal/testkit"
 	"github.com/bondd/bondd/policy"
@@ -287,4 +289,55 @@ func tunSet(mu *sync.Mutex, s *[]int) []int {
 	mu.Lock()
 	defer mu.Unlock()
 	return append([]int(nil), *s...)
+}
+
+// TestRecorderPMTU checks the recorder's packet-number ring: ACK ranges
+// report each newly acknowledged packet's datagram size once, losses find
+// the size of a remembered packet, and nothing allocates.
+func TestRecorderPMTU(t *testing.T) {
+	r := &recorder{}
+	var pm pathPMTU
+	pm.init(testMTU+HeaderBudget, PathOptions{}, time.Now())
+	sizes := []int{0, 1200, 48, 1242, 1242, 100, 1230, 0, 1242, 1242}
+	for pn, s := range sizes {
+		r.noteSent(int64(pn), pn == 9, s)
+	}
+	for _, c := range []struct {
+		name   string
+		ranges []qlog.AckRange // largest first
+		want   int             // largest datagram newly acknowledged
+	}{
+		{"first three", []qlog.AckRange{{Smallest: 0, Largest: 2}}, 1200},
+		{"again, nothing new", []qlog.AckRange{{Smallest: 0, Largest: 2}}, 0},
+		{"gap at 3 and 4", []qlog.AckRange{{Smallest: 5, Largest: 6}, {Smallest: 0, Largest: 2}}, 1230},
+		{"the rest", []qlog.AckRange{{Smallest: 7, Largest: 8}, {Smallest: 5, Largest: 6}}, 1242},
+	} {
+		pm.dlvMax.Store(0)
+		r.noteAcks(&qlog.AckFrame{AckRanges: c.ranges}, &pm)
+		if got := int(pm.dlvMax.Load()); got != c.want {
+			t.Errorf("%s: largest acknowledged %d, want %d", c.name, got, c.want)
+		}
+	}
+	if s, probe, ok := r.sizeOf(9); !ok || !probe || s != 1242 {
+		t.Errorf("packet 9: %d bytes, probe %v, known %v; want 1242, a probe", s, probe, ok)
+	}
+	if _, _, ok := r.sizeOf(9 + pmtuRing); ok {
+		t.Error("a packet number never sent was found")
+	}
+	pm.onLost(1242)
+	pm.onLost(100) // at or below Base: not the machine's concern
+	if pm.lost.Load() != 1 || pm.lostMin.Load() != 1242 {
+		t.Errorf("losses %d (min %d), want 1 (1242)", pm.lost.Load(), pm.lostMin.Load())
+	}
+	ack := &qlog.AckFrame{AckRanges: []qlog.AckRange{{Smallest: 0, Largest: 0}}}
+	pn := int64(100)
+	if a := testing.AllocsPerRun(1000, func() {
+		r.noteSent(pn, false, 1242)
+		ack.AckRanges[0] = qlog.AckRange{Smallest: qlog.PacketNumber(pn - 1), Largest: qlog.PacketNumber(pn)}
+		r.noteAcks(ack, &pm)
+		pm.onLost(1242)
+		pn++
+	}); a != 0 {
+		t.Fatalf("the recorder's PMTU bookkeeping allocates %v times per packet", a)
+	}
 }
