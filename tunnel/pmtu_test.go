@@ -22,14 +22,19 @@ import (
 // the edge to the concentrator, each carrying its sequence number and send
 // time, and what arrived of it.
 type pmtuProbeRun struct {
-	tb  *testBond
-	mu  sync.Mutex
-	arr []pmtuArrival
-	seq uint32
+	tb    *testBond
+	mu    sync.Mutex
+	arr   []pmtuArrival
+	seq   uint32
+	mixed bool // every other packet is small (pmtuSmall bytes)
 }
+
+// pmtuSmall is the size of the small packets of a mixed stream, bytes.
+const pmtuSmall = 300
 
 type pmtuArrival struct {
 	seq      uint32
+	size     int // bytes, the inner packet
 	at, sent time.Time
 }
 
@@ -40,7 +45,7 @@ func (r *pmtuProbeRun) receive(ctx context.Context) {
 			if len(pkt) < 28+12 {
 				continue
 			}
-			a := pmtuArrival{seq: binary.BigEndian.Uint32(pkt[28:]), at: time.Now(),
+			a := pmtuArrival{seq: binary.BigEndian.Uint32(pkt[28:]), size: len(pkt), at: time.Now(),
 				sent: time.Unix(0, int64(binary.BigEndian.Uint64(pkt[32:])))}
 			r.mu.Lock()
 			r.arr = append(r.arr, a)
@@ -51,13 +56,18 @@ func (r *pmtuProbeRun) receive(ctx context.Context) {
 	}
 }
 
-// send injects one packet a millisecond for d, each size bytes long.
+// send injects one packet a millisecond for d, each size bytes long (in a
+// mixed stream, every other one pmtuSmall bytes).
 func (r *pmtuProbeRun) send(d time.Duration, size int) {
-	payload := make([]byte, size-28)
+	buf := make([]byte, size-28)
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for end := time.Now().Add(d); time.Now().Before(end); {
 		<-tick.C
+		payload := buf
+		if r.mixed && r.seq%2 == 1 {
+			payload = buf[:pmtuSmall-28]
+		}
 		binary.BigEndian.PutUint32(payload, r.seq)
 		binary.BigEndian.PutUint64(payload[4:], uint64(time.Now().UnixNano()))
 		r.seq++
@@ -79,11 +89,24 @@ func (r *pmtuProbeRun) arrivals() []pmtuArrival {
 // to the other path), and that nothing is delivered more than 1 s late.
 // Then the other path gets the black hole too: the bond lowers its MTU,
 // sets it on the TUN and answers full-size packets with ICMP. When both
-// heal, the budgets and the MTU rise again.
+// heal, the budgets and the MTU rise again. In the "mixed" case every
+// other packet is small, so QUIC's ACKs of the small ones get the large
+// ones declared lost (the data-driven black-hole detection, RFC 8899
+// §4.3); that case stops after the first measurement.
 func TestMTUBlackHole(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the MTU black-hole run in -short mode")
 	}
+	for _, mixed := range []bool{false, true} {
+		name := "large"
+		if mixed {
+			name = "mixed"
+		}
+		t.Run(name, func(t *testing.T) { testMTUBlackHole(t, mixed) })
+	}
+}
+
+func testMTUBlackHole(t *testing.T, mixed bool) {
 	const (
 		oneWay = 10 * time.Millisecond
 		limit  = 1250 // IP bytes: a testMTU inner packet's datagram does not fit, the handshake's neither
@@ -141,7 +164,7 @@ rules:
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := &pmtuProbeRun{tb: tb}
+	r := &pmtuProbeRun{tb: tb, mixed: mixed}
 	done := make(chan struct{})
 	go func() { defer close(done); r.receive(ctx) }()
 
@@ -183,7 +206,7 @@ rules:
 	if st.MTU != testMTU {
 		t.Errorf("bond MTU %d with one path carrying full size, want %d", st.MTU, testMTU)
 	}
-	restore, gap, lost, late := pmtuMeasure(r.arrivals(), seq0, seq1, onset)
+	restore, gap, lost, late := pmtuMeasure(r.arrivals(), seq0, seq1, onset, testMTU, r.mixed)
 	t.Logf("one path black-holed: budget lowered after %s; full-size packets restored %s after the onset; longest gap %s; %d of %d lost; latest delivery %s",
 		time.Duration(detectedNs.Load()), restore, gap, lost, seq1-seq0, late)
 	if restore > 3*time.Second || restore < 0 {
@@ -191,6 +214,9 @@ rules:
 	}
 	if late > time.Second {
 		t.Errorf("a packet was delivered %s after it was sent, want ≤ 1 s", late)
+	}
+	if mixed {
+		return
 	}
 
 	// Both paths black-holed: the bond MTU falls, full-size packets get ICMP.
@@ -265,12 +291,12 @@ rules:
 // after the longest gap between arrivals (when that gap started after the
 // onset; else 0), that gap, how many never arrived, and the longest time a
 // packet took from send to arrival.
-func pmtuMeasure(arr []pmtuArrival, from, to uint32, onset time.Time) (restore, gap time.Duration, lost int, late time.Duration) {
+func pmtuMeasure(arr []pmtuArrival, from, to uint32, onset time.Time, size int, mixed bool) (restore, gap time.Duration, lost int, late time.Duration) {
 	got := map[uint32]bool{}
 	prev := onset
 	for _, a := range arr {
 		late = max(late, a.at.Sub(a.sent))
-		if a.seq < from || a.seq >= to {
+		if a.seq < from || a.seq >= to || a.size != size {
 			continue
 		}
 		got[a.seq] = true
@@ -282,7 +308,11 @@ func pmtuMeasure(arr []pmtuArrival, from, to uint32, onset time.Time) (restore, 
 	if gap < 20*time.Millisecond {
 		restore = 0 // no outage worth the name
 	}
-	return restore, gap, int(to-from) - len(got), late
+	want := int(to - from)
+	if mixed {
+		want = int(to/2 - from/2) // the even sequence numbers are the large packets
+	}
+	return restore, gap, want - len(got), late
 }
 
 func tunSet(mu *sync.Mutex, s *[]int) []int {
