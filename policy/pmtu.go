@@ -23,7 +23,11 @@ import (
 //     row, with no datagram at least as large as the smallest of them
 //     acknowledged meanwhile, while the peer acknowledges smaller packets,
 //     the path is in a black hole for large datagrams: the budget falls to
-//     Base at once (BASE). Below Max, every Raise the machine probes Max
+//     Base at once (BASE). So does [PMTU.OnSuspect], for a hole that eats
+//     every ack-eliciting packet (QUIC then declares nothing lost); until
+//     a probe confirms a smaller size, [PMTU.Confirmed] still reports Max,
+//     since an outage of every size looks the same. Below Max, every Raise
+//     the machine probes Max
 //     once (SEARCH, raising): when the probe is acknowledged the budget is
 //     Max again (§5.2, PMTU_RAISE_TIMER; RFC 8899's 600 s default is for
 //     Internet paths, bondd's probe costs one datagram per Raise).
@@ -31,15 +35,18 @@ import (
 //     packet (BASE_PLPMTU, RFC 9000 §14.3: 1200 bytes); it probes Base.
 //     An acknowledged datagram of at least Base bytes confirms it: SEARCH.
 //     MaxProbes probes lost: ERROR.
-//   - SEARCH: binary search (§5.3.2 allows any search algorithm) between
-//     the confirmed budget and the smallest size seen failing, in steps of
-//     PMTUStep bytes: each candidate is probed up to MaxProbes times
+//   - SEARCH: Max first when no size was seen failing, then binary search
+//     (§5.3.2 allows any search algorithm) between the confirmed budget
+//     and the smallest size seen failing, in steps of PMTUStep bytes: each candidate is probed up to MaxProbes times
 //     (MAX_PROBES, §5.1.2), PMTUProbeGap apart; an acknowledged probe
 //     confirms it, MaxProbes lost ones (or no answer within the probe
 //     timeout, max(3 × srtt, PMTUProbeTimeoutMin), PROBE_TIMER) reject it.
 //     The search ends in SEARCH_COMPLETE.
 //   - ERROR: not even Base arrives; the budget is the largest datagram
-//     acknowledged meanwhile (possibly 0). Base is probed every Raise.
+//     acknowledged meanwhile (possibly 0; Base while only suspected). Base
+//     is probed every Raise, and every Raise/4 while the peer answers
+//     (every PMTUProbeTimeoutMin while only suspected), so the path is back
+//     soon after an outage.
 //
 // A probe is a padded datagram the receiver discards; any acknowledged
 // datagram counts as evidence too (§4.1 allows data as probes). A probe's
