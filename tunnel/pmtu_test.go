@@ -23,6 +23,7 @@ import (
 // time, and what arrived of it.
 type pmtuProbeRun struct {
 	tb    *testBond
+	down  bool // concentrator to edge, not edge to concentrator
 	mu    sync.Mutex
 	arr   []pmtuArrival
 	seq   uint32
@@ -39,9 +40,13 @@ type pmtuArrival struct {
 }
 
 func (r *pmtuProbeRun) receive(ctx context.Context) {
+	out := r.tb.concDev.Outbound()
+	if r.down {
+		out = r.tb.edgeDev.Outbound()
+	}
 	for {
 		select {
-		case pkt := <-r.tb.concDev.Outbound():
+		case pkt := <-out:
 			if len(pkt) < 28+12 {
 				continue
 			}
@@ -71,7 +76,11 @@ func (r *pmtuProbeRun) send(d time.Duration, size int) {
 		binary.BigEndian.PutUint32(payload, r.seq)
 		binary.BigEndian.PutUint64(payload[4:], uint64(time.Now().UnixNano()))
 		r.seq++
-		r.tb.edgeDev.Inject(udp4(edgeAddr, srvAddr, payload))
+		if r.down {
+			r.tb.concDev.Inject(udp4(srvAddr, edgeAddr, payload))
+		} else {
+			r.tb.edgeDev.Inject(udp4(edgeAddr, srvAddr, payload))
+		}
 	}
 }
 
@@ -369,5 +378,87 @@ func TestRecorderPMTU(t *testing.T) {
 		pn++
 	}); a != 0 {
 		t.Fatalf("the recorder's PMTU bookkeeping allocates %v times per packet", a)
+	}
+}
+
+// TestMTUBlackHoleDownlink black-holes the concentrator-to-edge direction
+// of both paths (IP packets over 1250 bytes dropped) under a 1 kHz
+// downlink stream of full-size packets: the concentrator's paths detect
+// it, its bond lowers its MTU and answers full-size packets with ICMP
+// (its TUN, shared by all bonds, keeps its MTU), packets that fit still
+// arrive, and all of it rises again when the paths heal.
+func TestMTUBlackHoleDownlink(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping the MTU black-hole run in -short mode")
+	}
+	const limit = 1250
+	var relays emu.Relays
+	tb := newTestBondWith(t, token, 2, func(o *EdgeOptions) {
+		o.FEC = FECOptions{Mode: FECOff}
+		rs, err := emu.StartRelays(netip.MustParseAddrPort(o.Concentrator), []emu.RelayLink{
+			symmetric(10*time.Millisecond, 50*emu.Mbps, 0), symmetric(15*time.Millisecond, 50*emu.Mbps, 0)}, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rs.Close() })
+		for i, a := range rs.Addrs() {
+			o.Uplinks[i].Remote = a
+		}
+		relays = rs
+	})
+	tb.waitActive(t, 2)
+	conc := tb.conc.Bond("van-1")
+	waitFor(t, func() bool { return len(conc.Stats().Paths) == 2 })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := &pmtuProbeRun{tb: tb, down: true}
+	done := make(chan struct{})
+	go func() { defer close(done); r.receive(ctx) }()
+	r.send(300*time.Millisecond, testMTU)
+
+	onset := time.Now()
+	for _, rl := range relays {
+		rl.SetMaxPacket(emu.Down, limit)
+	}
+	icmp0 := conc.Stats().ICMPSent
+	for time.Since(onset) < 3*time.Second && conc.Stats().MTU == testMTU {
+		r.send(50*time.Millisecond, testMTU)
+	}
+	lowered := time.Since(onset)
+	r.send(300*time.Millisecond, testMTU)
+	st := conc.Stats()
+	t.Logf("downlink black hole: concentrator MTU %d after %s (%s); ICMP sent %d", st.MTU, lowered, st.MTUReason, st.ICMPSent-icmp0)
+	for _, p := range st.Paths {
+		t.Logf("  concentrator path %s: budget %d (%s): %s", p.Name, p.DatagramBudget, p.PMTUState, p.PMTUReason)
+	}
+	if st.MTU >= testMTU || lowered > 3*time.Second || st.ICMPSent == icmp0 {
+		t.Fatalf("concentrator MTU %d after %s, %d ICMP answers; want it lowered within 3 s, and answers", st.MTU, lowered, st.ICMPSent-icmp0)
+	}
+	seqSmall := r.seq
+	r.send(200*time.Millisecond, st.MTU)
+	waitFor(t, func() bool {
+		n := 0
+		for _, a := range r.arrivals() {
+			if a.seq >= seqSmall {
+				n++
+			}
+		}
+		return n >= 100
+	})
+	healed := time.Now()
+	for _, rl := range relays {
+		rl.SetMaxPacket(emu.Down, 0)
+	}
+	testkit.WaitFor(t, "the concentrator's MTU back", 2*policy.DefaultPMTURaise+2*time.Second, func() bool {
+		return conc.Stats().MTU == testMTU
+	})
+	t.Logf("healed: concentrator MTU back after %s", time.Since(healed))
+	cancel()
+	<-done
+	for _, a := range r.arrivals() {
+		if l := a.at.Sub(a.sent); l > time.Second {
+			t.Errorf("packet %d delivered %s after it was sent, want ≤ 1 s", a.seq, l)
+			break
+		}
 	}
 }
