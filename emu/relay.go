@@ -251,6 +251,22 @@ func (r *Relay) SetDown(down bool) {
 	}
 }
 
+// SetMaxPacket makes direction dir drop, silently, every datagram whose IP
+// packet (payload + IP and UDP headers, as the models see it) is larger
+// than bytes, as a path MTU black hole does: a router that cannot forward
+// it and sends no ICMP error, or whose error is filtered (RFC 2923 §2.1,
+// RFC 8899 §1.1). Drops count as DropTooBig. 0 (or less) removes the
+// limit. It applies from the next datagram read; safe for concurrent use.
+func (r *Relay) SetMaxPacket(dir Direction, bytes int) {
+	if dir > Down {
+		return
+	}
+	old := r.dirs[dir].maxPacket.Swap(int64(max(bytes, 0)))
+	if old != int64(max(bytes, 0)) {
+		r.log.Info("emu relay max packet size", "dir", dir.String(), "bytes", bytes)
+	}
+}
+
 // IsDown reports whether SetDown(true) is in force.
 func (r *Relay) IsDown() bool { return r.down.Load() }
 

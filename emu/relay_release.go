@@ -7,6 +7,7 @@ package emu
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,6 +16,9 @@ type direction struct {
 	dir   Direction
 	bell  chan struct{} // capacity 1: a new head was scheduled
 	stats dirCounters
+	// maxPacket is the largest IP packet, bytes, the direction carries
+	// (SetMaxPacket); 0: no limit.
+	maxPacket atomic.Int64
 
 	// mu guards the following.
 	mu      sync.Mutex
@@ -62,6 +66,10 @@ func (r *Relay) schedule(d *direction, s *session, data []byte, now time.Duratio
 	st.bytes.Add(uint64(len(data)))
 	if r.down.Load() {
 		st.outage.Add(1)
+		return
+	}
+	if m := d.maxPacket.Load(); m > 0 && int64(len(data)+s.overhead[d.dir]) > m {
+		st.tooBig.Add(1)
 		return
 	}
 	p := getPacket(len(data))

@@ -17,6 +17,7 @@ type DirStats struct {
 	DropLoss                  uint64 // random loss (model)
 	DropQueue                 uint64 // drop-tail queue full (model)
 	DropOutage                uint64 // scheduled outage (model) or SetDown
+	DropTooBig                uint64 // IP packet above the SetMaxPacket limit (an MTU black hole)
 	DropOther                 uint64 // relay limits, unknown sources, write errors
 	Scheduled                 int    // waiting for their release time now
 	// Lateness of actual release (after the write returned) versus the
@@ -36,6 +37,7 @@ type dirCounters struct {
 	packets, bytes            atomic.Uint64
 	delivered, deliveredBytes atomic.Uint64
 	loss, queue, outage       atomic.Uint64
+	tooBig                    atomic.Uint64
 	other                     atomic.Uint64
 	late                      lateHist
 }
@@ -70,6 +72,7 @@ func (c *dirCounters) snapshot() DirStats {
 		DropLoss:       c.loss.Load(),
 		DropQueue:      c.queue.Load(),
 		DropOutage:     c.outage.Load(),
+		DropTooBig:     c.tooBig.Load(),
 		DropOther:      c.other.Load(),
 	}
 	s.LateP50, s.LateP99, s.LateMax = c.late.quantiles()

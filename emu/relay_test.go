@@ -465,3 +465,43 @@ func TestLateHist(t *testing.T) {
 		t.Errorf("p50 %v p99 %v max %v", p50, p99, mx)
 	}
 }
+
+// TestRelayMaxPacket: with SetMaxPacket a direction drops the datagrams
+// whose IP packet is larger than the limit (counted as DropTooBig) and
+// relays the others, until the limit is removed.
+func TestRelayMaxPacket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mn := newMemNet()
+		client, server, ln := mn.listen(), mn.listen(), mn.listen()
+		r, err := NewRelay(Options{Listen: ln, Upstream: server.addr, CoarseTimers: true,
+			DialUpstream: func() (net.PacketConn, error) { return mn.listen(), nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		buf := make([]byte, 2048)
+		r.SetMaxPacket(Up, 1300)
+		for _, c := range []struct {
+			payload int
+			pass    bool
+		}{{1272, true}, {1273, false}, {100, true}, {1400, false}} { // + 28 bytes of IPv4 and UDP headers
+			client.send(t, make([]byte, c.payload), ln.LocalAddr())
+			synctest.Wait()
+			if got := server.pending() == 1; got != c.pass {
+				t.Fatalf("%d-byte payload under a 1300-byte limit: relayed %v, want %v", c.payload, got, c.pass)
+			}
+			if c.pass {
+				server.ReadFrom(buf)
+			}
+		}
+		r.SetMaxPacket(Up, 0)
+		client.send(t, make([]byte, 1400), ln.LocalAddr())
+		synctest.Wait()
+		if server.pending() != 1 {
+			t.Fatal("a 1400-byte payload was not relayed once the limit was removed")
+		}
+		if st := r.Stats().Up; st.DropTooBig != 2 || st.Delivered != 3 {
+			t.Fatalf("up stats %+v, want 2 too-big drops and 3 delivered", st)
+		}
+	})
+}

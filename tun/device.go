@@ -268,3 +268,29 @@ func DrainEvents(d Device, fn func(Event)) {
 		}
 	}
 }
+
+// SetMTU sets the MTU of dev to mtu bytes, in [MinMTU, MaxPacketSize],
+// with netlink in the calling thread's network namespace, which must be
+// the device's. The kernel then answers packets it would route into dev
+// that are larger (with DF) with ICMP errors itself, and local sockets
+// learn the MTU. Linux removes the IPv6 addresses of a link whose MTU
+// falls below [DefaultMTU] and does not restore them: a caller with IPv6
+// on dev keeps mtu >= DefaultMTU. It returns an error wrapping
+// [ErrInvalidConfig] for an MTU out of range, else the netlink error.
+func SetMTU(dev Device, mtu int) error {
+	if mtu < MinMTU || mtu > MaxPacketSize {
+		return fmt.Errorf("%w: MTU %d outside [%d, %d]", ErrInvalidConfig, mtu, MinMTU, MaxPacketSize)
+	}
+	name, err := dev.Name()
+	if err != nil {
+		return fmt.Errorf("tun: read device name: %w", err)
+	}
+	link, err := netlink.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("tun: look up link %s: %w", name, err)
+	}
+	if err := netlink.LinkSetMTU(link, mtu); err != nil {
+		return fmt.Errorf("tun: set MTU %d on %s: %w", mtu, name, err)
+	}
+	return nil
+}

@@ -476,3 +476,28 @@ func TestOpenFailureClosesDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSetMTU lowers and raises the MTU of a live device with SetMTU and
+// checks that an MTU out of range is refused without touching it.
+func TestSetMTU(t *testing.T) {
+	h := newTunHost(t)
+	err := h.ns.Do(func() error {
+		for _, c := range []struct {
+			mtu  int
+			ok   bool
+			want int
+		}{{1280, true, 1280}, {tunMTU, true, tunMTU}, {tun.MinMTU - 1, false, tunMTU}, {tun.MaxPacketSize + 1, false, tunMTU}} {
+			err := tun.SetMTU(h.dev, c.mtu)
+			if (err == nil) != c.ok || !c.ok && !errors.Is(err, tun.ErrInvalidConfig) {
+				t.Errorf("SetMTU(%d): %v, want ok %v", c.mtu, err, c.ok)
+			}
+			if mtu, err := h.dev.MTU(); err != nil || mtu != c.want {
+				t.Errorf("after SetMTU(%d): MTU() = %d, %v; want %d", c.mtu, mtu, err, c.want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

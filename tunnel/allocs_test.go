@@ -62,11 +62,17 @@ func TestBondSendAllocs(t *testing.T) {
 	for _, tc := range []struct {
 		fopts FECOptions
 		rate  bool
-	}{{FECOptions{Mode: FECOff}, false}, {FECOptions{Mode: FECFixed, Ratio: 0.25}, false},
-		{FECOptions{Mode: FECOff}, true}, {FECOptions{Mode: FECFixed, Ratio: 0.25}, true}} {
+		hole  bool // path a's datagram budget does not carry the packets (pmtu.go)
+	}{{FECOptions{Mode: FECOff}, false, false}, {FECOptions{Mode: FECFixed, Ratio: 0.25}, false, false},
+		{FECOptions{Mode: FECOff}, true, false}, {FECOptions{Mode: FECFixed, Ratio: 0.25}, true, false},
+		{FECOptions{Mode: FECFixed, Ratio: 0.25}, false, true}} {
 		fopts := tc.fopts
-		t.Run(fmt.Sprint(fopts.Mode, " rate=", tc.rate), func(t *testing.T) {
+		t.Run(fmt.Sprint(fopts.Mode, " rate=", tc.rate, " hole=", tc.hole), func(t *testing.T) {
 			b := allocsBond(t, &discardTUN{Device: tuntest.New(testMTU, 1)}, fopts, tc.rate)
+			if tc.hole {
+				b.paths.Load().paths[0].pmtu.budget.Store(pmtuBase)
+				b.minBudget.Store(pmtuBase)
+			}
 			pkt := udp4(edgeAddr, srvAddr, make([]byte, 1000))
 			set := b.paths.Load()
 			buf := getBuf()
@@ -99,6 +105,9 @@ func TestBondSendAllocs(t *testing.T) {
 			}
 			if fopts.Mode == FECFixed && s.FEC.ParitySent == 0 {
 				t.Fatalf("no parity sent: FEC stats %+v", s.FEC)
+			}
+			if tc.hole && s.Paths[0].TxPackets != 0 {
+				t.Fatalf("%d datagrams on the path whose budget does not carry them", s.Paths[0].TxPackets)
 			}
 		})
 	}

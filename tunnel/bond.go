@@ -80,6 +80,21 @@ type Bond struct {
 
 	ctr   bondCounters
 	drops dropCounters // bond-scope reasons (DropReason)
+
+	// Path MTU (pmtu.go). sendMTU is the inner MTU packets are checked
+	// against, bytes (at most mtu); minBudget the smallest datagram budget
+	// of the connected paths, bytes; both read per packet. mtuMu orders
+	// their updates (updateMTU); mtuReason says why sendMTU < mtu.
+	sendMTU, minBudget atomic.Int64
+	mtuMu              sync.Mutex
+	mtuReason          atomic.Pointer[string]
+	// setTUNMTU sets the device MTU (EdgeOptions.SetTUNMTU; nil on the
+	// concentrator, whose device all bonds share); tunMu guards tunMTU,
+	// the MTU last set.
+	setTUNMTU func(int) error
+	tunMu     sync.Mutex
+	tunMTU    int
+	fit       fitScratch // the TUN reader's
 }
 
 // pathSet is an immutable snapshot of a bond's paths, with the policy view
@@ -94,6 +109,7 @@ type bondCounters struct {
 	txPackets, rxPackets atomic.Uint64
 	icmpSent, mssClamped atomic.Uint64
 	flowTagged           atomic.Uint64
+	mtuChanges           atomic.Uint64
 }
 
 // bondOptions are what newBond needs beyond the edge id and device.
@@ -110,6 +126,8 @@ type bondOptions struct {
 	// peer is, on the concentrator, the edge the bond serves: its control
 	// plane (ctrl_conc.go) is built from it. nil on the edge.
 	peer *EdgeAuth
+	// setTUNMTU sets the device MTU; nil: never (pmtu.go).
+	setTUNMTU func(int) error
 }
 
 func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
@@ -155,7 +173,12 @@ func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
 		cls:       cls,
 		reseq:     newReseqRx(o.reseq),
 		reseqWbuf: make([][]byte, 1),
+		setTUNMTU: o.setTUNMTU,
+		tunMTU:    mtu,
+		fit:       newFitScratch(),
 	}
+	b.sendMTU.Store(int64(mtu))
+	b.minBudget.Store(int64(mtu + HeaderBudget))
 	b.reseqWrite = func(pkt []byte, off int) { b.deliver(pkt, off, b.reseqWbuf) }
 	if ctl != nil {
 		ctl.bond = b
@@ -227,21 +250,26 @@ func (b *Bond) Stats() BondStats {
 	id := b.rx.bondID
 	b.rx.Unlock()
 	s := BondStats{
-		EdgeID:       b.edgeID,
-		BondID:       id,
-		Uptime:       time.Duration(time.Now().UnixNano() - b.started.Load()),
-		MTU:          b.mtu,
-		TxPackets:    b.ctr.txPackets.Load(),
-		RxPackets:    b.ctr.rxPackets.Load(),
-		Drops:        b.drops.snapshot(BondDropReasons),
-		ICMPSent:     b.ctr.icmpSent.Load(),
-		MSSClamped:   b.ctr.mssClamped.Load(),
-		FEC:          b.fecStats(),
-		Rules:        b.rules.stats(),
-		FlowTagged:   b.ctr.flowTagged.Load(),
-		FlowUntagged: b.flows.full.Load(),
-		Control:      b.controlStats(),
-		PeerPaths:    b.ctl.peerReport(),
+		EdgeID:        b.edgeID,
+		BondID:        id,
+		Uptime:        time.Duration(time.Now().UnixNano() - b.started.Load()),
+		MTU:           int(b.sendMTU.Load()),
+		MTUConfigured: b.mtu,
+		MTUChanges:    b.ctr.mtuChanges.Load(),
+		TxPackets:     b.ctr.txPackets.Load(),
+		RxPackets:     b.ctr.rxPackets.Load(),
+		Drops:         b.drops.snapshot(BondDropReasons),
+		ICMPSent:      b.ctr.icmpSent.Load(),
+		MSSClamped:    b.ctr.mssClamped.Load(),
+		FEC:           b.fecStats(),
+		Rules:         b.rules.stats(),
+		FlowTagged:    b.ctr.flowTagged.Load(),
+		FlowUntagged:  b.flows.full.Load(),
+		Control:       b.controlStats(),
+		PeerPaths:     b.ctl.peerReport(),
+	}
+	if r := b.mtuReason.Load(); r != nil {
+		s.MTUReason = *r
 	}
 	rs, _ := b.reseq.stats() // malformed tags are drops (DropBadFlowTag)
 	s.Reseq = &rs

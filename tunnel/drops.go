@@ -39,6 +39,7 @@ const (
 	DropObjectLost                         // path: the rest of a (non-key) video frame that lost a packet in the queue
 	DropSuspect                            // path: handed to quic-go after the peer was last heard, on a path that then turned SUSPECT (liveness.go): presumed lost
 	DropStale                              // path: received older than StaleAfter against the path's one-way-delay baseline (stale.go)
+	DropBlackHole                          // path: handed to quic-go and lost in a path MTU black hole before bondd detected it (pmtu.go)
 
 	numDropReasons // not a reason: the number of them
 )
@@ -77,6 +78,7 @@ var dropInfo = [numDropReasons]struct {
 	DropObjectLost:       {"object_lost", scopePath},
 	DropSuspect:          {"suspect", scopePath},
 	DropStale:            {"stale", scopePath},
+	DropBlackHole:        {"black_hole", scopePath},
 }
 
 // String returns the reason's name in status, metrics and docs, like

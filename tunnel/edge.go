@@ -58,7 +58,7 @@ func NewEdge(opts EdgeOptions) (*Edge, error) {
 	}
 	e := &Edge{opts: opts, log: orDiscard(opts.Logger), bondID: binary.BigEndian.Uint64(id[:]) >> 2}
 	bond, err := newBond(opts.ID, opts.Device, bondOptions{mtu: opts.MTU, picker: opts.Picker, paths: opts.Paths,
-		fec: opts.FEC, rules: opts.Rules, classify: opts.Classify, log: e.log})
+		fec: opts.FEC, rules: opts.Rules, classify: opts.Classify, log: e.log, setTUNMTU: opts.SetTUNMTU})
 	if err != nil {
 		return nil, fmt.Errorf("tunnel: edge: %w", err)
 	}

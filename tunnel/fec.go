@@ -92,6 +92,7 @@ type fecSender struct {
 	rdT   fec.Redundancy
 	parT  fec.Parity
 	picks []int
+	fitT  fitScratch
 }
 
 func newFECSender(o FECOptions, mtu int) (*fecSender, error) {
@@ -100,7 +101,7 @@ func newFECSender(o FECOptions, mtu int) (*fecSender, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fecSender{enc: enc, opts: o, mtu: mtu, wake: make(chan struct{}, 1)}, nil
+	return &fecSender{enc: enc, opts: o, mtu: mtu, wake: make(chan struct{}, 1), fitT: newFitScratch()}, nil
 }
 
 // parityBufs gives p its K parity buffers the first time a block is
@@ -154,15 +155,18 @@ func (b *Bond) protect(pkt []byte, pi int, h *Header, now time.Time) (sealed boo
 // picker chooses, as for data. Parity never queues behind a full congestion
 // window: when the chosen path could not send it at once it is skipped and
 // counted, because parity that waits makes the data it protects wait too
-// and comes too late to repair anything. picks is the caller's scratch.
-func (b *Bond) sendParity(p *fec.Parity, picks []int, now time.Time) {
+// and comes too late to repair anything. picks and fs are the caller's
+// scratch.
+func (b *Bond) sendParity(p *fec.Parity, picks []int, fs *fitScratch, now time.Time) {
 	set := b.paths.Load()
 	for j, shard := range p.Shards {
 		ref := p.ShardRef(j)
-		if len(picks) < len(set.paths) || b.picker.Pick(set.states, now, picks) == 0 {
+		states, idx := b.fitStates(set, len(shard)+HeaderBudget, fs) // paths whose budget carries it (pmtu.go)
+		if len(picks) < len(set.paths) || len(states) == 0 || b.picker.Pick(states, now, picks) == 0 {
 			b.drops.add(DropNoPath)
 			continue
 		}
+		remap(picks, 1, idx)
 		if !set.states[picks[0]].HasWindow() {
 			b.drops.add(DropParitySkipped)
 			continue
@@ -205,7 +209,7 @@ func (b *Bond) routineFECFlush(done <-chan struct{}) {
 			if n := len(b.paths.Load().paths); len(s.picks) < n {
 				s.picks = make([]int, n)
 			}
-			b.sendParity(&s.parT, s.picks, now)
+			b.sendParity(&s.parT, s.picks, &s.fitT, now)
 		}
 		select { // drop a wake-up for the block just flushed
 		case <-s.wake:

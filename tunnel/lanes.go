@@ -60,6 +60,7 @@ type lane struct {
 	srtt, minRTT   atomic.Int64  // ns; RFC 9002 §5
 	cwnd, inflight atomic.Int64  // bytes
 	unsent         atomic.Int64  // datagrams inside quic-go's send queue
+	probeSize      atomic.Int64  // bytes: a path MTU probe handed to quic-go, not yet seen sent (pmtu.go)
 	draining       atomic.Bool   // the lane is being removed: it takes no more frames
 	txPackets      atomic.Uint64 // datagrams handed to quic-go, over all the lane's connections
 	bell           chan struct{} // rung when a packet leaves or the window changes; capacity 1

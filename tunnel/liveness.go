@@ -104,6 +104,7 @@ func (l *lane) routineLiveness(conn *quic.Conn) {
 			if stalled {
 				continue
 			}
+			p.pmtuTick(l, conn, now) // path MTU (pmtu.go)
 			sus, silent := p.state.Suspect(now)
 			if !sus {
 				continue
@@ -171,6 +172,7 @@ func (p *path) livenessStats(s *PathStats) {
 // live path.
 func (p *path) onSuspect(now time.Time, silent time.Duration) {
 	p.suspectStarts.Add(1)
+	p.pmtuSuspect(now) // large datagrams unanswered: a path MTU black hole? (pmtu.go)
 	lost := p.txPackets.Load() - p.txAtHeard.Load()
 	p.drops.addN(DropSuspect, lost)
 	moved := 0

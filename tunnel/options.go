@@ -84,6 +84,14 @@ type PathOptions struct {
 	// past which a received datagram is dropped, not delivered (stale.go;
 	// 0: DefaultStaleAfter, or MaxQueueDelay when that is longer).
 	StaleAfter time.Duration
+	// PMTUOff turns off path MTU discovery and black-hole detection
+	// (pmtu.go): every path's datagram budget stays the bond's largest
+	// datagram. Optional; default false (on).
+	PMTUOff bool
+	// PMTURaise is how often a path whose datagram budget fell below the
+	// bond's largest datagram probes that size again (pmtu.go; RFC 8899
+	// PMTU_RAISE_TIMER); 0: policy.DefaultPMTURaise (2 s).
+	PMTURaise time.Duration
 	// QlogDir, when set, is an existing directory where quic-go writes the
 	// qlog of every path connection, one <odcid>_<client|server>.sqlog
 	// file each (see qlogFile), for debugging. Optional; empty: no qlog.
@@ -135,6 +143,8 @@ func (o PathOptions) validate() error {
 		return fmt.Errorf("suspect_min %s is below 10ms", o.SuspectMin)
 	case o.DeadAfter <= o.SuspectMin:
 		return fmt.Errorf("dead_after %s is not above suspect_min %s", o.DeadAfter, o.SuspectMin)
+	case o.PMTURaise < 0 || o.PMTURaise > 10*time.Minute:
+		return fmt.Errorf("pmtu_raise %s is outside 0..10m", o.PMTURaise)
 	case o.StaleAfter < o.MaxQueueDelay:
 		return fmt.Errorf("stale_after %s is below the queue-delay limit %s", o.StaleAfter, o.MaxQueueDelay)
 	}
@@ -205,6 +215,14 @@ type EdgeOptions struct {
 	// outage. The fleet's failover uses it (docs/design.md "Fleet"). It
 	// must not block.
 	OnPathEnd func(path, node string, err error)
+
+	// SetTUNMTU, optional, sets the MTU of Device, bytes. The bond calls it
+	// (from a goroutine of its own, one call at a time) when path MTU
+	// discovery lowers its send MTU because no path carries full-size
+	// datagrams, and when it rises again (pmtu.go); it never asks for more
+	// than MTU. nil: the device keeps MTU, and only the ICMP answers to
+	// oversize packets tell senders.
+	SetTUNMTU func(mtu int) error
 }
 
 // EdgeAuth is one edge a concentrator accepts.

@@ -43,6 +43,12 @@ type path struct {
 	migrations                         atomic.Uint64
 	drops                              dropCounters // path-scope reasons (DropReason)
 	lastErr                            atomic.Pointer[string]
+
+	// pmtu is the path's datagram budget (pmtu.go); fit, under fitMu, is
+	// the lanes' scratch for moving frames over it (rerouteOversize).
+	pmtu  pathPMTU
+	fitMu sync.Mutex
+	fit   fitScratch
 }
 
 func newPath(b *Bond, name string, labels map[string]string) *path {
@@ -50,6 +56,8 @@ func newPath(b *Bond, name string, labels map[string]string) *path {
 	p.state.SetLiveness(policy.Liveness{SuspectRTTs: b.popts.SuspectRTTs, SuspectMin: b.popts.SuspectMin})
 	p.queue = newSendQueue(b.popts.QueuePackets, b.popts.MaxQueueDelay, p.state.SetQueueLen, &p.drops)
 	p.rc = newRateCtl(p, b.popts.RateControl)
+	p.pmtu.init(b.mtu+HeaderBudget, b.popts, time.Now())
+	p.fit = newFitScratch()
 	for i := range p.lanes {
 		p.lanes[i] = lane{path: p, idx: i, bell: make(chan struct{}, 1)}
 	}
@@ -86,6 +94,8 @@ func (p *path) serve(l *lane, conn *quic.Conn, rec *recorder, stop <-chan struct
 	l.rec.Store(rec)
 	rec.attach(l)
 	p.laneUp(l, conn, time.Now())
+	p.pmtuHandshake(time.Now()) // the handshake confirmed the bond's datagram size (pmtu.go)
+	p.bond.updateMTU()
 	p.setErr(nil)
 
 	var wg sync.WaitGroup
@@ -102,6 +112,7 @@ func (p *path) serve(l *lane, conn *quic.Conn, rec *recorder, stop <-chan struct
 
 	last := p.laneDown(l, conn)
 	p.aggregate()
+	p.bond.updateMTU()
 	wg.Wait()
 	l.rec.CompareAndSwap(rec, nil)
 	if last {
@@ -162,6 +173,7 @@ func (p *path) stats(now time.Time) PathStats {
 		s.CapacityBps = uint64(float64(s.CongestionWindow) * 8 / srtt.Seconds())
 	}
 	p.livenessStats(&s)
+	p.pmtuStats(&s)
 	if m := p.laneMode.Load(); m != nil {
 		s.LaneMode = *m
 	}

@@ -421,12 +421,13 @@ func (rc *rateCtl) stats() *RateStats {
 // at most one every lossProbeEvery per path: the copies cost nothing in
 // loss (the receiver keeps the first of each sequence number) and keep
 // the path's loss figure fresh, so it turns ACTIVE again when its loss
-// ends. It returns the new number of picks. Called only from the TUN
+// ends. A path whose datagram budget is below size (bytes) gets none. It
+// returns the new number of picks. Called only from the TUN
 // reader; allocation-free.
-func (b *Bond) probeLossy(set *pathSet, picks []int, k int, now time.Time) int {
+func (b *Bond) probeLossy(set *pathSet, picks []int, k, size int, now time.Time) int {
 	ns := now.UnixNano()
 	for i, p := range set.paths {
-		if k >= len(picks) || !p.rc.active() || ns-p.rc.probeAt < int64(lossProbeEvery) ||
+		if k >= len(picks) || !p.rc.active() || ns-p.rc.probeAt < int64(lossProbeEvery) || int(p.pmtu.budget.Load()) < size ||
 			p.state.ReceiverLoss(now) < policy.LossRecovered || p.state.LinkStatus(now) == policy.StatusUnavailable {
 			continue
 		}

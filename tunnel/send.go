@@ -105,12 +105,13 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 		b.drops.add(DropLinkLocal)
 		return false
 	}
-	if n > b.mtu {
+	mtu := int(b.sendMTU.Load()) // the configured MTU, or less while no path carries it (pmtu.go)
+	if n > mtu {
 		b.drops.add(DropOversize)
-		b.replyTooBig(pkt)
+		b.replyTooBig(pkt, mtu)
 		return false
 	}
-	if n > 0 && b.clampMSS(pkt) {
+	if n > 0 && b.clampMSS(pkt, mtu) {
 		b.ctr.mssClamped.Add(1)
 	}
 	protect, expires, prio := b.fecTx != nil, int64(0), uint8(0)
@@ -129,7 +130,10 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 	if len(b.picks) < len(set.paths) { // a path was added (only this goroutine touches picks)
 		b.picks = make([]int, len(set.paths))
 	}
-	k := policy.Select(b.picker, dir, obj, set.states, now, b.picks, &b.sel)
+	// Only paths whose datagram budget carries the packet (pmtu.go).
+	states, idx := b.fitStates(set, n+HeaderBudget, &b.fit)
+	k := policy.Select(b.picker, dir, obj, states, now, b.picks, &b.sel)
+	remap(b.picks, k, idx)
 	if k == 0 {
 		b.drops.add(DropNoPath)
 		return false
@@ -160,7 +164,7 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 			}
 		}
 	}
-	k = b.probeLossy(set, b.picks, k, now) // rate control: keep a lossy path's loss figure fresh
+	k = b.probeLossy(set, b.picks, k, n+HeaderBudget, now) // rate control: keep a lossy path's loss figure fresh
 	h := Header{Type: TypeData, Seq: b.seq.Add(1) - 1, Timestamp: uint64(now.UnixMicro())}
 	if tl > 0 {
 		h.Flags |= FlagFlow
@@ -181,7 +185,7 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 	set.paths[b.picks[0]].queue.push(f)
 	b.ctr.txPackets.Add(1)
 	if sealed {
-		b.sendParity(&b.fecTx.par, b.picks, now)
+		b.sendParity(&b.fecTx.par, b.picks, &b.fit, now)
 	}
 	return true
 }
@@ -194,17 +198,19 @@ func linkScope(a netip.Addr) bool {
 	return a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast()
 }
 
-// clampMSS lowers the MSS option of a TCP SYN to what the tunnel MTU carries.
-func (b *Bond) clampMSS(pkt []byte) bool {
-	return tun.ClampMSS(pkt, tun.MSSForMTU(b.mtu, pkt[0]>>4 == 6))
+// clampMSS lowers the MSS option of a TCP SYN to what the tunnel MTU,
+// mtu bytes, carries.
+func (b *Bond) clampMSS(pkt []byte, mtu int) bool {
+	return tun.ClampMSS(pkt, tun.MSSForMTU(mtu, pkt[0]>>4 == 6))
 }
 
 // replyTooBig writes an ICMP "fragmentation needed" (IPv4) or ICMPv6
-// "packet too big" back into the TUN for an oversize packet.
-func (b *Bond) replyTooBig(pkt []byte) {
+// "packet too big" back into the TUN for an oversize packet, with the
+// tunnel MTU mtu (bytes).
+func (b *Bond) replyTooBig(pkt []byte, mtu int) {
 	// The reply starts after MinWriteOffset bytes of headroom for the TUN
 	// write; it comes from the packet's destination address.
-	out, ok := tun.AppendPacketTooBig(b.icmpBuf[:tun.MinWriteOffset], pkt, b.mtu, netip.Addr{})
+	out, ok := tun.AppendPacketTooBig(b.icmpBuf[:tun.MinWriteOffset], pkt, mtu, netip.Addr{})
 	if !ok {
 		return
 	}
@@ -261,6 +267,10 @@ func (l *lane) routineSend(conn *quic.Conn) {
 		}
 		if more {
 			p.queue.ring()
+		}
+		if f.end-f.off > int(p.pmtu.budget.Load()) { // queued before the path's budget fell (pmtu.go)
+			p.rerouteOversize(f, time.Now())
+			continue
 		}
 		l.unsent.Add(1)
 		p.rc.release(f.bytes(), time.Now()) // per-path sequence number, pacer tokens

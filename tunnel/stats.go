@@ -9,17 +9,23 @@ import (
 // BondStats is a snapshot of one bond. Counters are totals since the bond
 // was created, in packets unless named otherwise.
 type BondStats struct {
-	EdgeID     string        `json:"edge_id"`
-	BondID     uint64        `json:"bond_id"`
-	Uptime     time.Duration `json:"uptime_ns"` // since creation or the edge's last restart
-	MTU        int           `json:"mtu"`       // inner MTU, bytes
-	TxPackets  uint64        `json:"tx_packets"`
-	RxPackets  uint64        `json:"rx_packets"` // delivered to the TUN
-	ICMPSent   uint64        `json:"icmp_sent"`  // "fragmentation needed" / "packet too big" replies
-	MSSClamped uint64        `json:"mss_clamped"`
-	Drops      DropCounts    `json:"drops"` // every reason of BondDropReasons
-	FEC        *FECStats     `json:"fec"`
-	Rules      *RuleStats    `json:"rules,omitempty"` // rule hits on the send path
+	EdgeID string        `json:"edge_id"`
+	BondID uint64        `json:"bond_id"`
+	Uptime time.Duration `json:"uptime_ns"` // since creation or the edge's last restart
+	MTU    int           `json:"mtu"`       // inner MTU, bytes: the send MTU now (pmtu.go), at most MTUConfigured
+	// MTUConfigured is the bond's configured inner MTU, bytes; MTUReason
+	// says why MTU is below it (no path carries full-size datagrams),
+	// empty when it is not; MTUChanges counts the changes of MTU.
+	MTUConfigured int        `json:"mtu_configured"`
+	MTUReason     string     `json:"mtu_reason,omitempty"`
+	MTUChanges    uint64     `json:"mtu_changes,omitempty"`
+	TxPackets     uint64     `json:"tx_packets"`
+	RxPackets     uint64     `json:"rx_packets"` // delivered to the TUN
+	ICMPSent      uint64     `json:"icmp_sent"`  // "fragmentation needed" / "packet too big" replies
+	MSSClamped    uint64     `json:"mss_clamped"`
+	Drops         DropCounts `json:"drops"` // every reason of BondDropReasons
+	FEC           *FECStats  `json:"fec"`
+	Rules         *RuleStats `json:"rules,omitempty"` // rule hits on the send path
 	// FlowTagged counts the packets sent with a flow tag (for the peer
 	// to resequence); FlowUntagged those that needed one but found no
 	// slot in the flow table (the peer delivers them as they arrive).
@@ -100,6 +106,19 @@ type PathStats struct {
 	// Probes the liveness probes sent while it was.
 	SuspectEvents uint64 `json:"suspect_events,omitempty"`
 	Probes        uint64 `json:"probes,omitempty"`
+	// DatagramBudget is the largest datagram, bytes, the scheduler puts on
+	// the path now: the bond's largest datagram (MTU + HeaderBudget)
+	// unless path MTU discovery found the path carries less (pmtu.go,
+	// RFC 8899). PMTUState is the discovery's RFC 8899 §5.2 state
+	// (SEARCH_COMPLETE, BASE, SEARCH or ERROR); PMTUReason why the budget
+	// last changed, empty before any change. BlackHoles counts the black
+	// holes detected (large datagrams lost while smaller ones arrive);
+	// PMTUProbes the probes sent.
+	DatagramBudget int    `json:"datagram_budget_bytes"`
+	PMTUState      string `json:"pmtu_state"`
+	PMTUReason     string `json:"pmtu_reason,omitempty"`
+	BlackHoles     uint64 `json:"black_holes,omitempty"`
+	PMTUProbes     uint64 `json:"pmtu_probes,omitempty"`
 }
 
 // LaneStats is one lane of a path: its QUIC connection's congestion

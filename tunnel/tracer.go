@@ -33,6 +33,11 @@ type recorder struct {
 	// accepted is set on the concentrator when the connection completed its
 	// handshake and reached the accept loop (conc_transport.go).
 	accepted atomic.Bool
+	// sizes remembers the datagram size of the last pmtuRing 1-RTT
+	// packets sent, by packet number; ackedUpTo is one above the largest
+	// packet number whose acknowledgement was reported (pmtu.go).
+	sizes     [pmtuRing]atomic.Uint64
+	ackedUpTo atomic.Int64
 }
 
 // attach makes l the lane whose state the events feed, and counts the
@@ -68,6 +73,19 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 	case qlog.PacketLost:
 		if l != nil && !e.IsMTUProbePacket {
 			p := l.path
+			size, probe, known := 0, false, false
+			if e.Header.PacketType == qlog.PacketType1RTT {
+				size, probe, known = r.sizeOf(int64(e.Header.PacketNumber))
+			}
+			if known && size > 0 {
+				p.pmtu.onLost(size)
+				if !probe && size > int(p.pmtu.budget.Load()) { // a datagram the path no longer carries
+					p.drops.add(DropBlackHole)
+				}
+			}
+			if probe { // a path MTU probe's loss is not congestion (RFC 8899 §4.4)
+				return
+			}
 			p.state.OnLoss(1)
 			if !p.rc.active() { // with rate control the receiver's reports feed FEC (ratectl.go)
 				p.loss.OnLoss(time.Now(), p.state.SmoothedRTT())
@@ -79,18 +97,27 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 			if !l.path.rc.active() {
 				l.path.loss.OnSent(1)
 			}
-			n, eliciting := 0, false
+			n, eliciting, size := 0, false, 0
 			for _, f := range e.Frames {
-				switch f.Frame.(type) {
+				switch df := f.Frame.(type) {
 				case *qlog.DatagramFrame:
 					n++
 					eliciting = true
+					size = max(size, int(df.Length))
 				case *qlog.AckFrame, *qlog.ConnectionCloseFrame:
 				default:
 					eliciting = true // RFC 9002 §2: all other frames elicit an ACK
 				}
 			}
-			if eliciting && !e.IsMTUProbePacket { // a probe too large for the path is lost by design (RFC 8899)
+			// A path MTU probe of bondd's (pmtu.go) is marked by its size.
+			probe := size > 0 && int64(size) == l.probeSize.Load() && l.probeSize.CompareAndSwap(int64(size), 0)
+			if e.Header.PacketType == qlog.PacketType1RTT {
+				r.noteSent(int64(e.Header.PacketNumber), probe, size)
+			}
+			if size > pmtuBase && !probe && l.path.pmtu.bigSince.Load() == 0 {
+				l.path.pmtu.bigSince.CompareAndSwap(0, time.Now().UnixNano())
+			}
+			if eliciting && !e.IsMTUProbePacket && !probe { // a probe too large for the path is lost by design (RFC 8899)
 				l.path.state.OnAckEliciting(time.Now())
 			}
 			if n > 0 {
@@ -100,6 +127,13 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 	case qlog.PacketReceived:
 		if l != nil {
 			l.path.heard(time.Now()) // liveness.go
+			if e.Header.PacketType == qlog.PacketType1RTT {
+				for _, f := range e.Frames {
+					if ack, ok := f.Frame.(*qlog.AckFrame); ok {
+						r.noteAcks(ack, &l.path.pmtu)
+					}
+				}
+			}
 		}
 	}
 }

@@ -55,7 +55,7 @@ var (
 // Per-bond metrics (label edge).
 var (
 	descBondUptime   = desc("bond_uptime_seconds", "Time since the bond was created.", bondLabels...)
-	descBondMTU      = desc("bond_mtu_bytes", "Inner (TUN) MTU of the bond.", bondLabels...)
+	descBondMTU      = desc("bond_mtu_bytes", "Inner (TUN) MTU of the bond now: below the configured one while path MTU discovery finds no path that carries full-size datagrams.", bondLabels...)
 	descBondDrops    = desc("bond_dropped_packets_total", "Packets the bond dropped, by reason (see docs/operations.md).", "edge", "reason")
 	descRuleHits     = desc("rule_hits_total", "Packets each rule matched on this end's send path; restarts from 0 with each rule set version.", "edge", "rule")
 	descFECCoding    = desc("fec_coding_rate", "FEC coding rate k/(k+r) over the blocks sent (1 without FEC).", bondLabels...)
@@ -113,6 +113,7 @@ var (
 		{desc("path_rate_target_bytes_per_second", "Rate control: the rate the path's pacer releases at (0 without rate control).", pathLabels...), func(p *tunnel.PathStats) float64 { return rateOf(p).TargetBps / 8 }},
 		{desc("path_rate_delivery_bytes_per_second", "Rate control: the smoothed rate the peer received on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return rateOf(p).DeliveryBps / 8 }},
 		{desc("path_rate_queue_delay_seconds", "Rate control: the queueing delay the peer measured on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return rateOf(p).QueueDelay }},
+		{desc("path_datagram_budget_bytes", "Largest datagram the scheduler puts on the path now: path MTU discovery (RFC 8899) lowers it below the bond's largest datagram on a black hole.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.DatagramBudget) }},
 		{desc("path_receiver_loss_ratio", "Rate control: the datagram loss the peer sees on the path over about a second, 0-1.", pathLabels...), func(p *tunnel.PathStats) float64 { return rateOf(p).Loss }},
 	}
 	pathCounterDescs = []pathMetric{
@@ -126,6 +127,8 @@ var (
 		{desc("path_paced_held_back_bytes_total", "Rate control: bytes that waited in the path's queue for the pacer.", pathLabels...), func(p *tunnel.PathStats) float64 { return rateOf(p).HeldBack }},
 		{desc("path_suspect_total", "Times the path turned SUSPECT: the peer left a send unanswered for max(3 srtt, 100 ms).", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.SuspectEvents) }},
 		{desc("path_liveness_probes_total", "Liveness probes sent on the path while it was SUSPECT.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.Probes) }},
+		{desc("path_pmtu_black_holes_total", "Path MTU black holes detected on the path: large datagrams lost while smaller ones arrive (RFC 8899 §4.3).", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.BlackHoles) }},
+		{desc("path_pmtu_probes_total", "Path MTU probes (padded datagrams) sent on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.PMTUProbes) }},
 		{desc("path_migrations_total", "Changes of the peer's address under a live connection of the path (migration, NAT rebinding).", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.Migrations) }},
 	}
 	pathStatuses = []string{policy.StatusActive.String(), policy.StatusDegraded.String(), policy.StatusUnavailable.String()}

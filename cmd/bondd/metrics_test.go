@@ -45,7 +45,9 @@ func fakeReport() status.Report {
 							TxPackets: 60, TxBytes: 60_000, RxPackets: 600, RxBytes: 720_000,
 							Drops:       tunnel.DropCounts{tunnel.DropQueueFull: 1, tunnel.DropExpired: 2},
 							CapacityBps: 11_377_777, LaneMode: "auto", PeerAddr: "203.0.113.7:41000", Migrations: 2,
-							Lanes: []tunnel.LaneStats{{Index: 0, CongestionWindow: 40000}, {Index: 1, CongestionWindow: 24000}},
+							DatagramBudget: 1195, PMTUState: "SEARCH_COMPLETE", BlackHoles: 1, PMTUProbes: 16,
+							PMTUReason: "black hole: 5 datagrams of 1322+ bytes lost while smaller ones arrive; budget 1322 -> 1163 bytes; then 1195-byte datagram acknowledged; budget 1163 -> 1195 bytes",
+							Lanes:      []tunnel.LaneStats{{Index: 0, CongestionWindow: 40000}, {Index: 1, CongestionWindow: 24000}},
 						},
 						{
 							Name: "starlink", Labels: map[string]string{"link_type": "satellite"}, Status: "UNAVAILABLE",
@@ -56,7 +58,9 @@ func fakeReport() status.Report {
 				},
 				Addresses: []netip.Prefix{netip.MustParsePrefix("10.77.17.0/24")},
 			},
-			{BondStats: tunnel.BondStats{EdgeID: "van-18", MTU: 1280, FEC: &tunnel.FECStats{Mode: "off", CodingRate: 1}}},
+			{BondStats: tunnel.BondStats{EdgeID: "van-18", MTU: 1152, MTUConfigured: 1280, MTUChanges: 1,
+				MTUReason: "no path carries full-size datagrams; largest datagram budget 1195 bytes, on path cell-a",
+				FEC:       &tunnel.FECStats{Mode: "off", CodingRate: 1}}},
 		},
 	}
 }
@@ -136,6 +140,7 @@ bondd_rules_loaded_timestamp_seconds 1.8e+09
 	wantDrops := `
 # HELP bondd_path_dropped_packets_total Datagrams the path dropped, by reason (see docs/operations.md).
 # TYPE bondd_path_dropped_packets_total counter
+bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="black_hole"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="deadline"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="expired"} 2
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="object_lost"} 0
@@ -145,6 +150,7 @@ bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="send_error"
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="stale"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="suspect"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="cell-a",reason="too_large"} 0
+bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="black_hole"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="deadline"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="expired"} 0
 bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="object_lost"} 0

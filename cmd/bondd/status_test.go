@@ -27,7 +27,8 @@ func TestPrintStatus(t *testing.T) {
 		"bond van-17 (id b0d), up 1m20s, mtu 1280, addresses 10.77.17.0/24: tx 100 rx 900 packets",
 		"duplicate 7 too_old 0 spoofed 5",
 		"rule hits: video=42 rest=58",
-		"bond van-18 (id 0), up 0s, mtu 1280, addresses -:",
+		"bond van-18 (id 0), up 0s, mtu 1152 (configured 1280: no path carries full-size datagrams; largest datagram budget 1195 bytes, on path cell-a), addresses -:",
+		"  path cell-a datagram budget 1195 bytes (SEARCH_COMPLETE, 1 black holes, 16 probes): black hole: 5 datagrams of 1322+ bytes lost",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in\n%s", want, out)
@@ -36,8 +37,8 @@ func TestPrintStatus(t *testing.T) {
 	// The path rows: share of the bond's datagrams both ways (660 and 340
 	// of 1000), bytes each way, labels.
 	rows := []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^  cell-a +ACTIVE +2 auto +66\.0 % +45ms +30ms +64000 +11\.4 Mbit/s +10/1000 +60 +58\.6 KiB +600 +703 KiB +3 +1/2/0/0/0/0/0/0/0 +cost_class=metered,link_type=cellular +203\.0\.113\.7:41000 \(migrated 2×\) *$`),
-		regexp.MustCompile(`(?m)^  starlink +UNAVAILABLE +0 auto +34\.0 % +0s +0s +0 +- +0/0 +40 +39\.1 KiB +300 +3\.00 MiB +0 +0/0/0/0/0/0/0/0/0 +link_type=satellite +- +timeout: no recent network activity$`),
+		regexp.MustCompile(`(?m)^  cell-a +ACTIVE +2 auto +66\.0 % +45ms +30ms +64000 +11\.4 Mbit/s +10/1000 +60 +58\.6 KiB +600 +703 KiB +3 +1/2/0/0/0/0/0/0/0/0 +cost_class=metered,link_type=cellular +203\.0\.113\.7:41000 \(migrated 2×\) *$`),
+		regexp.MustCompile(`(?m)^  starlink +UNAVAILABLE +0 auto +34\.0 % +0s +0s +0 +- +0/0 +40 +39\.1 KiB +300 +3\.00 MiB +0 +0/0/0/0/0/0/0/0/0/0 +link_type=satellite +- +timeout: no recent network activity$`),
 	}
 	for _, re := range rows {
 		if !re.MatchString(out) {

@@ -334,6 +334,13 @@ type PathsConfig struct {
 	// (quic-go's congestion control alone, the behaviour before rate
 	// control; tunnel.PathOptions.RateControl).
 	RateControl string
+	// PMTUOff turns off path MTU discovery and black-hole detection (YAML
+	// pmtu_discovery: false; default on; tunnel.PathOptions.PMTUOff).
+	PMTUOff bool
+	// PMTURaise is how often a path whose datagram budget fell probes the
+	// full size again (YAML pmtu_raise), up to 10m. Default
+	// policy.DefaultPMTURaise (2s).
+	PMTURaise time.Duration
 }
 
 // FECConfig configures forward error correction on what this end sends (key

@@ -98,7 +98,7 @@ var (
 	leoReconfKeys    = []string{"seconds", "window_ms"}
 	concentratorKeys = []string{"listen", "cert_file", "key_file", "client_ca_file", "edges", "bgp"}
 	edgeEntryKeys    = []string{"id", "token_file", "cert_cn", "allowed_prefixes", "allow_edge_rules", "policy_label_keys"}
-	pathsKeys        = []string{"queue_packets", "max_queue_delay", "keepalive", "idle_timeout", "redial_min", "redial_max", "initial_packet_size_bytes", "rate_control", "suspect_rtts", "suspect_min", "dead_after", "stale_after"}
+	pathsKeys        = []string{"queue_packets", "max_queue_delay", "keepalive", "idle_timeout", "redial_min", "redial_max", "initial_packet_size_bytes", "rate_control", "suspect_rtts", "suspect_min", "dead_after", "stale_after", "pmtu_discovery", "pmtu_raise"}
 	classifyKeys     = []string{"rtp_ports", "payload_types", "rtp_heuristic", "classes", "sdp"}
 	classKeys        = []string{"name", "match", "labels"}
 	classMatchKeys   = []string{"proto", "src", "dst", "src_ports", "dst_ports", "ports", "dscp"}
@@ -580,6 +580,10 @@ func (d *configDecoder) paths(n *yaml.Node, p *PathsConfig) {
 	p.SuspectMin = d.duration(f["suspect_min"], "paths.suspect_min")
 	p.DeadAfter = d.duration(f["dead_after"], "paths.dead_after")
 	p.StaleAfter = d.duration(f["stale_after"], "paths.stale_after")
+	if on, ok := d.boolean(f["pmtu_discovery"], "paths.pmtu_discovery"); ok {
+		p.PMTUOff = !on
+	}
+	p.PMTURaise = d.duration(f["pmtu_raise"], "paths.pmtu_raise")
 }
 
 func (d *configDecoder) fec(n *yaml.Node, c *FECConfig) {

@@ -459,6 +459,7 @@ func (p *PathsConfig) validate(v *configValidator) {
 		{"paths.suspect_min", p.SuspectMin},
 		{"paths.dead_after", p.DeadAfter},
 		{"paths.stale_after", p.StaleAfter},
+		{"paths.pmtu_raise", p.PMTURaise},
 	}
 	negative := false
 	for _, d := range durs {
@@ -479,6 +480,9 @@ func (p *PathsConfig) validate(v *configValidator) {
 		v.errorf("paths.redial_min", "expected at most redial_max (%s), got %s", redialMax, redialMin)
 	}
 	p.validateLiveness(v, idle)
+	if p.PMTURaise > 10*time.Minute {
+		v.errorf("paths.pmtu_raise", "expected at most 10m, got %s", p.PMTURaise)
+	}
 }
 
 // validateLiveness checks the liveness bounds against each other and the

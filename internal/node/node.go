@@ -60,6 +60,8 @@ func Start(cfg *config.Config, rw *rules.Watcher, log *slog.Logger) (Daemon, err
 		SuspectMin:        cfg.Paths.SuspectMin,
 		DeadAfter:         cfg.Paths.DeadAfter,
 		StaleAfter:        cfg.Paths.StaleAfter,
+		PMTUOff:           cfg.Paths.PMTUOff,
+		PMTURaise:         cfg.Paths.PMTURaise,
 		QlogDir:           cfg.QlogDir,
 	}
 	if cfg.QlogDir != "" {
@@ -158,6 +160,7 @@ func startEdge(cfg *config.Config, dev tun.Device, co commonOptions, log *slog.L
 		ID: ec.ID, Device: dev, MTU: co.mtu, Concentrator: ec.Concentrator, TLS: tlsConf, Token: token,
 		Uplinks: uplinks, Paths: co.paths, FEC: co.fec, Rules: co.rules, Classify: co.classify, Picker: co.picker, Logger: log,
 		DownlinkRules: downlink,
+		SetTUNMTU:     tunMTUSetter(cfg, dev, log),
 	}
 	ef := edgeFleetFor(ec, &eo, log) // nil with one node (fleet.go)
 	e, err := tunnel.NewEdge(eo)
@@ -353,4 +356,24 @@ func EdgeReloader(d Daemon, file, tunName string) func() {
 		return nil
 	}
 	return func() { n.reloadEdges(file, tunName) }
+}
+
+// tunMTUSetter returns the edge's tunnel.EdgeOptions.SetTUNMTU: it sets
+// the MTU path MTU discovery asks for on dev, but never below 1280 bytes
+// when the tunnel carries IPv6 (Linux would remove the device's IPv6
+// addresses; bondd answers the IPv4 packets in between with ICMP itself).
+func tunMTUSetter(cfg *config.Config, dev tun.Device, log *slog.Logger) func(int) error {
+	floor := tun.MinMTU
+	for _, p := range append(tunRoutes(cfg), cfg.TUN.Addresses...) {
+		if p.Addr().Is6() {
+			floor = tun.DefaultMTU
+		}
+	}
+	return func(mtu int) error {
+		if mtu < floor {
+			log.Info("TUN MTU kept at the IPv6 minimum; larger IPv4 packets are answered with ICMP", "want", mtu, "set", floor)
+			mtu = floor
+		}
+		return tun.SetMTU(dev, mtu)
+	}
 }

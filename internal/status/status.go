@@ -217,8 +217,8 @@ func Print(w io.Writer, r *Report, now time.Time) {
 	}
 	printFleet(w, r) // fleet.go
 	for _, b := range r.Bonds {
-		fmt.Fprintf(w, "\nbond %s (id %x), up %s, mtu %d, addresses %s: tx %d rx %d packets\n", b.EdgeID, b.BondID,
-			b.Uptime.Round(time.Second), b.MTU, formatPrefixes(b.Addresses), b.TxPackets, b.RxPackets)
+		fmt.Fprintf(w, "\nbond %s (id %x), up %s, mtu %s, addresses %s: tx %d rx %d packets\n", b.EdgeID, b.BondID,
+			b.Uptime.Round(time.Second), formatMTU(b.BondStats), formatPrefixes(b.Addresses), b.TxPackets, b.RxPackets)
 		fmt.Fprintf(w, "  drops:")
 		for _, r := range tunnel.BondDropReasons {
 			fmt.Fprintf(w, " %s %d", r, b.Drops[r])
@@ -253,7 +253,31 @@ func Print(w io.Writer, r *Report, now time.Time) {
 				formatPathDrops(p.Drops), formatLabels(p.Labels), formatPeer(p), p.LastError)
 		}
 		tw.Flush()
+		writePMTU(w, b.Paths)
 		writeRateTable(w, b.Paths)
+	}
+}
+
+// formatMTU is the bond's inner MTU, with the configured one and the
+// reason when path MTU discovery lowered it ("1152 (configured 1280: no
+// path carries ...)").
+func formatMTU(b tunnel.BondStats) string {
+	if b.MTUConfigured == 0 || b.MTU >= b.MTUConfigured {
+		return fmt.Sprint(b.MTU)
+	}
+	return fmt.Sprintf("%d (configured %d: %s)", b.MTU, b.MTUConfigured, b.MTUReason)
+}
+
+// writePMTU prints, for each path whose datagram budget path MTU
+// discovery ever changed, the budget, its RFC 8899 state and why
+// (tunnel.PathStats.PMTUReason).
+func writePMTU(w io.Writer, paths []tunnel.PathStats) {
+	for _, p := range paths {
+		if p.PMTUReason == "" {
+			continue
+		}
+		fmt.Fprintf(w, "  path %s datagram budget %d bytes (%s, %d black holes, %d probes): %s\n",
+			p.Name, p.DatagramBudget, p.PMTUState, p.BlackHoles, p.PMTUProbes, p.PMTUReason)
 	}
 }
 

@@ -1,0 +1,415 @@
+package tunnel
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/qlog"
+
+	"github.com/bondd/bondd/policy"
+)
+
+// Path MTU per path, after RFC 8899 (DPLPMTUD), with black-hole
+// detection. quic-go's own path MTU discovery only ever raises its packet
+// size and sends DATAGRAM frames of any size the application hands it, so
+// a path that starts dropping large packets (a tunnel, a misconfigured
+// router, a carrier's MTU change) silently eats every large datagram
+// while small packets, ACKs and liveness probes still pass. Each path
+// keeps a datagram budget, decided by a policy.PMTU:
+//
+//  1. Every connection's recorder (tracer.go) remembers, by 1-RTT packet
+//     number, the datagram size of the last pmtuRing packets sent. QUIC's
+//     ACKs (PacketReceived) and loss detection (PacketLost, RFC 9002 §6)
+//     then say which sizes arrive: the path gathers, per tick, the largest
+//     datagram acknowledged and the datagrams lost in the size range the
+//     machine watches (path.pmtu).
+//  2. The first lane of the path to tick (lane.routineLiveness, every
+//     livenessTick) feeds the sample to the machine, publishes its budget
+//     and watch range, and sends the probe it asks for: a datagram of
+//     zeros, which receivers discard (isProbe) and QUIC acknowledges.
+//     Probes are neither ack-eliciting sends for liveness nor losses for
+//     the path's loss figures (RFC 8899 §4.4).
+//  3. The scheduler puts a packet only on paths whose budget carries its
+//     datagram (its length + HeaderBudget; Bond.send, sendParity); a frame
+//     queued before the budget fell moves to a path that carries it
+//     (rerouteOversize).
+//  4. The bond's send MTU is the largest budget of its connected paths,
+//     less HeaderBudget, rounded down to a multiple of 8, at most the
+//     configured MTU (Bond.updateMTU): when no path carries full-size
+//     packets, larger inner packets are answered with ICMP "fragmentation
+//     needed" / "packet too big" at the lower MTU, and the edge sets it on
+//     its TUN (EdgeOptions.SetTUNMTU). It rises again when a path heals.
+
+// pmtuBase is BASE_PLPMTU as a datagram payload, bytes: QUIC's smallest
+// packet (RFC 9000 §14: 1200 bytes) less quicDatagramOverhead.
+const pmtuBase = 1200 - quicDatagramOverhead
+
+// pmtuRing is how many sent 1-RTT packets a recorder remembers the
+// datagram size of (a power of two).
+const pmtuRing = 1024
+
+// pmtuProbe holds the zeros probes are cut from (SendDatagram copies).
+var pmtuProbe [1452]byte
+
+// pathPMTU is one path's datagram-size discovery.
+type pathPMTU struct {
+	// Outcomes since the last tick, written by the recorders of the
+	// path's connections: an acknowledgement seen, the largest datagram
+	// acknowledged, the datagrams lost in (above, upTo] and the smallest.
+	acked         atomic.Bool
+	dlvMax        atomic.Int64
+	lost, lostMin atomic.Int64
+	above, upTo   atomic.Int64 // the machine's Watch
+	// budget is the machine's Budget, bytes: read per packet; confirmed
+	// its Confirmed, which the bond's MTU follows.
+	budget, confirmed atomic.Int64
+	// bigSince is when (unix ns) the first datagram larger than pmtuBase
+	// left since the peer's ACKs last advanced; 0: none since.
+	bigSince atomic.Int64
+
+	mu     sync.Mutex // guards the following
+	m      *policy.PMTU
+	tickAt time.Time
+	sent   uint64 // probes handed to quic-go
+}
+
+// init sets up the machine for datagrams up to maxDatagram bytes.
+func (pm *pathPMTU) init(maxDatagram int, o PathOptions, now time.Time) {
+	pm.m = policy.NewPMTU(policy.PMTUConfig{Base: pmtuBase, Max: maxDatagram, Raise: o.PMTURaise}, now)
+	if o.PMTUOff {
+		pm.m = policy.NewPMTU(policy.PMTUConfig{Base: maxDatagram, Max: maxDatagram}, now) // disabled: budget Max
+	}
+	pm.publishLocked()
+}
+
+func (pm *pathPMTU) publishLocked() {
+	pm.budget.Store(int64(pm.m.Budget()))
+	pm.confirmed.Store(int64(pm.m.Confirmed()))
+	a, u := pm.m.Watch()
+	pm.above.Store(int64(a))
+	pm.upTo.Store(int64(u))
+}
+
+// onDelivered records an acknowledged packet whose largest datagram was
+// size bytes (0: none). Allocation-free.
+func (pm *pathPMTU) onDelivered(size int) {
+	if !pm.acked.Load() {
+		pm.acked.Store(true)
+	}
+
+	for s := int64(size); ; {
+		cur := pm.dlvMax.Load()
+		if cur >= s || pm.dlvMax.CompareAndSwap(cur, s) {
+			return
+		}
+	}
+}
+
+// onLost records a lost packet whose largest datagram was size bytes.
+func (pm *pathPMTU) onLost(size int) {
+	s := int64(size)
+	if s <= pm.above.Load() || s > pm.upTo.Load() {
+		return
+	}
+	pm.lost.Add(1)
+	for {
+		cur := pm.lostMin.Load()
+		if cur != 0 && cur <= s || pm.lostMin.CompareAndSwap(cur, s) {
+			return
+		}
+	}
+}
+
+// onHandshake resets the machine when a connection of the path completed
+// its handshake (policy.PMTUCauseHandshake).
+func (p *path) pmtuHandshake(now time.Time) {
+	pm := &p.pmtu
+	pm.mu.Lock()
+	before := pm.m.Budget()
+	pm.m.OnHandshake(now)
+	pm.publishLocked()
+	after := pm.m.Budget()
+	pm.mu.Unlock()
+	if before != after {
+		p.bond.log.Info("path datagram budget restored by a new connection", "path", p.name, "from", before, "to", after)
+	}
+}
+
+// pmtuSuspect tells the machine that the path turned SUSPECT at now
+// (liveness.go), when datagrams larger than pmtuBase were among the sends
+// the peer left unanswered (policy.PMTU.OnSuspect).
+func (p *path) pmtuSuspect(now time.Time) {
+	pm := &p.pmtu
+	if pm.bigSince.Load() == 0 {
+		return
+	}
+	pm.mu.Lock()
+	before := pm.m.Budget()
+	pm.m.OnSuspect(now)
+	pm.publishLocked()
+	after, last := pm.m.Budget(), pm.m.Last()
+	pm.mu.Unlock()
+	if after != before {
+		p.bond.log.Info("path datagram budget changed", "path", p.name, "from", before, "to", after,
+			"state", policy.PMTUBase.String(), "reason", last.String())
+		p.bond.updateMTU()
+	}
+}
+
+// pmtuTick runs the path's machine at now if no lane did this tick, and
+// sends the probe it asks for on conn, lane l's connection.
+func (p *path) pmtuTick(l *lane, conn *quic.Conn, now time.Time) {
+	pm := &p.pmtu
+	if !pm.mu.TryLock() {
+		return
+	}
+	if now.Sub(pm.tickAt) < livenessTick*3/4 {
+		pm.mu.Unlock()
+		return
+	}
+	pm.tickAt = now
+	s := policy.PMTUSample{Acked: pm.acked.Swap(false), DeliveredMax: int(pm.dlvMax.Swap(0)),
+		Lost: int(pm.lost.Swap(0)), LostMin: int(pm.lostMin.Swap(0))}
+	before, confBefore := pm.m.Budget(), pm.m.Confirmed()
+	_, holesBefore, _ := pm.m.Counts()
+	// Large datagrams unanswered for the liveness bound while the peer
+	// may still be heard (a one-way black hole leaves the peer's own
+	// packets, and so liveness, alone): QUIC declares nothing lost.
+	if bs := pm.bigSince.Load(); bs != 0 && now.UnixNano()-bs > int64(p.state.SuspectAfter()) {
+		pm.m.OnSuspect(now)
+	}
+	size := pm.m.Tick(now, p.state.SmoothedRTT(), s)
+	pm.publishLocked()
+	after, confAfter := pm.m.Budget(), pm.m.Confirmed()
+	_, holes, _ := pm.m.Counts()
+	last := pm.m.Last()
+	st := pm.m.State()
+	if size > 0 && size <= len(pmtuProbe) && l.unsent.Load() < laneMaxUnsent {
+		l.probeSize.Store(int64(size))
+		l.unsent.Add(1)
+		if conn.SendDatagram(pmtuProbe[:size]) != nil {
+			l.unsent.Add(-1)
+			l.probeSize.Store(0)
+		} else {
+			pm.sent++
+		}
+	}
+	pm.mu.Unlock()
+	if holes > holesBefore {
+		p.drops.addN(DropBlackHole, uint64(last.Count))
+	}
+	if after != before {
+		p.bond.log.Info("path datagram budget changed", "path", p.name, "from", before, "to", after,
+			"state", st.String(), "reason", last.String())
+	}
+	if after != before || confAfter != confBefore {
+		p.bond.updateMTU()
+	}
+}
+
+// pmtuStats fills the path MTU fields of s.
+func (p *path) pmtuStats(s *PathStats) {
+	pm := &p.pmtu
+	pm.mu.Lock()
+	defer pm.mu.Unlock()
+	s.DatagramBudget = pm.m.Budget()
+	s.PMTUState = pm.m.State().String()
+	s.PMTUReason = pm.m.Reason()
+	_, s.BlackHoles, _ = pm.m.Counts()
+	s.PMTUProbes = pm.sent
+}
+
+// fitScratch is the working space of fit: one per goroutine that picks
+// paths.
+type fitScratch struct {
+	states []*policy.Path
+	idx    []int
+	picks  []int
+}
+
+func newFitScratch() fitScratch {
+	return fitScratch{states: make([]*policy.Path, 0, maxPaths), idx: make([]int, 0, maxPaths), picks: make([]int, maxPaths)}
+}
+
+// fit returns the states of set's paths whose datagram budget carries a
+// datagram of size bytes, and their indexes in set, in f's scratch.
+// Allocation-free.
+func (f *fitScratch) fit(set *pathSet, size int) ([]*policy.Path, []int) {
+	f.states, f.idx = f.states[:0], f.idx[:0]
+	for i, p := range set.paths {
+		if int(p.pmtu.budget.Load()) >= size {
+			f.states, f.idx = append(f.states, p.state), append(f.idx, i)
+		}
+	}
+	return f.states, f.idx
+}
+
+// fitStates returns the states the scheduler may choose from for a
+// datagram of size bytes: set.states and nil while every connected path
+// carries it (the common case, one atomic load), else the paths whose
+// budget does and their indexes in set (f's scratch), for remap.
+func (b *Bond) fitStates(set *pathSet, size int, f *fitScratch) ([]*policy.Path, []int) {
+	if size <= int(b.minBudget.Load()) {
+		return set.states, nil
+	}
+	return f.fit(set, size)
+}
+
+// remap turns the first k picks, indexes into a fitStates subset, into
+// indexes into the path set.
+func remap(picks []int, k int, idx []int) {
+	if idx == nil {
+		return
+	}
+	for j := range k {
+		picks[j] = idx[picks[j]]
+	}
+}
+
+// rerouteOversize moves f, popped from p's queue but larger than p's
+// datagram budget now, to a path whose budget carries it; without one it
+// is dropped (DropNoPath).
+func (p *path) rerouteOversize(f frame, now time.Time) {
+	b := p.bond
+	set := b.paths.Load()
+	p.fitMu.Lock()
+	states, idx := p.fit.fit(set, f.end-f.off)
+	var to *path
+	if len(states) > 0 && b.picker.Pick(states, now, p.fit.picks) > 0 {
+		to = set.paths[idx[p.fit.picks[0]]]
+	}
+	p.fitMu.Unlock()
+	if to == nil || to == p {
+		putBuf(f.buf)
+		b.drops.add(DropNoPath)
+		return
+	}
+	to.queue.push(f)
+	p.rescued.Add(1)
+}
+
+// updateMTU sets the bond's send MTU from its connected paths' budgets
+// (see the top of this file) and the smallest budget the scheduler must
+// check packets against.
+func (b *Bond) updateMTU() {
+	b.mtuMu.Lock()
+	defer b.mtuMu.Unlock()
+	full := b.mtu + HeaderBudget
+	largest, smallest, from := 0, full, ""
+	for _, p := range b.paths.Load().paths {
+		if p.liveLanes() == 0 {
+			continue
+		}
+		smallest = min(smallest, int(p.pmtu.budget.Load()))
+		bud := int(p.pmtu.confirmed.Load()) // not lowered by a mere suspicion
+		if bud > largest {
+			largest, from = bud, p.name
+		}
+	}
+	b.minBudget.Store(int64(smallest))
+	if largest == 0 {
+		return // no connected path: keep the MTU until one is back
+	}
+	mtu := b.mtu
+	if largest < full {
+		mtu = max((largest-HeaderBudget)&^7, minSendMTU)
+	}
+	old := int(b.sendMTU.Swap(int64(mtu)))
+	if old == mtu {
+		return
+	}
+	reason := ""
+	if mtu < b.mtu {
+		reason = "no path carries full-size datagrams; largest datagram budget " + strconv.Itoa(largest) + " bytes, on path " + from
+	}
+	b.mtuReason.Store(&reason)
+	b.ctr.mtuChanges.Add(1)
+	b.log.Warn("bond MTU changed by path MTU discovery", "from", old, "to", mtu, "configured", b.mtu, "reason", reason)
+	if b.setTUNMTU != nil {
+		go b.applyTUNMTU()
+	}
+}
+
+// minSendMTU is the lowest send MTU, bytes: the IPv4 minimum datagram
+// every host must accept (RFC 791).
+const minSendMTU = 576
+
+// applyTUNMTU sets the TUN device's MTU to the bond's send MTU, if it is
+// not already. One call at a time; the last change wins.
+func (b *Bond) applyTUNMTU() {
+	b.tunMu.Lock()
+	defer b.tunMu.Unlock()
+	want := int(b.sendMTU.Load())
+	if want == b.tunMTU {
+		return
+	}
+	if err := b.setTUNMTU(want); err != nil {
+		b.log.Warn("setting the TUN MTU failed", "mtu", want, "err", err)
+		return
+	}
+	b.tunMTU = want
+	b.log.Info("TUN MTU set", "mtu", want)
+}
+
+// Recorder side (tracer.go): packet numbers and datagram sizes.
+
+// pmtuSlot packs a 1-RTT packet number, a probe flag and the packet's
+// largest datagram size (bytes) into one ring entry.
+func pmtuSlot(pn int64, probe bool, size int) uint64 {
+	v := uint64(pn)<<17 | uint64(min(size, 0xffff))
+	if probe {
+		v |= 1 << 16
+	}
+	return v
+}
+
+// noteSent remembers the datagram size of 1-RTT packet pn.
+func (r *recorder) noteSent(pn int64, probe bool, size int) {
+	if pn < 0 || pn >= 1<<46 {
+		return
+	}
+	r.sizes[pn&(pmtuRing-1)].Store(pmtuSlot(pn, probe, size))
+}
+
+// sizeOf returns what noteSent remembered of pn.
+func (r *recorder) sizeOf(pn int64) (size int, probe, ok bool) {
+	if pn < 0 {
+		return 0, false, false
+	}
+	v := r.sizes[pn&(pmtuRing-1)].Load()
+	if v == 0 || int64(v>>17) != pn {
+		return 0, false, false
+	}
+	return int(v & 0xffff), v&(1<<16) != 0, true
+}
+
+// noteAcks reports the packets an ACK frame acknowledges for the first
+// time (above the largest seen before) to the path.
+func (r *recorder) noteAcks(ack *qlog.AckFrame, pm *pathPMTU) {
+	if len(ack.AckRanges) == 0 {
+		return
+	}
+	done := r.ackedUpTo.Load() // packets up to done-1 were reported
+	largest := int64(ack.AckRanges[0].Largest)
+	if largest < done {
+		return
+	}
+	for _, rg := range ack.AckRanges { // largest first
+		hi, lo := int64(rg.Largest), max(int64(rg.Smallest), done, largest-pmtuRing+1)
+		for pn := hi; pn >= lo; pn-- {
+			if size, _, ok := r.sizeOf(pn); ok {
+				pm.onDelivered(size)
+			}
+		}
+		if lo > int64(rg.Smallest) {
+			break
+		}
+	}
+	r.ackedUpTo.Store(largest + 1)
+	if pm.bigSince.Load() != 0 {
+		pm.bigSince.Store(0) // the peer's ACKs advanced
+	}
+}

@@ -1,0 +1,464 @@
+package tunnel
+
+import (
+	"context"
+	"encoding/binary"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go/qlog"
+
+	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/testkit"
+	"github.com/bondd/bondd/policy"
+	"github.com/bondd/bondd/rules"
+)
+
+// pmtuProbeRun is a 1 kHz stream of full-size (testMTU) inner packets from
+// the edge to the concentrator, each carrying its sequence number and send
+// time, and what arrived of it.
+type pmtuProbeRun struct {
+	tb    *testBond
+	down  bool // concentrator to edge, not edge to concentrator
+	mu    sync.Mutex
+	arr   []pmtuArrival
+	seq   uint32
+	mixed bool // every other packet is small (pmtuSmall bytes)
+}
+
+// pmtuSmall is the size of the small packets of a mixed stream, bytes.
+const pmtuSmall = 300
+
+type pmtuArrival struct {
+	seq      uint32
+	size     int // bytes, the inner packet
+	at, sent time.Time
+}
+
+func (r *pmtuProbeRun) receive(ctx context.Context) {
+	out := r.tb.concDev.Outbound()
+	if r.down {
+		out = r.tb.edgeDev.Outbound()
+	}
+	for {
+		select {
+		case pkt := <-out:
+			if len(pkt) < 28+12 {
+				continue
+			}
+			a := pmtuArrival{seq: binary.BigEndian.Uint32(pkt[28:]), size: len(pkt), at: time.Now(),
+				sent: time.Unix(0, int64(binary.BigEndian.Uint64(pkt[32:])))}
+			r.mu.Lock()
+			r.arr = append(r.arr, a)
+			r.mu.Unlock()
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// send injects one packet a millisecond for d, each size bytes long (in a
+// mixed stream, every other one pmtuSmall bytes).
+func (r *pmtuProbeRun) send(d time.Duration, size int) {
+	buf := make([]byte, size-28)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		<-tick.C
+		payload := buf
+		if r.mixed && r.seq%2 == 1 {
+			payload = buf[:pmtuSmall-28]
+		}
+		binary.BigEndian.PutUint32(payload, r.seq)
+		binary.BigEndian.PutUint64(payload[4:], uint64(time.Now().UnixNano()))
+		r.seq++
+		if r.down {
+			r.tb.concDev.Inject(udp4(srvAddr, edgeAddr, payload))
+		} else {
+			r.tb.edgeDev.Inject(udp4(edgeAddr, srvAddr, payload))
+		}
+	}
+}
+
+func (r *pmtuProbeRun) arrivals() []pmtuArrival {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]pmtuArrival(nil), r.arr...)
+}
+
+// TestMTUBlackHole puts an MTU black hole on the path that carries a 1 kHz
+// stream of full-size packets (its emu relay drops IP packets over 1250
+// bytes both ways; the handshake's 1360-byte packets and the full-size
+// datagrams no longer pass, small packets do) and measures the time from
+// the onset until full-size packets arrive again (target ≤ 3 s: they move
+// to the other path), and that nothing is delivered more than 1 s late.
+// Then the other path gets the black hole too: the bond lowers its MTU,
+// sets it on the TUN and answers full-size packets with ICMP. When both
+// heal, the budgets and the MTU rise again. In the "mixed" case every
+// other packet is small, so QUIC's ACKs of the small ones get the large
+// ones declared lost (the data-driven black-hole detection, RFC 8899
+// §4.3); that case stops after the first measurement.
+func TestMTUBlackHole(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping the MTU black-hole run in -short mode")
+	}
+	for _, mixed := range []bool{false, true} {
+		name := "large"
+		if mixed {
+			name = "mixed"
+		}
+		t.Run(name, func(t *testing.T) { testMTUBlackHole(t, mixed) })
+	}
+}
+
+func testMTUBlackHole(t *testing.T, mixed bool) {
+	const (
+		oneWay = 10 * time.Millisecond
+		limit  = 1250 // IP bytes: a testMTU inner packet's datagram does not fit, the handshake's neither
+	)
+	var relays emu.Relays
+	var tunMu sync.Mutex
+	var tunMTUs []int
+	// A rule prefers the path that gets the black hole, so that it
+	// carries the stream at the onset: the bond must move full-size
+	// packets off it all the same (directives are advice).
+	prefer, err := rules.CompileBytes("prefer.yaml", []byte(`
+rules:
+  - id: prefer-fast
+    priority: 1
+    actions: {prefer: {carrier: fast}}
+`), rules.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := newTestBondWith(t, token, 2, func(o *EdgeOptions) {
+		o.FEC = FECOptions{Mode: FECOff}
+		o.Uplinks[0].Labels = map[string]string{"carrier": "fast"}
+		o.Uplinks[1].Labels = map[string]string{"carrier": "slow"}
+		src := &staticRules{}
+		src.set.Store(prefer)
+		o.Rules = src
+		o.SetTUNMTU = func(mtu int) error {
+			tunMu.Lock()
+			tunMTUs = append(tunMTUs, mtu)
+			tunMu.Unlock()
+			return nil
+		}
+		rs, err := emu.StartRelays(netip.MustParseAddrPort(o.Concentrator), []emu.RelayLink{
+			symmetric(oneWay, 50*emu.Mbps, 0), symmetric(oneWay+5*time.Millisecond, 50*emu.Mbps, 0)}, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rs.Close() })
+		for i, a := range rs.Addrs() {
+			o.Uplinks[i].Remote = a
+		}
+		relays = rs
+	})
+	tb.waitActive(t, 2)
+	waitFor(t, func() bool {
+		p := tb.edge.Bond().Stats().Paths
+		return p[0].SmoothedRTT > 0 && p[1].SmoothedRTT > 0
+	})
+	full := testMTU + HeaderBudget
+	paths := tb.edge.Bond().paths.Load().paths
+	for _, p := range paths {
+		if b := int(p.pmtu.budget.Load()); b != full {
+			t.Fatalf("path %s starts with budget %d, want %d", p.name, b, full)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := &pmtuProbeRun{tb: tb, mixed: mixed}
+	done := make(chan struct{})
+	go func() { defer close(done); r.receive(ctx) }()
+
+	// The fast path carries the stream.
+	r.send(300*time.Millisecond, testMTU)
+	before := tb.edge.Bond().Stats().Paths
+	r.send(200*time.Millisecond, testMTU)
+	after := tb.edge.Bond().Stats().Paths
+	if d0, d1 := after[0].TxPackets-before[0].TxPackets, after[1].TxPackets-before[1].TxPackets; d0 < 50 || d1 > d0/4 {
+		t.Fatalf("the fast path did not carry the stream: %d datagrams on it, %d on the other", d0, d1)
+	}
+
+	// Onset on the carrying path; watch its budget.
+	var detectedNs atomic.Int64
+	onset := time.Now()
+	go func() {
+		for ctx.Err() == nil && detectedNs.Load() == 0 {
+			if int(paths[0].pmtu.budget.Load()) < full {
+				detectedNs.Store(int64(time.Since(onset)))
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	seq0 := r.seq
+	relays[0].SetMaxPacket(emu.Up, limit)
+	relays[0].SetMaxPacket(emu.Down, limit)
+	r.send(3*time.Second, testMTU)
+	seq1 := r.seq
+	st := tb.edge.Bond().Stats()
+	p0 := st.Paths[0]
+	t.Logf("path %s: status %s, budget %d (%s), reason %q, black holes %d, probes %d, drops black_hole %d suspect %d",
+		p0.Name, p0.Status, p0.DatagramBudget, p0.PMTUState, p0.PMTUReason, p0.BlackHoles, p0.PMTUProbes, p0.Drops[DropBlackHole], p0.Drops[DropSuspect])
+	if p0.DatagramBudget >= full || p0.BlackHoles == 0 || !strings.Contains(p0.PMTUReason, "black hole") {
+		t.Errorf("black-holed path: budget %d (want < %d), %d black holes, reason %q", p0.DatagramBudget, full, p0.BlackHoles, p0.PMTUReason)
+	}
+	if p0.Status != policy.StatusActive.String() {
+		t.Errorf("black-holed path is %s (%s); small packets still pass, want ACTIVE", p0.Status, p0.StatusReason)
+	}
+	if st.MTU != testMTU {
+		t.Errorf("bond MTU %d with one path carrying full size, want %d", st.MTU, testMTU)
+	}
+	restore, gap, lost, late := pmtuMeasure(r.arrivals(), seq0, seq1, onset, testMTU, r.mixed)
+	t.Logf("one path black-holed: budget lowered after %s; full-size packets restored %s after the onset; longest gap %s; %d of %d lost; latest delivery %s",
+		time.Duration(detectedNs.Load()), restore, gap, lost, seq1-seq0, late)
+	if restore > 3*time.Second || restore < 0 {
+		t.Errorf("full-size packets restored %s after the onset, want ≤ 3 s", restore)
+	}
+	if late > time.Second {
+		t.Errorf("a packet was delivered %s after it was sent, want ≤ 1 s", late)
+	}
+	if mixed {
+		return
+	}
+
+	// Both paths black-holed: the bond MTU falls, full-size packets get ICMP.
+	relays[1].SetMaxPacket(emu.Up, limit)
+	relays[1].SetMaxPacket(emu.Down, limit)
+	icmp0 := st.ICMPSent
+	r.send(2*time.Second, testMTU)
+	waitFor(t, func() bool { return tb.edge.Bond().Stats().MTU < testMTU })
+	r.send(200*time.Millisecond, testMTU)
+	st = tb.edge.Bond().Stats()
+	t.Logf("both paths black-holed: bond MTU %d (configured %d): %s; ICMP sent %d; TUN MTUs set %v",
+		st.MTU, st.MTUConfigured, st.MTUReason, st.ICMPSent-icmp0, tunSet(&tunMu, &tunMTUs))
+	if st.MTU >= testMTU || st.MTU < 1000 || st.ICMPSent == icmp0 || st.MTUReason == "" {
+		t.Errorf("bond MTU %d, %d ICMP answers, reason %q; want an MTU that fits %d-byte IP packets, answers and a reason",
+			st.MTU, st.ICMPSent-icmp0, st.MTUReason, limit)
+	}
+	if m := tunSet(&tunMu, &tunMTUs); len(m) == 0 || m[len(m)-1] != st.MTU {
+		t.Errorf("TUN MTUs set %v, want the last %d", m, st.MTU)
+	}
+	small := st.MTU - st.MTU%8
+	seqSmall := r.seq
+	r.send(200*time.Millisecond, small)
+	// Packets that fit the lowered MTU pass (the first wait for quic-go's
+	// window, collapsed by the black hole's losses, to reopen).
+	waitFor(t, func() bool {
+		n := 0
+		for _, a := range r.arrivals() {
+			if a.seq >= seqSmall {
+				n++
+			}
+		}
+		return n >= 100
+	})
+
+	// Heal: the budgets and the MTU rise again within a raise period.
+	healed := time.Now()
+	for _, rl := range relays {
+		rl.SetMaxPacket(emu.Up, 0)
+		rl.SetMaxPacket(emu.Down, 0)
+	}
+	testkit.WaitFor(t, "budgets and MTU back", 2*policy.DefaultPMTURaise+2*time.Second, func() bool {
+		s := tb.edge.Bond().Stats()
+		return s.MTU == testMTU && s.Paths[0].DatagramBudget == full && s.Paths[1].DatagramBudget == full
+	})
+	t.Logf("healed: budgets and MTU back after %s; TUN MTUs set %v", time.Since(healed), tunSet(&tunMu, &tunMTUs))
+	if m := tunSet(&tunMu, &tunMTUs); m[len(m)-1] != testMTU {
+		t.Errorf("TUN MTUs set %v, want the last %d", m, testMTU)
+	}
+	seqHeal := r.seq
+	r.send(300*time.Millisecond, testMTU)
+	waitFor(t, func() bool {
+		n := 0
+		for _, a := range r.arrivals() {
+			if a.seq >= seqHeal {
+				n++
+			}
+		}
+		return n >= 150
+	})
+	cancel()
+	<-done
+	for _, a := range r.arrivals() {
+		if l := a.at.Sub(a.sent); l > time.Second {
+			t.Errorf("packet %d delivered %s after it was sent, want ≤ 1 s", a.seq, l)
+			break
+		}
+	}
+}
+
+// pmtuMeasure returns, for the packets with sequence numbers in
+// [from, to) sent from onset on: the time from onset to the first arrival
+// after the longest gap between arrivals (when that gap started after the
+// onset; else 0), that gap, how many never arrived, and the longest time a
+// packet took from send to arrival.
+func pmtuMeasure(arr []pmtuArrival, from, to uint32, onset time.Time, size int, mixed bool) (restore, gap time.Duration, lost int, late time.Duration) {
+	got := map[uint32]bool{}
+	prev := onset
+	for _, a := range arr {
+		late = max(late, a.at.Sub(a.sent))
+		if a.seq < from || a.seq >= to || a.size != size {
+			continue
+		}
+		got[a.seq] = true
+		if d := a.at.Sub(prev); d > gap {
+			gap, restore = d, a.at.Sub(onset)
+		}
+		prev = a.at
+	}
+	if gap < 20*time.Millisecond {
+		restore = 0 // no outage worth the name
+	}
+	want := int(to - from)
+	if mixed {
+		want = int(to/2 - from/2) // the even sequence numbers are the large packets
+	}
+	return restore, gap, want - len(got), late
+}
+
+func tunSet(mu *sync.Mutex, s *[]int) []int {
+	mu.Lock()
+	defer mu.Unlock()
+	return append([]int(nil), *s...)
+}
+
+// TestRecorderPMTU checks the recorder's packet-number ring: ACK ranges
+// report each newly acknowledged packet's datagram size once, losses find
+// the size of a remembered packet, and nothing allocates.
+func TestRecorderPMTU(t *testing.T) {
+	r := &recorder{}
+	var pm pathPMTU
+	pm.init(testMTU+HeaderBudget, PathOptions{}, time.Now())
+	sizes := []int{0, 1200, 48, 1242, 1242, 100, 1230, 0, 1242, 1242}
+	for pn, s := range sizes {
+		r.noteSent(int64(pn), pn == 9, s)
+	}
+	for _, c := range []struct {
+		name   string
+		ranges []qlog.AckRange // largest first
+		want   int             // largest datagram newly acknowledged
+	}{
+		{"first three", []qlog.AckRange{{Smallest: 0, Largest: 2}}, 1200},
+		{"again, nothing new", []qlog.AckRange{{Smallest: 0, Largest: 2}}, 0},
+		{"gap at 3 and 4", []qlog.AckRange{{Smallest: 5, Largest: 6}, {Smallest: 0, Largest: 2}}, 1230},
+		{"the rest", []qlog.AckRange{{Smallest: 7, Largest: 8}, {Smallest: 5, Largest: 6}}, 1242},
+	} {
+		pm.dlvMax.Store(0)
+		r.noteAcks(&qlog.AckFrame{AckRanges: c.ranges}, &pm)
+		if got := int(pm.dlvMax.Load()); got != c.want {
+			t.Errorf("%s: largest acknowledged %d, want %d", c.name, got, c.want)
+		}
+	}
+	if s, probe, ok := r.sizeOf(9); !ok || !probe || s != 1242 {
+		t.Errorf("packet 9: %d bytes, probe %v, known %v; want 1242, a probe", s, probe, ok)
+	}
+	if _, _, ok := r.sizeOf(9 + pmtuRing); ok {
+		t.Error("a packet number never sent was found")
+	}
+	pm.onLost(1242)
+	pm.onLost(100) // at or below Base: not the machine's concern
+	if pm.lost.Load() != 1 || pm.lostMin.Load() != 1242 {
+		t.Errorf("losses %d (min %d), want 1 (1242)", pm.lost.Load(), pm.lostMin.Load())
+	}
+	ack := &qlog.AckFrame{AckRanges: []qlog.AckRange{{Smallest: 0, Largest: 0}}}
+	pn := int64(100)
+	if a := testing.AllocsPerRun(1000, func() {
+		r.noteSent(pn, false, 1242)
+		ack.AckRanges[0] = qlog.AckRange{Smallest: qlog.PacketNumber(pn - 1), Largest: qlog.PacketNumber(pn)}
+		r.noteAcks(ack, &pm)
+		pm.onLost(1242)
+		pn++
+	}); a != 0 {
+		t.Fatalf("the recorder's PMTU bookkeeping allocates %v times per packet", a)
+	}
+}
+
+// TestMTUBlackHoleDownlink black-holes the concentrator-to-edge direction
+// of both paths (IP packets over 1250 bytes dropped) under a 1 kHz
+// downlink stream of full-size packets: the concentrator's paths detect
+// it, its bond lowers its MTU and answers full-size packets with ICMP
+// (its TUN, shared by all bonds, keeps its MTU), packets that fit still
+// arrive, and all of it rises again when the paths heal.
+func TestMTUBlackHoleDownlink(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping the MTU black-hole run in -short mode")
+	}
+	const limit = 1250
+	var relays emu.Relays
+	tb := newTestBondWith(t, token, 2, func(o *EdgeOptions) {
+		o.FEC = FECOptions{Mode: FECOff}
+		rs, err := emu.StartRelays(netip.MustParseAddrPort(o.Concentrator), []emu.RelayLink{
+			symmetric(10*time.Millisecond, 50*emu.Mbps, 0), symmetric(15*time.Millisecond, 50*emu.Mbps, 0)}, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rs.Close() })
+		for i, a := range rs.Addrs() {
+			o.Uplinks[i].Remote = a
+		}
+		relays = rs
+	})
+	tb.waitActive(t, 2)
+	conc := tb.conc.Bond("van-1")
+	waitFor(t, func() bool { return len(conc.Stats().Paths) == 2 })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := &pmtuProbeRun{tb: tb, down: true}
+	done := make(chan struct{})
+	go func() { defer close(done); r.receive(ctx) }()
+	r.send(300*time.Millisecond, testMTU)
+
+	onset := time.Now()
+	for _, rl := range relays {
+		rl.SetMaxPacket(emu.Down, limit)
+	}
+	icmp0 := conc.Stats().ICMPSent
+	for time.Since(onset) < 3*time.Second && conc.Stats().MTU == testMTU {
+		r.send(50*time.Millisecond, testMTU)
+	}
+	lowered := time.Since(onset)
+	r.send(300*time.Millisecond, testMTU)
+	st := conc.Stats()
+	t.Logf("downlink black hole: concentrator MTU %d after %s (%s); ICMP sent %d", st.MTU, lowered, st.MTUReason, st.ICMPSent-icmp0)
+	for _, p := range st.Paths {
+		t.Logf("  concentrator path %s: budget %d (%s): %s", p.Name, p.DatagramBudget, p.PMTUState, p.PMTUReason)
+	}
+	if st.MTU >= testMTU || lowered > 3*time.Second || st.ICMPSent == icmp0 {
+		t.Fatalf("concentrator MTU %d after %s, %d ICMP answers; want it lowered within 3 s, and answers", st.MTU, lowered, st.ICMPSent-icmp0)
+	}
+	seqSmall := r.seq
+	r.send(200*time.Millisecond, st.MTU)
+	waitFor(t, func() bool {
+		n := 0
+		for _, a := range r.arrivals() {
+			if a.seq >= seqSmall {
+				n++
+			}
+		}
+		return n >= 100
+	})
+	healed := time.Now()
+	for _, rl := range relays {
+		rl.SetMaxPacket(emu.Down, 0)
+	}
+	testkit.WaitFor(t, "the concentrator's MTU back", 2*policy.DefaultPMTURaise+2*time.Second, func() bool {
+		return conc.Stats().MTU == testMTU
+	})
+	t.Logf("healed: concentrator MTU back after %s", time.Since(healed))
+	cancel()
+	<-done
+	for _, a := range r.arrivals() {
+		if l := a.at.Sub(a.sent); l > time.Second {
+			t.Errorf("packet %d delivered %s after it was sent, want ≤ 1 s", a.seq, l)
+			break
+		}
+	}
+}
