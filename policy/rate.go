@@ -96,14 +96,27 @@ const (
 	staleReport       = 2_000_000              // µs: longer intervals are clamped
 	queueHighMult     = 4                      // queue > 4 × target (at least 60 ms) is overuse whatever the trend
 	queueHighMin      = 60 * 1000              // µs
-	drainMin          = 0.5                    // the queue controller never asks for less than half the capacity
+	drainMin          = 0.85                   // the queue controller never asks for less than 0.85 × what arrives (GCC §5.5)
 	deliverySmooth    = 0.25                   // EWMA weight of a report's delivery rate in the reported figure
 	probeBaseInterval = 5 * time.Second        // BBR ProbeRTTInterval
 	reportMin         = 50 * time.Millisecond  // the feedback interval the constants assume
 	capacityMemory    = time.Second            // how long a capacity sample is trusted
 	probeBaseMax      = 200 * time.Millisecond // BBR ProbeRTTDuration
 	probeBaseGain     = 0.75                   // rate while re-measuring the base (BBRv3 ProbeRTT keeps 0.5 BDP in flight)
+	rateSmooth        = 0.3                    // EWMA weight of a report in the sending and received rates
+	linkLimitedRatio  = 0.85                   // received < 0.85 × sent: the link limits
+	drainQueueMult    = 2                      // a queue above 2 × QueueTarget ...
+	drainQueueMin     = 30 * 1000              // ... and 30 ms (µs) is drained
+	bwWindowMin       = time.Second            // max_bw window, at least ...
+	bwWindowRounds    = 10                     // ... 10 round trips (BBRv1's BtlBwFilterLen)
+	startupGain       = 2.0                    // BBR Startup pacing gain (2/ln 2 ≈ 2.89 in BBR; 2 per report here)
+	startupGrowth     = 1.25                   // BBR full-pipe test: max_bw grows by 25 % ...
+	startupRounds     = 3                      // ... within 3 rounds
 )
+
+// probeBWGains is BBRv1's ProbeBW pacing gain cycle (Cardwell et al., "BBR:
+// Congestion-Based Congestion Control", ACM Queue 14(5), 2016).
+var probeBWGains = [...]float64{1.25, 0.75, 1, 1, 1, 1, 1, 1}
 
 // RateConfig configures a [RateEstimator]. The zero value is valid.
 type RateConfig struct {
@@ -189,6 +202,14 @@ type RateEstimator struct {
 	trend      float64 // ms
 	gamma      float64 // ms
 
+	sendS, recvS float64 // bytes/s: smoothed sending and received rates
+	bw           winMax  // BBR.max_bw, bytes/s
+	phaseAt      time.Time
+	phaseIdx     int
+	startup      bool    // BBR Startup: the rate doubles each round
+	fullBw       float64 // max_bw when it last grew by startupGrowth
+	fullBwN      int     // rounds since
+
 	lastUpdate time.Time
 	lastEmpty  time.Time // the last report whose queue emptied
 	probing    bool      // draining to re-measure the base (ProbeRTT)
@@ -217,7 +238,7 @@ func NewRateEstimator(cfg RateConfig) *RateEstimator {
 	if cfg.QueueTarget <= 0 {
 		cfg.QueueTarget = DefaultQueueTarget
 	}
-	e := &RateEstimator{cfg: cfg, gamma: gammaInit}
+	e := &RateEstimator{cfg: cfg, gamma: gammaInit, startup: true}
 	e.target = min(max(cfg.InitialRate, cfg.MinRate), cfg.MaxRate)
 	return e
 }
@@ -348,28 +369,40 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	n := float64(r.Datagrams) + float64(r.Lost)
 	overflow := queued && e.floorTotal >= floorMinDatagrams &&
 		lossNow > floor+max(lossExcessMin, lossExcessRel*floor, 3*math.Sqrt(floor*(1-floor)/n))
-	if saturated {
-		e.capacity, e.capacityAt = recv, now
-	}
-	overuse := e.trend > e.gamma
-	queueHigh := e.queue > max(queueHighMult*qt, queueHighMin)
-	// Random loss is the link's own; loss is congestion only when it rises
-	// together with the delay (a filling drop-tail queue).
-	lossCongestion := overflow || lossNow > 2*lossBefore+0.01 && (e.trend > e.gamma/2 || e.queue > 2*qt)
 	limited := s.BacklogBytes > 0 || float64(s.SentBytes) >= appLimitedUse*e.target*elapsed/1e6
 	tau := max(minTau, 2*float64(s.SRTT.Microseconds()))
+	sendRate := float64(s.SentBytes) * 1e6 / elapsed
+	e.sendS += rateSmooth * (sendRate - e.sendS)
+	e.recvS += rateSmooth * (recv - e.recvS)
+	// The link, not the sender, sets what arrives: it carried clearly
+	// less than was sent to it lately (the difference is filling a queue).
+	// A one-way delay that rose with no such deficit is the path's base
+	// delay moving (a route, a cell), not a queue of ours.
+	linkLimited := e.recvS < linkLimitedRatio*e.sendS
+	drain := e.queue > max(drainQueueMult*qt, drainQueueMin) && (linkLimited || e.queue > queueHighMin)
+	lossCongestion := overflow || lossNow > 2*lossBefore+0.01 && drain
 
-	// BBR's ProbeRTT (draft-ietf-ccwg-bbr): a queue held at
-	// QueueTarget never empties, so the base filter would forget the true
-	// base and the queue would ratchet up. Every probeBaseInterval of
-	// saturation, send at probeBaseGain × the capacity until the queue
-	// empties (or probeBaseMax + sRTT passes) so the base is measured
-	// again.
+	// BBR's bottleneck bandwidth (draft-ietf-ccwg-bbr §4.5.2.1, BBR.max_bw):
+	// a windowed maximum of the delivery-rate samples; a sample taken
+	// while the sender was application-limited counts only if it raises
+	// the maximum (§4.5.2.2).
+	window := max(bwWindowMin, time.Duration(bwWindowRounds)*s.SRTT)
+	if limited || recv > e.bw.get() {
+		e.bw.update(now, window, recv)
+	}
+	bw := e.bw.get()
+	e.capacity, e.capacityAt = bw, now
+
+	// BBR's ProbeRTT (draft-ietf-ccwg-bbr §4.3.4): a queue that never
+	// empties hides the base delay, and the drain bound would follow it
+	// up. Every probeBaseInterval of saturation, send at probeBaseGain ×
+	// the rate until the queue empties (or probeBaseMax + sRTT passes) so
+	// the base is measured again.
 	if !saturated {
 		e.lastEmpty = now
 		e.probing = e.rebasing
 	} else if !e.probing && now.Sub(e.lastEmpty) > probeBaseInterval {
-		e.probing, e.probeStart, e.probeMin, e.probeRate = true, now, r.OWDMin, min(e.target, max(e.capacity, recv))
+		e.probing, e.probeStart, e.probeMin, e.probeRate = true, now, r.OWDMin, min(e.target, max(e.bw.get(), recv))
 	}
 	if e.probing {
 		e.probeMin = min(e.probeMin, r.OWDMin)
@@ -383,80 +416,81 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		}
 	}
 
-	a := e.target
+	// The pacing gain cycle of BBR's ProbeBW (BBRv1, Cardwell et al.,
+	// ACM Queue 2016): one phase per max(sRTT, report interval), probing
+	// at 1.25 × max_bw, draining what the probe queued at 0.75 ×, then
+	// cruising at max_bw.
+	phase := max(s.SRTT, reportMin)
+	if now.Sub(e.phaseAt) >= phase {
+		e.phaseAt = now
+		e.phaseIdx = (e.phaseIdx + 1) % len(probeBWGains)
+		if e.startup {
+			// BBR Startup (§4.3.1.1): leave when max_bw has not grown by
+			// 25 % in 3 rounds.
+			if bw >= startupGrowth*e.fullBw {
+				e.fullBw, e.fullBwN = bw, 0
+			} else if limited {
+				e.fullBwN++
+			}
+			if e.fullBwN >= startupRounds {
+				e.startup = false
+			}
+		}
+	}
+	gain := probeBWGains[e.phaseIdx]
+	if e.startup {
+		gain = startupGain
+	}
+	a := max(gain*bw, e.cfg.MinRate)
+	if bw == 0 {
+		a = e.target
+	}
 	switch {
 	case e.probing:
 		a = min(a, probeBaseGain*e.probeRate)
-		e.velocity = 0
-	case (overuse || queueHigh || lossCongestion) && saturated:
-		// The queue grows: recv is the bottleneck rate. Send below it, by
-		// enough to drain the queue above QueueTarget within tau.
-		f := min(1, max(drainMin, 1-(e.queue-qt)/tau))
-		if overflow {
-			// A queue shallower than QueueTarget overflows: GCC's
-			// back-off, since the queue term cannot see it.
-			f = min(f, gccBackoff)
-			e.overflowAt = now
-		}
-		a = min(a, recv*f)
-		e.overuses++
-		e.velocity = 0
-	case overuse || queueHigh || lossCongestion:
-		// GCC §5.5: decrease to 0.85 × the received rate.
+	case overflow || lossCongestion:
+		// A drop-tail queue overflowing (loss above the path's own floor
+		// while a queue stands): BBRv2's loss response (draft-ietf-ccwg-bbr
+		// §4.5.10, β = 0.7 of inflight_hi) in the form of GCC's rate
+		// back-off (draft-ietf-rmcat-gcc-02 §5.5: 0.85 × the received rate),
+		// and max_bw forgets the rates the link no longer carries.
 		a = min(a, gccBackoff*recv)
+		e.bw.reset(now, recv)
+		e.overflowAt = now
 		e.overuses++
-		e.velocity = 0
-	case saturated && (e.queue > qt || !limited):
-		// The queue never emptied: recv is the bottleneck rate. Steer the
-		// queue towards QueueTarget over tau (NADA-like proportional
-		// term); below it, probe (next case), as the "queue" may be a
-		// base delay that moved up.
-		a = recv * min(1, max(drainMin, 1+(qt-e.queue)/tau))
-		e.velocity = 0
-	case limited:
-		// The link has room and the sender has more: probe, faster each
-		// report (Copa's velocity), from at least what was received.
-		// The velocity doubles once per sRTT, when the last step has had
-		// time to show in the reports.
-		switch {
-		case e.velocity == 0:
-			e.velocity, e.velocityAt = velocityStart, now
-		case now.Sub(e.velocityAt) >= max(s.SRTT, reportMin):
-			e.velocity, e.velocityAt = min(velocityMax, 2*e.velocity), now
+		e.startup = false
+	case drain:
+		// A queue above the drain bound: send below what arrives, by
+		// enough to drain it above QueueTarget within tau (NADA's
+		// proportional term, RFC 8698 §4.3), and if the link is what
+		// limits, max_bw restarts from what it carries now (the capacity
+		// fell: the old maximum would refill the queue).
+		f := min(1, max(drainMin, 1-(e.queue-qt)/tau))
+		a = min(a, recv*f)
+		if linkLimited {
+			e.bw.reset(now, recv)
 		}
-		v := e.velocity
-		if saturated {
-			v = min(v, velocitySaturated)
-		}
-		// Near a shallow queue that overflowed lately, probe gently (GCC's
-		// additive increase near the last overuse, §5.5).
-		shallow := now.Sub(e.overflowAt) < overflowMemory
-		if shallow {
-			v = min(v, velocityStart)
-		}
-		a = max(a, recv) * (1 + v)
-		// BBR paces at its max-filtered bottleneck rate: come
-		// back to the last capacity sample at once if it is recent.
-		back := e.capacity
-		if shallow {
-			back *= gccBackoff
-		}
-		if !saturated && a < back && now.Sub(e.capacityAt) <= max(capacityMemory, 4*s.SRTT) {
-			// Above it, probe afresh.
-			a, e.velocity, e.velocityAt = back, velocityStart, now
-		}
-	default:
+		e.overuses++
+		e.startup = false
+	case !limited:
 		// Application-limited: do not grow, and come down to twice what
 		// the receiver got lately (no less than the initial rate), so a
 		// rate learnt while draining a backlog does not outlive it.
-		a = min(a, max(appLimitedGain*e.maxRecv, e.cfg.InitialRate))
-		e.velocity = 0
+		a = min(a, max(e.target, e.cfg.MinRate), max(appLimitedGain*e.maxRecv, e.cfg.InitialRate))
 	}
-	// GCC §5.5: never raise the rate above 1.5 × what the receiver got
-	// lately (an application-limited path keeps its rate, it does not
-	// grow it).
+	if now.Sub(e.overflowAt) < overflowMemory && gain > 1 {
+		// Near a shallow queue that overflowed lately, probe gently
+		// (GCC's additive increase near the last overuse, §5.5).
+		a = min(a, bw*(1+velocityStart))
+	}
+	// GCC §5.5: never raise the rate far above what the receiver got
+	// lately (Startup doubles it per round, ProbeBW by 1.25).
 	if a > e.target {
-		a = min(a, max(e.target, maxRecvGain*e.maxRecv))
+		g := maxRecvGain
+		if e.startup {
+			g = startupGain
+		}
+		a = min(a, max(e.target, g*e.maxRecv))
 	}
 	e.target = min(max(a, e.cfg.MinRate), e.cfg.MaxRate)
 }

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"flag"
-	"math"
 	"slices"
 	"testing"
 	"time"
@@ -34,6 +33,7 @@ type traceCfg struct {
 	dur        time.Duration
 	warmup     time.Duration
 	offered    float64 // bytes/s; 0: always more to send, nothing expires
+	unpaced    bool    // send what is offered at once (the reference: no rate control)
 	observe    func(t time.Duration, est RateEstimate, sendRate float64)
 }
 
@@ -72,6 +72,7 @@ type traceInFlight struct {
 	seq     uint32
 	sentUs  uint64
 	born    time.Duration // when the application offered it
+	sent    time.Duration
 	arrive  time.Duration
 	measure bool
 }
@@ -135,7 +136,7 @@ func runTrace(t *testing.T, cfg traceCfg) traceResult {
 			}
 		}
 		sentTick := 0
-		for (cfg.offered == 0 || len(queue) > 0) && pacer.Delay(wall, modelPkt) == 0 {
+		for (cfg.offered == 0 || len(queue) > 0) && (cfg.unpaced || pacer.Delay(wall, modelPkt) == 0) {
 			born := now
 			if cfg.offered > 0 {
 				born, queue = queue[0], queue[1:]
@@ -143,7 +144,7 @@ func runTrace(t *testing.T, cfg traceCfg) traceResult {
 			pacer.Consume(wall, modelPkt)
 			sentSince += modelPkt
 			sentTick += modelPkt
-			p := traceInFlight{seq: seq, sentUs: uint64(wall.UnixMicro()), born: born, measure: born >= cfg.warmup}
+			p := traceInFlight{seq: seq, sentUs: uint64(wall.UnixMicro()), born: born, sent: now, measure: born >= cfg.warmup}
 			seq++
 			if p.measure {
 				res.sent++
@@ -164,7 +165,7 @@ func runTrace(t *testing.T, cfg traceCfg) traceResult {
 			wire = wire[1:]
 			meter.OnDatagram(uint64(wall.UnixMicro())+modelOffset, p.sentUs, p.seq, modelPkt)
 			seqLoss.OnSeq(p.seq)
-			owdSum += p.arrive - p.born
+			owdSum += p.arrive - p.sent
 			owdN++
 			if p.measure {
 				res.owd = append(res.owd, p.arrive-p.born)
@@ -232,39 +233,38 @@ func traceLinks(pm emu.PathModel) (link, back emu.LinkConfig, ls, bs uint64) {
 	return pm.Up, pm.Down, emu.RelayLinkSeed(pm.Seed, emu.Up), emu.RelayLinkSeed(pm.Seed, emu.Down)
 }
 
-// TestRateTraceDemoLoad: the load of `bondd demo` on one path (the
-// demo's 4 Mbit/s flow, and a third of it, as when three paths share it)
-// over each S1 cellular link, for seeds 1–3. The estimator must not lose
-// what the link could carry: the packets lost (expired in the sender
-// queue or dropped by the link) stay within 2 % + the link's loss floor
-// when the offered rate is below the link's mean capacity, and the p95
-// one-way delay (sender queue included) within 150 ms, the slowest base
-// delay of the traces (45 ms) + 100 ms.
+// TestRateTraceDemoLoad: the load of `bondd demo` on one path (its
+// 4 Mbit/s flow, and a third of it, as when three paths share it) over
+// each S1 cellular link, seeds 1–3. The rate controller must not lose
+// what the link could carry: against the same packets sent unpaced into
+// the same link (no rate control: what quic-go's window does at this
+// load, which it never fills), it loses at most 1 point more (packets
+// expired in the sender queue or dropped by the link), and its p95
+// one-way delay (sender queue included) stays within 150 ms, the slowest
+// base delay of the traces (45 ms) + 100 ms, or the unpaced one.
 func TestRateTraceDemoLoad(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trace-driven model: 3 × 3 × 2 runs of 30 s of virtual time")
+		t.Skip("trace-driven model: 3 × 3 × 2 × 2 runs of 30 s of virtual time")
 	}
 	for seed := uint64(1); seed <= 3; seed++ {
 		sc := traceScenario(t, seed)
 		for _, pm := range sc.Paths {
 			for _, mbit := range []float64{1.33, 4} {
 				link, back, ls, bs := traceLinks(pm)
-				r := runTrace(t, traceCfg{link: link, back: back, linkSeed: ls, backSeed: bs,
-					dur: 30 * time.Second, warmup: 3 * time.Second, offered: mbit * 1e6 / 8})
-				capMbps := mbps(r.capacity / 27)
-				floor := link.Loss
-				t.Logf("seed %d %s (%s) %.2f Mbit/s offered, capacity %.2f: loss %.2f %% (expired %d, link %d of %d), owd p50 %v p95 %v, target %.2f Mbit/s, overuses %d",
-					seed, pm.Name, sc.Source, mbit, capMbps, 100*r.lossRate(), r.expired, r.linkDrops, r.offered,
-					r.owdQuantile(0.5), r.owdQuantile(0.95), mbps(r.est.Target), r.est.Overuses)
-				if mbit > 0.8*capMbps {
-					continue // the link cannot carry it: loss is the link's
+				cfg := traceCfg{link: link, back: back, linkSeed: ls, backSeed: bs,
+					dur: 30 * time.Second, warmup: 3 * time.Second, offered: mbit * 1e6 / 8}
+				r := runTrace(t, cfg)
+				cfg.unpaced = true
+				ref := runTrace(t, cfg)
+				t.Logf("seed %d %s %.2f Mbit/s offered, capacity %.2f: loss %.2f %% (expired %d, link %d of %d), unpaced %.2f %%; owd p50 %v p95 %v, unpaced p95 %v; target %.2f Mbit/s, overuses %d",
+					seed, pm.Name, mbit, mbps(r.capacity/27), 100*r.lossRate(), r.expired, r.linkDrops, r.offered, 100*ref.lossRate(),
+					r.owdQuantile(0.5), r.owdQuantile(0.95), ref.owdQuantile(0.95), mbps(r.est.Target), r.est.Overuses)
+				if l, want := r.lossRate(), ref.lossRate()+0.01; l > want {
+					t.Errorf("seed %d %s, %.2f Mbit/s offered: lost %.2f %%, want ≤ %.2f %% (unpaced + 1)",
+						seed, pm.Name, mbit, 100*l, 100*want)
 				}
-				if l := r.lossRate(); l > 0.02+floor {
-					t.Errorf("seed %d %s, %.2f Mbit/s offered on %.2f: lost %.2f %%, want ≤ %.2f %%",
-						seed, pm.Name, mbit, capMbps, 100*l, 100*(0.02+floor))
-				}
-				if q := r.owdQuantile(0.95); q > 150*time.Millisecond {
-					t.Errorf("seed %d %s, %.2f Mbit/s offered: p95 one-way delay %v, want ≤ 150ms", seed, pm.Name, mbit, q)
+				if q, want := r.owdQuantile(0.95), max(150*time.Millisecond, ref.owdQuantile(0.95)); q > want {
+					t.Errorf("seed %d %s, %.2f Mbit/s offered: p95 one-way delay %v, want ≤ %v", seed, pm.Name, mbit, q, want)
 				}
 			}
 		}
@@ -298,4 +298,3 @@ func TestRateTraceGreedy(t *testing.T) {
 	}
 }
 
-var _ = math.Inf
