@@ -441,6 +441,13 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	if e.startup {
 		gain = startupGain
 	}
+	if gain <= 1 {
+		// Cruising: hold the queue near QueueTarget with NADA's
+		// proportional term (RFC 8698 §4.3), relative to max_bw, never
+		// below drainMin of it: a base delay that moved up costs at most
+		// that, and does not compound from one report to the next.
+		gain *= min(1, max(drainMin, 1-(e.queue-qt)/tau))
+	}
 	a := max(gain*bw, e.cfg.MinRate)
 	if bw == 0 {
 		a = e.target
