@@ -10,33 +10,45 @@ import (
 // ([RateReport], built by [RateMeter]); the sender's [RateEstimator] turns
 // each report into a target rate that the path's [Pacer] enforces.
 //
-// The model is BBR's (draft-ietf-ccwg-bbr): a path is a pipe with a base
-// delay and a bottleneck rate. The base is the windowed minimum of the
-// one-way delay (BBR's min_rtt filter, 10 s; the clock offset between the
-// hosts cancels out of every difference against it), and the bottleneck
-// rate is what the receiver got (lost datagrams included) in an interval
-// during which the queue never emptied (the interval's least one-way delay
-// stayed above the base), the one moment a delivery-rate sample is the
-// capacity rather than the sending rate. The rate then follows that capacity with a proportional term that
-// holds the queueing delay near QueueTarget, as NADA's delay-based
-// reference rate does (RFC 8698, x_curr held against XREF).
+// The model is BBR's (draft-ietf-ccwg-bbr; BBRv1, Cardwell et al., ACM
+// Queue 14(5), 2016): a path is a pipe with a base delay and a bottleneck
+// rate. The bottleneck rate, max_bw, is a windowed maximum (max(1 s, 10
+// sRTT), Nichols' three-sample filter as in Linux's lib/minmax.c) of what
+// the receiver got per report, lost datagrams of the path's own loss rate
+// added back; a report during which the sender was application-limited
+// counts only if it raises it (BBR §4.5.2.2). The target is a pacing gain
+// × max_bw: 2 per round in Startup until max_bw stops growing by 25 % in
+// three rounds, then ProbeBW's cycle 1.25, 0.75, 1 × 6, one phase per
+// max(sRTT, 50 ms). The target is always computed from max_bw, never from
+// the previous target, so a report that looks bad costs one report, not a
+// ratchet: with the delay as the only signal, a base one-way delay that
+// moves up (a cell, a route; S1's traces redraw it every second, by up to
+// 26 ms) reads as a standing queue, and a rate cut on each report drove the
+// target to a tenth of the link.
 //
-// Congestion is detected in the manner of Google Congestion Control
-// (draft-ietf-rmcat-gcc-02): the trend of the one-way delay over the last
-// reports (the trendline estimator of WebRTC's GCC, a least-squares slope
-// over packet groups; here one group per report), compared with an
-// adaptive threshold γ (§5.4, eq. 5–6: K_u = 0.01, K_d = 0.00018, clamped
-// to 6–600 ms); overuse sets the rate to 0.85 × the received rate (§5.5).
+// The base delay is the windowed minimum of the one-way delay (BBR's
+// min_rtt filter, 10 s; the clock offset between the hosts cancels out of
+// every difference against it). While cruising (gain ≤ 1) a proportional
+// term holds the queueing delay near QueueTarget (NADA, RFC 8698 §4.3),
+// relative to max_bw and never below 0.85 × it. A queue above the drain
+// bound (2 × QueueTarget, at least 30 ms) is drained at 0.85–1 × the
+// received rate when the link is what limits: the smoothed received rate
+// is below 0.85 × the smoothed sending rate (the difference fills a
+// queue), or the queue is above 60 ms whatever the rates. A capacity drop
+// then restarts max_bw from what the link carries now.
+//
 // Random loss is not congestion: the path's own loss rate (its floor) is
-// learnt from reports during which no queue stood, the received rate is
-// scaled up by it, and only loss above it while a queue stands (a
-// drop-tail queue overflowing, however shallow) or loss rising together
-// with the delay trend backs the rate off. While the link has room and the sender has more to send,
-// the rate goes back to a capacity sample of the last second (BBR paces
-// at its max-filtered bandwidth) and then grows with a velocity that
-// doubles each sRTT (Copa, Arun & Balakrishnan, NSDI 2018, §2.2), capped
-// at 1.5 × the received rate (GCC §5.5). An application-limited sender
-// does not raise it, and it decays to 2 × what the receiver got.
+// learnt from reports during which no queue stood and the received rate
+// is scaled up by it. Loss above it while a queue stands (a drop-tail
+// queue overflowing, however shallow), or loss rising while the queue is
+// drained, sets the rate to 0.85 × the received rate (GCC's back-off,
+// draft-ietf-rmcat-gcc-02 §5.5; BBRv2 responds to loss above 2 % alike)
+// and restarts max_bw from it; probing stays gentle for 2 s after. The
+// target never rises above 1.5 × the received rate of the last seconds
+// (GCC §5.5; 2 × in Startup), and an application-limited sender's target
+// decays to 2 × what the receiver got. GCC's delay trend and adaptive
+// threshold (§5.4) are still computed and reported (RateEstimate.Trend),
+// but no longer act: a trend cannot tell a base step from a queue.
 //
 // A queue held at QueueTarget never empties, so the base filter would
 // forget the true base: every 5 s of saturation the rate drops to 0.75 ×
@@ -79,11 +91,9 @@ const (
 	baseBuckets       = 4                      // 4 slots: a 7.5–10 s window (BBR min_rtt, 10 s)
 	satEpsilonUs      = 2000                   // µs of queue that count as "never emptied"
 	minTau            = 250 * 1000.0           // µs: horizon of the queue controller, at least 2 sRTT
-	velocityStart     = 0.02                   // first probe step per report (Copa velocity 1)
+	velocityStart     = 0.02                   // probe step near a recent overflow (GCC §5.5's additive increase)
 	appLimitedGain    = 2.0                    // an application-limited target decays to 2 × the received rate
 	maxRecvHalfLife   = 2e6                    // µs: a keyframe a second stays remembered
-	velocityMax       = 0.32                   // largest probe step per report
-	velocitySaturated = 0.04                   // largest probe step with a queue at QueueTarget
 	lossWindow        = 1_000_000.0            // µs: averaging time of the loss rate
 	floorDatagrams    = 5000.0                 // datagrams the random-loss floor averages over
 	floorMinDatagrams = 200.0                  // datagrams before the floor is trusted
@@ -94,13 +104,11 @@ const (
 	lossExcessRel     = 0.25                   // ... or a quarter of the floor, if more (noise at high loss)
 	appLimitedUse     = 0.9                    // sent ≥ 0.9 × target × interval counts as pacing-limited
 	staleReport       = 2_000_000              // µs: longer intervals are clamped
-	queueHighMult     = 4                      // queue > 4 × target (at least 60 ms) is overuse whatever the trend
 	queueHighMin      = 60 * 1000              // µs
 	drainMin          = 0.85                   // the queue controller never asks for less than 0.85 × what arrives (GCC §5.5)
 	deliverySmooth    = 0.25                   // EWMA weight of a report's delivery rate in the reported figure
 	probeBaseInterval = 5 * time.Second        // BBR ProbeRTTInterval
 	reportMin         = 50 * time.Millisecond  // the feedback interval the constants assume
-	capacityMemory    = time.Second            // how long a capacity sample is trusted
 	probeBaseMax      = 200 * time.Millisecond // BBR ProbeRTTDuration
 	probeBaseGain     = 0.75                   // rate while re-measuring the base (BBRv3 ProbeRTT keeps 0.5 BDP in flight)
 	rateSmooth        = 0.3                    // EWMA weight of a report in the sending and received rates
@@ -152,8 +160,8 @@ type RateEstimate struct {
 	Target float64
 	// Delivery is the smoothed rate the receiver got, bytes/s.
 	Delivery float64
-	// Capacity is the last bottleneck-rate sample (a report during which
-	// the queue never emptied), bytes/s; 0 before the first.
+	// Capacity is the bottleneck rate, BBR's max_bw (a windowed maximum of
+	// the delivery rate), bytes/s; 0 before the first report.
 	Capacity float64
 	// Loss is the receiver-seen datagram loss rate over about 1 s, 0–1.
 	Loss float64
@@ -180,7 +188,6 @@ type RateEstimator struct {
 	target     float64
 	delivery   float64
 	capacity   float64
-	capacityAt time.Time
 	maxRecv    float64 // max of the received rate, halved every maxRecvHalfLife
 	loss       float64 // EWMA over lossWindow
 	floorLost  float64 // datagrams lost and in all, decayed, in reports without a queue
@@ -188,8 +195,6 @@ type RateEstimator struct {
 	overflowAt time.Time // the last report that showed a shallow queue overflowing
 	queue      float64   // µs
 	qmin       float64   // µs, the last report's least queueing delay
-	velocity   float64
-	velocityAt time.Time
 
 	base       [baseBuckets]int64 // min OWD per slot, µs
 	baseSlot   uint64             // receiver µs / baseBucket of the newest slot
@@ -391,7 +396,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		e.bw.update(now, window, recv)
 	}
 	bw := e.bw.get()
-	e.capacity, e.capacityAt = bw, now
+	e.capacity = bw
 
 	// BBR's ProbeRTT (draft-ietf-ccwg-bbr §4.3.4): a queue that never
 	// empties hides the base delay, and the drain bound would follow it
