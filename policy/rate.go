@@ -211,9 +211,10 @@ type RateEstimator struct {
 	bw           winMax  // BBR.max_bw, bytes/s
 	phaseAt      time.Time
 	phaseIdx     int
-	startup      bool    // BBR Startup: the rate doubles each round
-	fullBw       float64 // max_bw when it last grew by startupGrowth
-	fullBwN      int     // rounds since
+	startup      bool      // BBR Startup: the rate doubles each round
+	fullBw       float64   // max_bw when it last grew by startupGrowth
+	fullBwN      int       // rounds since
+	limitedAt    time.Time // the last report during which the sender was not application-limited
 
 	lastUpdate time.Time
 	lastEmpty  time.Time // the last report whose queue emptied
@@ -392,6 +393,9 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	// while the sender was application-limited counts only if it raises
 	// the maximum (§4.5.2.2).
 	window := max(bwWindowMin, time.Duration(bwWindowRounds)*s.SRTT)
+	if limited {
+		e.limitedAt = now
+	}
 	if limited || recv > e.bw.get() {
 		e.bw.update(now, window, recv)
 	}
@@ -485,10 +489,18 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		e.overuses++
 		e.startup = false
 	case !limited:
-		// Application-limited: do not grow, and come down to twice what
-		// the receiver got lately (no less than the initial rate), so a
-		// rate learnt while draining a backlog does not outlive it.
-		a = min(a, max(e.target, e.cfg.MinRate), max(appLimitedGain*e.maxRecv, e.cfg.InitialRate))
+		// Application-limited: do not grow. For one max_bw window after
+		// the last report that measured the link, keep max_bw (a spare
+		// path of a bond takes load back at once, BBR paces an
+		// application-limited flow at max_bw too); after it, come down
+		// to twice what the receiver got lately (no less than the
+		// initial rate), so a rate learnt while draining a backlog does
+		// not outlive it.
+		keep := max(appLimitedGain*e.maxRecv, e.cfg.InitialRate)
+		if now.Sub(e.limitedAt) <= window {
+			keep = max(keep, bw)
+		}
+		a = min(a, max(e.target, e.cfg.MinRate), keep)
 	}
 	if now.Sub(e.overflowAt) < overflowMemory && gain > 1 {
 		// Near a shallow queue that overflowed lately, probe gently
