@@ -10,33 +10,45 @@ import (
 // ([RateReport], built by [RateMeter]); the sender's [RateEstimator] turns
 // each report into a target rate that the path's [Pacer] enforces.
 //
-// The model is BBR's (draft-ietf-ccwg-bbr): a path is a pipe with a base
-// delay and a bottleneck rate. The base is the windowed minimum of the
-// one-way delay (BBR's min_rtt filter, 10 s; the clock offset between the
-// hosts cancels out of every difference against it), and the bottleneck
-// rate is what the receiver got (lost datagrams included) in an interval
-// during which the queue never emptied (the interval's least one-way delay
-// stayed above the base), the one moment a delivery-rate sample is the
-// capacity rather than the sending rate. The rate then follows that capacity with a proportional term that
-// holds the queueing delay near QueueTarget, as NADA's delay-based
-// reference rate does (RFC 8698, x_curr held against XREF).
+// The model is BBR's (draft-ietf-ccwg-bbr; BBRv1, Cardwell et al., ACM
+// Queue 14(5), 2016): a path is a pipe with a base delay and a bottleneck
+// rate. The bottleneck rate, max_bw, is a windowed maximum (max(1 s, 10
+// sRTT), Nichols' three-sample filter as in Linux's lib/minmax.c) of what
+// the receiver got per report, lost datagrams of the path's own loss rate
+// added back; a report during which the sender was application-limited
+// counts only if it raises it (BBR §4.5.2.2). The target is a pacing gain
+// × max_bw: 2 per round in Startup until max_bw stops growing by 25 % in
+// three rounds, then ProbeBW's cycle 1.25, 0.75, 1 × 6, one phase per
+// max(sRTT, 50 ms). The target is always computed from max_bw, never from
+// the previous target, so a report that looks bad costs one report, not a
+// ratchet: with the delay as the only signal, a base one-way delay that
+// moves up (a cell, a route; S1's traces redraw it every second, by up to
+// 26 ms) reads as a standing queue, and a rate cut on each report drove the
+// target to a tenth of the link.
 //
-// Congestion is detected in the manner of Google Congestion Control
-// (draft-ietf-rmcat-gcc-02): the trend of the one-way delay over the last
-// reports (the trendline estimator of WebRTC's GCC, a least-squares slope
-// over packet groups; here one group per report), compared with an
-// adaptive threshold γ (§5.4, eq. 5–6: K_u = 0.01, K_d = 0.00018, clamped
-// to 6–600 ms); overuse sets the rate to 0.85 × the received rate (§5.5).
+// The base delay is the windowed minimum of the one-way delay (BBR's
+// min_rtt filter, 10 s; the clock offset between the hosts cancels out of
+// every difference against it). While cruising (gain ≤ 1) a proportional
+// term holds the queueing delay near QueueTarget (NADA, RFC 8698 §4.3),
+// relative to max_bw and never below 0.85 × it. A queue above the drain
+// bound (2 × QueueTarget, at least 30 ms) is drained at 0.85–1 × the
+// received rate when the link is what limits: the smoothed received rate
+// is below 0.85 × the smoothed sending rate (the difference fills a
+// queue), or the queue is above 60 ms whatever the rates. A capacity drop
+// then restarts max_bw from what the link carries now.
+//
 // Random loss is not congestion: the path's own loss rate (its floor) is
-// learnt from reports during which no queue stood, the received rate is
-// scaled up by it, and only loss above it while a queue stands (a
-// drop-tail queue overflowing, however shallow) or loss rising together
-// with the delay trend backs the rate off. While the link has room and the sender has more to send,
-// the rate goes back to a capacity sample of the last second (BBR paces
-// at its max-filtered bandwidth) and then grows with a velocity that
-// doubles each sRTT (Copa, Arun & Balakrishnan, NSDI 2018, §2.2), capped
-// at 1.5 × the received rate (GCC §5.5). An application-limited sender
-// does not raise it, and it decays to 2 × what the receiver got.
+// learnt from reports during which no queue stood and the received rate
+// is scaled up by it. Loss above it while a queue stands (a drop-tail
+// queue overflowing, however shallow), or loss rising while the queue is
+// drained, sets the rate to 0.85 × the received rate (GCC's back-off,
+// draft-ietf-rmcat-gcc-02 §5.5; BBRv2 responds to loss above 2 % alike)
+// and restarts max_bw from it; probing stays gentle for 2 s after. The
+// target never rises above 1.5 × the received rate of the last seconds
+// (GCC §5.5; 2 × in Startup), and an application-limited sender's target
+// decays to 2 × what the receiver got. GCC's delay trend and adaptive
+// threshold (§5.4) are still computed and reported (RateEstimate.Trend),
+// but no longer act: a trend cannot tell a base step from a queue.
 //
 // A queue held at QueueTarget never empties, so the base filter would
 // forget the true base: every 5 s of saturation the rate drops to 0.75 ×
@@ -79,11 +91,9 @@ const (
 	baseBuckets       = 4                      // 4 slots: a 7.5–10 s window (BBR min_rtt, 10 s)
 	satEpsilonUs      = 2000                   // µs of queue that count as "never emptied"
 	minTau            = 250 * 1000.0           // µs: horizon of the queue controller, at least 2 sRTT
-	velocityStart     = 0.02                   // first probe step per report (Copa velocity 1)
+	velocityStart     = 0.02                   // probe step near a recent overflow (GCC §5.5's additive increase)
 	appLimitedGain    = 2.0                    // an application-limited target decays to 2 × the received rate
 	maxRecvHalfLife   = 2e6                    // µs: a keyframe a second stays remembered
-	velocityMax       = 0.32                   // largest probe step per report
-	velocitySaturated = 0.04                   // largest probe step with a queue at QueueTarget
 	lossWindow        = 1_000_000.0            // µs: averaging time of the loss rate
 	floorDatagrams    = 5000.0                 // datagrams the random-loss floor averages over
 	floorMinDatagrams = 200.0                  // datagrams before the floor is trusted
@@ -94,16 +104,27 @@ const (
 	lossExcessRel     = 0.25                   // ... or a quarter of the floor, if more (noise at high loss)
 	appLimitedUse     = 0.9                    // sent ≥ 0.9 × target × interval counts as pacing-limited
 	staleReport       = 2_000_000              // µs: longer intervals are clamped
-	queueHighMult     = 4                      // queue > 4 × target (at least 60 ms) is overuse whatever the trend
 	queueHighMin      = 60 * 1000              // µs
-	drainMin          = 0.5                    // the queue controller never asks for less than half the capacity
+	drainMin          = 0.85                   // the queue controller never asks for less than 0.85 × what arrives (GCC §5.5)
 	deliverySmooth    = 0.25                   // EWMA weight of a report's delivery rate in the reported figure
 	probeBaseInterval = 5 * time.Second        // BBR ProbeRTTInterval
 	reportMin         = 50 * time.Millisecond  // the feedback interval the constants assume
-	capacityMemory    = time.Second            // how long a capacity sample is trusted
 	probeBaseMax      = 200 * time.Millisecond // BBR ProbeRTTDuration
 	probeBaseGain     = 0.75                   // rate while re-measuring the base (BBRv3 ProbeRTT keeps 0.5 BDP in flight)
+	rateSmooth        = 0.3                    // EWMA weight of a report in the sending and received rates
+	linkLimitedRatio  = 0.85                   // received < 0.85 × sent: the link limits
+	drainQueueMult    = 2                      // a queue above 2 × QueueTarget ...
+	drainQueueMin     = 30 * 1000              // ... and 30 ms (µs) is drained
+	bwWindowMin       = time.Second            // max_bw window, at least ...
+	bwWindowRounds    = 10                     // ... 10 round trips (BBRv1's BtlBwFilterLen)
+	startupGain       = 2.0                    // BBR Startup pacing gain (2/ln 2 ≈ 2.89 in BBR; 2 per report here)
+	startupGrowth     = 1.25                   // BBR full-pipe test: max_bw grows by 25 % ...
+	startupRounds     = 3                      // ... within 3 rounds
 )
+
+// probeBWGains is BBRv1's ProbeBW pacing gain cycle (Cardwell et al., "BBR:
+// Congestion-Based Congestion Control", ACM Queue 14(5), 2016).
+var probeBWGains = [...]float64{1.25, 0.75, 1, 1, 1, 1, 1, 1}
 
 // RateConfig configures a [RateEstimator]. The zero value is valid.
 type RateConfig struct {
@@ -139,8 +160,8 @@ type RateEstimate struct {
 	Target float64
 	// Delivery is the smoothed rate the receiver got, bytes/s.
 	Delivery float64
-	// Capacity is the last bottleneck-rate sample (a report during which
-	// the queue never emptied), bytes/s; 0 before the first.
+	// Capacity is the bottleneck rate, BBR's max_bw (a windowed maximum of
+	// the delivery rate), bytes/s; 0 before the first report.
 	Capacity float64
 	// Loss is the receiver-seen datagram loss rate over about 1 s, 0–1.
 	Loss float64
@@ -167,7 +188,6 @@ type RateEstimator struct {
 	target     float64
 	delivery   float64
 	capacity   float64
-	capacityAt time.Time
 	maxRecv    float64 // max of the received rate, halved every maxRecvHalfLife
 	loss       float64 // EWMA over lossWindow
 	floorLost  float64 // datagrams lost and in all, decayed, in reports without a queue
@@ -175,8 +195,6 @@ type RateEstimator struct {
 	overflowAt time.Time // the last report that showed a shallow queue overflowing
 	queue      float64   // µs
 	qmin       float64   // µs, the last report's least queueing delay
-	velocity   float64
-	velocityAt time.Time
 
 	base       [baseBuckets]int64 // min OWD per slot, µs
 	baseSlot   uint64             // receiver µs / baseBucket of the newest slot
@@ -188,6 +206,15 @@ type RateEstimator struct {
 	trendHead  int
 	trend      float64 // ms
 	gamma      float64 // ms
+
+	sendS, recvS float64 // bytes/s: smoothed sending and received rates
+	bw           winMax  // BBR.max_bw, bytes/s
+	phaseAt      time.Time
+	phaseIdx     int
+	startup      bool      // BBR Startup: the rate doubles each round
+	fullBw       float64   // max_bw when it last grew by startupGrowth
+	fullBwN      int       // rounds since
+	limitedAt    time.Time // the last report during which the sender was not application-limited
 
 	lastUpdate time.Time
 	lastEmpty  time.Time // the last report whose queue emptied
@@ -217,7 +244,7 @@ func NewRateEstimator(cfg RateConfig) *RateEstimator {
 	if cfg.QueueTarget <= 0 {
 		cfg.QueueTarget = DefaultQueueTarget
 	}
-	e := &RateEstimator{cfg: cfg, gamma: gammaInit}
+	e := &RateEstimator{cfg: cfg, gamma: gammaInit, startup: true}
 	e.target = min(max(cfg.InitialRate, cfg.MinRate), cfg.MaxRate)
 	return e
 }
@@ -348,28 +375,43 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	n := float64(r.Datagrams) + float64(r.Lost)
 	overflow := queued && e.floorTotal >= floorMinDatagrams &&
 		lossNow > floor+max(lossExcessMin, lossExcessRel*floor, 3*math.Sqrt(floor*(1-floor)/n))
-	if saturated {
-		e.capacity, e.capacityAt = recv, now
-	}
-	overuse := e.trend > e.gamma
-	queueHigh := e.queue > max(queueHighMult*qt, queueHighMin)
-	// Random loss is the link's own; loss is congestion only when it rises
-	// together with the delay (a filling drop-tail queue).
-	lossCongestion := overflow || lossNow > 2*lossBefore+0.01 && (e.trend > e.gamma/2 || e.queue > 2*qt)
 	limited := s.BacklogBytes > 0 || float64(s.SentBytes) >= appLimitedUse*e.target*elapsed/1e6
 	tau := max(minTau, 2*float64(s.SRTT.Microseconds()))
+	sendRate := float64(s.SentBytes) * 1e6 / elapsed
+	e.sendS += rateSmooth * (sendRate - e.sendS)
+	e.recvS += rateSmooth * (recv - e.recvS)
+	// The link, not the sender, sets what arrives: it carried clearly
+	// less than was sent to it lately (the difference is filling a queue).
+	// A one-way delay that rose with no such deficit is the path's base
+	// delay moving (a route, a cell), not a queue of ours.
+	linkLimited := e.recvS < linkLimitedRatio*e.sendS
+	drain := e.queue > max(drainQueueMult*qt, drainQueueMin) && (linkLimited || e.queue > queueHighMin)
+	lossCongestion := overflow || lossNow > 2*lossBefore+0.01 && drain
 
-	// BBR's ProbeRTT (draft-ietf-ccwg-bbr): a queue held at
-	// QueueTarget never empties, so the base filter would forget the true
-	// base and the queue would ratchet up. Every probeBaseInterval of
-	// saturation, send at probeBaseGain × the capacity until the queue
-	// empties (or probeBaseMax + sRTT passes) so the base is measured
-	// again.
+	// BBR's bottleneck bandwidth (draft-ietf-ccwg-bbr §4.5.2.1, BBR.max_bw):
+	// a windowed maximum of the delivery-rate samples; a sample taken
+	// while the sender was application-limited counts only if it raises
+	// the maximum (§4.5.2.2).
+	window := max(bwWindowMin, time.Duration(bwWindowRounds)*s.SRTT)
+	if limited {
+		e.limitedAt = now
+	}
+	if limited || recv > e.bw.get() {
+		e.bw.update(now, window, recv)
+	}
+	bw := e.bw.get()
+	e.capacity = bw
+
+	// BBR's ProbeRTT (draft-ietf-ccwg-bbr §4.3.4): a queue that never
+	// empties hides the base delay, and the drain bound would follow it
+	// up. Every probeBaseInterval of saturation, send at probeBaseGain ×
+	// the rate until the queue empties (or probeBaseMax + sRTT passes) so
+	// the base is measured again.
 	if !saturated {
 		e.lastEmpty = now
 		e.probing = e.rebasing
 	} else if !e.probing && now.Sub(e.lastEmpty) > probeBaseInterval {
-		e.probing, e.probeStart, e.probeMin, e.probeRate = true, now, r.OWDMin, min(e.target, max(e.capacity, recv))
+		e.probing, e.probeStart, e.probeMin, e.probeRate = true, now, r.OWDMin, min(e.target, max(e.bw.get(), recv))
 	}
 	if e.probing {
 		e.probeMin = min(e.probeMin, r.OWDMin)
@@ -383,80 +425,96 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		}
 	}
 
-	a := e.target
+	// The pacing gain cycle of BBR's ProbeBW (BBRv1, Cardwell et al.,
+	// ACM Queue 2016): one phase per max(sRTT, report interval), probing
+	// at 1.25 × max_bw, draining what the probe queued at 0.75 ×, then
+	// cruising at max_bw.
+	phase := max(s.SRTT, reportMin)
+	if now.Sub(e.phaseAt) >= phase {
+		e.phaseAt = now
+		e.phaseIdx = (e.phaseIdx + 1) % len(probeBWGains)
+		if e.startup {
+			// BBR Startup (§4.3.1.1): leave when max_bw has not grown by
+			// 25 % in 3 rounds.
+			if bw >= startupGrowth*e.fullBw {
+				e.fullBw, e.fullBwN = bw, 0
+			} else if limited {
+				e.fullBwN++
+			}
+			if e.fullBwN >= startupRounds {
+				e.startup = false
+			}
+		}
+	}
+	gain := probeBWGains[e.phaseIdx]
+	if e.startup {
+		gain = startupGain
+	}
+	if gain <= 1 {
+		// Cruising: hold the queue near QueueTarget with NADA's
+		// proportional term (RFC 8698 §4.3), relative to max_bw, never
+		// below drainMin of it: a base delay that moved up costs at most
+		// that, and does not compound from one report to the next.
+		gain *= min(1, max(drainMin, 1-(e.queue-qt)/tau))
+	}
+	a := max(gain*bw, e.cfg.MinRate)
+	if bw == 0 {
+		a = e.target
+	}
 	switch {
 	case e.probing:
 		a = min(a, probeBaseGain*e.probeRate)
-		e.velocity = 0
-	case (overuse || queueHigh || lossCongestion) && saturated:
-		// The queue grows: recv is the bottleneck rate. Send below it, by
-		// enough to drain the queue above QueueTarget within tau.
-		f := min(1, max(drainMin, 1-(e.queue-qt)/tau))
-		if overflow {
-			// A queue shallower than QueueTarget overflows: GCC's
-			// back-off, since the queue term cannot see it.
-			f = min(f, gccBackoff)
-			e.overflowAt = now
-		}
-		a = min(a, recv*f)
-		e.overuses++
-		e.velocity = 0
-	case overuse || queueHigh || lossCongestion:
-		// GCC §5.5: decrease to 0.85 × the received rate.
+	case overflow || lossCongestion:
+		// A drop-tail queue overflowing (loss above the path's own floor
+		// while a queue stands): BBRv2's loss response (draft-ietf-ccwg-bbr
+		// §4.5.10, β = 0.7 of inflight_hi) in the form of GCC's rate
+		// back-off (draft-ietf-rmcat-gcc-02 §5.5: 0.85 × the received rate),
+		// and max_bw forgets the rates the link no longer carries.
 		a = min(a, gccBackoff*recv)
+		e.bw.reset(now, recv)
+		e.overflowAt = now
 		e.overuses++
-		e.velocity = 0
-	case saturated && (e.queue > qt || !limited):
-		// The queue never emptied: recv is the bottleneck rate. Steer the
-		// queue towards QueueTarget over tau (NADA-like proportional
-		// term); below it, probe (next case), as the "queue" may be a
-		// base delay that moved up.
-		a = recv * min(1, max(drainMin, 1+(qt-e.queue)/tau))
-		e.velocity = 0
-	case limited:
-		// The link has room and the sender has more: probe, faster each
-		// report (Copa's velocity), from at least what was received.
-		// The velocity doubles once per sRTT, when the last step has had
-		// time to show in the reports.
-		switch {
-		case e.velocity == 0:
-			e.velocity, e.velocityAt = velocityStart, now
-		case now.Sub(e.velocityAt) >= max(s.SRTT, reportMin):
-			e.velocity, e.velocityAt = min(velocityMax, 2*e.velocity), now
+		e.startup = false
+	case drain:
+		// A queue above the drain bound: send below what arrives, by
+		// enough to drain it above QueueTarget within tau (NADA's
+		// proportional term, RFC 8698 §4.3), and if the link is what
+		// limits, max_bw restarts from what it carries now (the capacity
+		// fell: the old maximum would refill the queue).
+		f := min(1, max(drainMin, 1-(e.queue-qt)/tau))
+		a = min(a, recv*f)
+		if linkLimited {
+			e.bw.reset(now, recv)
 		}
-		v := e.velocity
-		if saturated {
-			v = min(v, velocitySaturated)
+		e.overuses++
+		e.startup = false
+	case !limited:
+		// Application-limited: do not grow. For one max_bw window after
+		// the last report that measured the link, keep max_bw (a spare
+		// path of a bond takes load back at once, BBR paces an
+		// application-limited flow at max_bw too); after it, come down
+		// to twice what the receiver got lately (no less than the
+		// initial rate), so a rate learnt while draining a backlog does
+		// not outlive it.
+		keep := max(appLimitedGain*e.maxRecv, e.cfg.InitialRate)
+		if now.Sub(e.limitedAt) <= window {
+			keep = max(keep, bw)
 		}
-		// Near a shallow queue that overflowed lately, probe gently (GCC's
-		// additive increase near the last overuse, §5.5).
-		shallow := now.Sub(e.overflowAt) < overflowMemory
-		if shallow {
-			v = min(v, velocityStart)
-		}
-		a = max(a, recv) * (1 + v)
-		// BBR paces at its max-filtered bottleneck rate: come
-		// back to the last capacity sample at once if it is recent.
-		back := e.capacity
-		if shallow {
-			back *= gccBackoff
-		}
-		if !saturated && a < back && now.Sub(e.capacityAt) <= max(capacityMemory, 4*s.SRTT) {
-			// Above it, probe afresh.
-			a, e.velocity, e.velocityAt = back, velocityStart, now
-		}
-	default:
-		// Application-limited: do not grow, and come down to twice what
-		// the receiver got lately (no less than the initial rate), so a
-		// rate learnt while draining a backlog does not outlive it.
-		a = min(a, max(appLimitedGain*e.maxRecv, e.cfg.InitialRate))
-		e.velocity = 0
+		a = min(a, max(e.target, e.cfg.MinRate), keep)
 	}
-	// GCC §5.5: never raise the rate above 1.5 × what the receiver got
-	// lately (an application-limited path keeps its rate, it does not
-	// grow it).
+	if now.Sub(e.overflowAt) < overflowMemory && gain > 1 {
+		// Near a shallow queue that overflowed lately, probe gently
+		// (GCC's additive increase near the last overuse, §5.5).
+		a = min(a, bw*(1+velocityStart))
+	}
+	// GCC §5.5: never raise the rate far above what the receiver got
+	// lately (Startup doubles it per round, ProbeBW by 1.25).
 	if a > e.target {
-		a = min(a, max(e.target, maxRecvGain*e.maxRecv))
+		g := maxRecvGain
+		if e.startup {
+			g = startupGain
+		}
+		a = min(a, max(e.target, g*e.maxRecv))
 	}
 	e.target = min(max(a, e.cfg.MinRate), e.cfg.MaxRate)
 }
