@@ -14,9 +14,14 @@ import (
 )
 
 // stageSend tags the TCP packets with ids 0..n-1 as the send path would
-// (tagPacket, FlagFlow) and returns their datagrams.
+// (tagPacket, FlagFlow) under dir and returns their datagrams; dir nil is
+// a rule's resequence_ms of DefaultResequenceWait (TCP is not held by
+// default).
 func stageSend(t *testing.T, n int, dir *rules.Directive, sport uint16) [][]byte {
 	t.Helper()
+	if dir == nil {
+		dir = &rules.Directive{Fields: rules.FieldResequence, Resequence: DefaultResequenceWait}
+	}
 	cls, err := classify.New(classify.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +112,7 @@ func TestReseqStageUntagged(t *testing.T) {
 		dir *rules.Directive
 	}{
 		"tcp, resequence_ms 0": {tcp4(1, 2), off},
+		"tcp, no rule":         {tcp4(1, 2), nil},
 		"icmp":                 {append([]byte{0x45, 0, 0, 28, 0, 0, 0, 0, 64, 1}, make([]byte, 18)...), nil},
 	} {
 		buf := getBuf()
