@@ -137,7 +137,7 @@ const DefaultResequenceWait = 150 * time.Millisecond
 // every real loss by the whole wait; and each held flow takes one of the
 // resequencer's bounded flows from the MPEG-TS streams. Measured, one bulk
 // TCP flow over 15- and 45-ms paths: with and without resequencing within
-// the run-to-run spread of each other (1.4–1.96× the single path), but
+// the run-to-run spread of each other (1.33–1.96× the single path), but
 // resequencing once halved it (docs/video.md). A rule's resequence_ms
 // turns it on for a flow whose sender counts duplicate ACKs only
 // (RFC 5681 §3.2). dir may be nil (no rule set).

@@ -122,7 +122,7 @@ func TestNetnsTCPBulk(t *testing.T) {
 	// to 7 on 2 cores: 22–28 Mbit/s through the bond, 14–16 over the single
 	// path, 1.40–1.94×), so it is held to 1.3× there: the bond still
 	// carries TCP over both paths. With TCP resequenced by a rule the bond
-	// is no worse on average (24.7–29.0 Mbit/s in the same runs) but has
+	// is no better on average (21.5–29.0 Mbit/s in the same runs) and has
 	// been far worse (16.3 against 30.5 Mbit/s in one CI run: every real
 	// loss holds the flow for the whole wait, which delays TCP's own
 	// recovery): it is held to the single path only.
