@@ -144,3 +144,29 @@ func TestParityCountAllocs(t *testing.T) {
 		t.Errorf("%v allocs", a)
 	}
 }
+
+// TestAssuredSealAllocs: sealing blocks of assured packets with the
+// Residual bound (AssuredParity) allocates nothing once the (k, r)
+// encoder exists.
+func TestAssuredSealAllocs(t *testing.T) {
+	enc := mustEncoder(t, EncoderOptions{K: 8})
+	rd := &Redundancy{Loss: []float64{0.01, 0.02}, AssuredLoss: []float64{0.015, 0.03}, Alpha: 2, Residual: 1e-4}
+	par := newParity(8, DefaultMaxPacketLen)
+	pkt := make([]byte, 1000)
+	now := t0
+	block := func() {
+		now = now.Add(time.Millisecond)
+		var ref Ref
+		for i := range 8 {
+			ref, _, _ = enc.AddAssured(now, pkt, i&1)
+		}
+		enc.Seal(ref.Block, rd, par)
+	}
+	block()
+	if a := testing.AllocsPerRun(100, block); a != 0 {
+		t.Fatalf("%v allocations per assured block", a)
+	}
+	if par.Ref.R < 2 {
+		t.Fatalf("r = %d, want the Residual bound's ≥ 2", par.Ref.R)
+	}
+}

@@ -55,3 +55,40 @@ func ceilCount(x float64) int {
 	}
 	return int(math.Ceil(x - 1e-9))
 }
+
+// AssuredParity returns the smallest r in [0, min(k, MaxK)] for which a
+// block of k data and r parity packets, each lost independently with
+// probability p, loses more than r of its k+r packets with probability at
+// most residual: the Reed–Solomon block then fails to rebuild its data at
+// most that often. The tail P(X > r), X ~ Binomial(k+r, p), is summed
+// from the probability mass function by its recurrence
+// P(i+1) = P(i)·(n−i)/(i+1)·p/(1−p). k ≤ 0, p ≤ 0 (or NaN) or residual ≥ 1
+// give 0; p ≥ 1 or residual ≤ 0 give min(k, MaxK). Pure; it does not
+// allocate.
+func AssuredParity(k int, p, residual float64) int {
+	if k <= 0 || !(p > 0) || residual >= 1 {
+		return 0
+	}
+	top := min(k, MaxK)
+	if p >= 1 || !(residual > 0) {
+		return top
+	}
+	for r := range top {
+		if binomialTail(k+r, r, p) <= residual {
+			return r
+		}
+	}
+	return top
+}
+
+// binomialTail returns P(X > r) for X ~ Binomial(n, p), 0 < p < 1.
+func binomialTail(n, r int, p float64) float64 {
+	q := 1 - p
+	pmf := math.Pow(q, float64(n)) // P(X = 0)
+	head := 0.0                    // P(X ≤ i)
+	for i := 0; i <= r && i <= n; i++ {
+		head += pmf
+		pmf *= float64(n-i) / float64(i+1) * p / q
+	}
+	return max(1-head, 0)
+}

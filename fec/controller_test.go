@@ -3,6 +3,7 @@ package fec
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 // TestParityCount checks r = min(k, ⌈α·Σ k_i·p_i⌉) with the paper's k = 20
@@ -69,5 +70,70 @@ func TestParityCountCodingRate(t *testing.T) {
 	}
 	if cr := 20.0 / (20 + float64(ParityCount(20, []int{20}, []float64{0.02}, 2))); cr < 0.9 || cr > 0.96 {
 		t.Fatalf("coding rate at 2%% = %v", cr)
+	}
+}
+
+// TestAssuredParity checks r against the binomial tail computed by hand
+// (k = 4, p = 0.015: one parity fails with P(X ≥ 2 of 5) ≈ 2.2e-3, two
+// with P(X ≥ 3 of 6) ≈ 6.6e-5) and the edge cases.
+func TestAssuredParity(t *testing.T) {
+	for _, tt := range []struct {
+		k           int
+		p, residual float64
+		want        int
+	}{
+		{4, 0.015, 1e-2, 1},
+		{4, 0.015, 1e-3, 2},
+		{4, 0.015, 1e-4, 2},
+		{4, 0.015, 1e-5, 3},
+		{20, 0.015, 1e-4, 4},
+		{20, 0.001, 1e-4, 2},
+		{1, 0.5, 1e-4, 1}, // capped at k
+		{4, 0, 1e-4, 0},   // no loss: no parity
+		{4, 0.015, 0, 4},  // no residual allowed: all the parity there is
+		{4, 0.015, 1, 0},  // any failure allowed
+		{4, 1, 1e-4, 4},   // every packet lost
+		{0, 0.1, 1e-4, 0}, // no block
+		{4, math.NaN(), 1e-4, 0},
+		{MaxK + 10, 0.5, 1e-4, MaxK},
+	} {
+		if got := AssuredParity(tt.k, tt.p, tt.residual); got != tt.want {
+			t.Errorf("AssuredParity(%d, %v, %v) = %d, want %d", tt.k, tt.p, tt.residual, got, tt.want)
+		}
+	}
+}
+
+// TestEncoderAssured: a block with an assured packet gets the parity of
+// Residual, one without it α's.
+func TestEncoderAssured(t *testing.T) {
+	rd := &Redundancy{Loss: []float64{0.015}, Alpha: 2, Residual: 1e-4}
+	for _, tt := range []struct {
+		assured bool
+		want    int
+	}{{false, 1}, {true, 2}} {
+		e, err := NewEncoder(EncoderOptions{K: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		par := &Parity{}
+		for range 4 {
+			par.Bufs = append(par.Bufs, make([]byte, DefaultMaxPacketLen+ShardOverhead))
+		}
+		var ref Ref
+		for i := range 4 {
+			add := e.Add
+			if tt.assured && i == 2 {
+				add = e.AddAssured
+			}
+			ref, _, _ = add(time.Now(), []byte{byte(i), 1, 2}, 0)
+		}
+		if !e.Seal(ref.Block, rd, par) || par.Ref.R != tt.want {
+			t.Errorf("assured %v: r = %d, want %d", tt.assured, par.Ref.R, tt.want)
+		}
+		// The next block starts without the flag.
+		ref, _, _ = e.Add(time.Now(), []byte{1}, 0)
+		if e.Seal(ref.Block, rd, par); par.Ref.R != 1 {
+			t.Errorf("assured %v: the next block's r = %d, want 1", tt.assured, par.Ref.R)
+		}
 	}
 }

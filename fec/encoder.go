@@ -83,17 +83,36 @@ type Redundancy struct {
 	// Ratio, when > 0, fixes r = ⌈Ratio·k⌉ (capped at k) for "fixed"
 	// FEC and ignores Loss and Alpha.
 	Ratio float64
+	// Residual, when in (0, 1), is the highest probability with which a
+	// block that holds an assured packet (AddAssured) may fail to rebuild
+	// its data: such a block gets at least AssuredParity(k, L̂/k,
+	// Residual) parity packets, L̂ the block's expected loss
+	// (ExpectedLoss) over AssuredLoss. 0 adds nothing to r.
+	Residual float64
+	// AssuredLoss, when not nil, are the loss rates of the paths for the
+	// Residual bound, in place of Loss: rates that do not take a path
+	// that has lost nothing yet for lossless (LossIntervals.UpperRate).
+	AssuredLoss []float64
 }
 
-// count returns r for a block of k packets with per-path counts kPerPath.
-func (rd *Redundancy) count(k int, kPerPath []int) int {
+// count returns r for a block of k packets with per-path counts kPerPath;
+// assured: the block holds an assured packet.
+func (rd *Redundancy) count(k int, kPerPath []int, assured bool) int {
 	if rd == nil {
 		return 0
 	}
 	if rd.Ratio > 0 {
 		return min(k, ceilCount(rd.Ratio*float64(k)))
 	}
-	return ParityCount(k, kPerPath, rd.Loss, rd.Alpha)
+	r := ParityCount(k, kPerPath, rd.Loss, rd.Alpha)
+	if assured && rd.Residual > 0 && k > 0 {
+		loss := rd.AssuredLoss
+		if loss == nil {
+			loss = rd.Loss
+		}
+		r = max(r, AssuredParity(k, ExpectedLoss(kPerPath, loss)/float64(k), rd.Residual))
+	}
+	return r
 }
 
 // Parity receives a closed block's parity shards. The caller supplies Bufs
@@ -162,6 +181,7 @@ type Encoder struct {
 	maxLen  int       // its longest packet
 	slots   [][]byte  // K copies: length prefix + packet; cap MaxPacketLen+ShardOverhead
 	perPath [MaxPaths]int
+	assured bool // the open block holds a packet added by AddAssured
 	last    struct {
 		k, r int
 		enc  reedsolomon.Encoder
@@ -203,6 +223,18 @@ func (e *Encoder) Options() EncoderOptions { return e.o }
 // next. ok is false, and pkt must go out without FEC fields, when pkt is
 // longer than MaxPacketLen or path is out of range. Add does not allocate.
 func (e *Encoder) Add(now time.Time, pkt []byte, path int) (ref Ref, full, ok bool) {
+	return e.add(now, pkt, path, false)
+}
+
+// AddAssured is Add for a packet whose loss costs more than itself (a
+// video packet whose loss breaks the frames that follow it until the next
+// keyframe): the block it joins gets at least the parity that
+// Redundancy.Residual asks for.
+func (e *Encoder) AddAssured(now time.Time, pkt []byte, path int) (ref Ref, full, ok bool) {
+	return e.add(now, pkt, path, true)
+}
+
+func (e *Encoder) add(now time.Time, pkt []byte, path int, assured bool) (ref Ref, full, ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(pkt) > e.o.MaxPacketLen || path < 0 || path >= MaxPaths {
@@ -225,6 +257,7 @@ func (e *Encoder) Add(now time.Time, pkt []byte, path int) (ref Ref, full, ok bo
 	e.slots[e.n] = s
 	e.maxLen = max(e.maxLen, len(pkt))
 	e.perPath[path]++
+	e.assured = e.assured || assured
 	ref = Ref{Class: e.o.Class, Block: e.block, Index: e.n, K: e.o.K}
 	e.n++
 	return ref, e.n == e.o.K, true
@@ -287,7 +320,7 @@ func (e *Encoder) sealLocked(rd *Redundancy, p *Parity, byTimer bool) {
 			top = i + 1
 		}
 	}
-	r := rd.count(k, e.perPath[:top])
+	r := rd.count(k, e.perPath[:top], e.assured)
 	shardLen := e.maxLen + ShardOverhead
 	if p != nil {
 		p.KPerPath = append(p.KPerPath[:0], e.perPath[:top]...)
@@ -326,7 +359,7 @@ func (e *Encoder) sealLocked(rd *Redundancy, p *Parity, byTimer bool) {
 	e.stats.Parity += uint64(r)
 
 	e.block++
-	e.n, e.maxLen = 0, 0
+	e.n, e.maxLen, e.assured = 0, 0, false
 	e.perPath = [MaxPaths]int{}
 }
 

@@ -119,6 +119,20 @@ func (l *LossIntervals) PacketRate() float64 {
 	return math.Float64frombits(l.pktRate.Load())
 }
 
+// UpperRate returns Rate once the path has had a loss event, and before it
+// an upper bound of the loss rate from the packets sent without a loss:
+// after n packets and no loss, p ≤ 3/n with 95 % confidence (the "rule of
+// three": Hanley and Lippman-Hand, "If nothing goes wrong, is everything
+// all right?", JAMA 249(13), 1983), here 3/(n+3), which is 1 before the
+// first packet. A path that has sent little is not assumed lossless. It
+// is two atomic loads.
+func (l *LossIntervals) UpperRate() float64 {
+	if r := l.Rate(); r > 0 {
+		return r
+	}
+	return 3 / (float64(l.open.Load()) + 3)
+}
+
 // DiscountedRate returns the loss event rate of RFC 5348 §5.4 in full:
 // I_mean = max(I_tot0, I_tot1)/W_tot, where I_tot0 also weighs the open
 // interval I_0 (packets sent since the current event began) and I_tot1 uses

@@ -162,3 +162,21 @@ func TestLossIntervalsConcurrent(t *testing.T) {
 		t.Fatalf("Events = %d", l.Events())
 	}
 }
+
+// TestUpperRate: before a loss, 3/(n+3) of the n packets sent; after, Rate.
+func TestUpperRate(t *testing.T) {
+	var l LossIntervals
+	for _, tt := range []struct {
+		sent int
+		want float64
+	}{{0, 1}, {27, 0.1}, {2997, 0.001}} {
+		l.OnSent(tt.sent - int(l.open.Load()))
+		if got := l.UpperRate(); math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("after %d packets without loss: UpperRate = %v, want %v", tt.sent, got, tt.want)
+		}
+	}
+	l.OnLoss(time.Now(), 0)
+	if got, want := l.UpperRate(), l.Rate(); got != want || want != 1.0/2997 {
+		t.Errorf("after a loss: UpperRate = %v, Rate %v, want 1/2997", got, want)
+	}
+}

@@ -55,8 +55,9 @@ type Directive struct {
 	// highest-priority rule that sets it. Default 0: no deadline.
 	Deadline time.Duration
 	// Resequence is how long the receiver holds the packet's flow to
-	// deliver it in order (action resequence_ms; for TCP over paths of
-	// different delay), 0 to MaxResequence; a rule's 0 says never hold the
+	// deliver it in order (action resequence_ms; for a flow whose
+	// receiver does not reorder, such as MPEG-TS over UDP, the tunnel's
+	// one default), 0 to MaxResequence; a rule's 0 says never hold the
 	// flow. Merge: the highest-priority rule that sets it. Unset
 	// (FieldResequence absent): the tunnel's default for the flow.
 	Resequence time.Duration

@@ -44,11 +44,11 @@ func TestVehicularExample(t *testing.T) {
 		{"EF voice", pkt{proto: 17, src: edgeV4, dst: peerV4, sport: 7000, dport: 7000, dscp: 46},
 			"priority=255 prefer=cost_class=free duplicate=2 deadline_ms=150"},
 		{"CS6 control", pkt{proto: 6, src: edgeV4, dst: peerV4, sport: 179, dport: 179, dscp: 48},
-			"priority=255 balancing=multi_path prefer=cost_class=free duplicate=2 resequence_ms=100"},
+			"priority=255 balancing=multi_path prefer=cost_class=free duplicate=2"},
 		{"keyframe", videoPkt(0x65, 1), "priority=200 prefer=cost_class=free fec=adaptive,k=20,alpha=2"},
 		{"delta frame", videoPkt(0x41, 2), "prefer=cost_class=free"},
 		{"TCP bulk", pkt{proto: 6, src: edgeV4, dst: peerV4, sport: 5000, dport: 443},
-			"balancing=multi_path prefer=cost_class=free resequence_ms=100"},
+			"balancing=multi_path prefer=cost_class=free"},
 	} {
 		var d Directive
 		s.Evaluate(metadata(t, nil, tt.p), nil, &d)

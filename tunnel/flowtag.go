@@ -15,9 +15,10 @@ import (
 //
 // The bond sequence number is global to the bond, so a receiver cannot see
 // the gaps of one flow in it. For a flow whose packets must reach the far
-// TUN in order (MPEG-TS over UDP, TCP; see reseqWait), the sender numbers
-// the flow's packets itself and puts a flow tag in front of the inner
-// packet, flagged by FlagFlow in the header:
+// TUN in order (MPEG-TS over UDP, or a rule's resequence_ms; see
+// reseqWait), the sender numbers the flow's packets itself and puts a
+// flow tag in front of the inner packet, flagged by FlagFlow in the
+// header:
 //
 //	varint  flow<<FlowSeqBits | seq, always in the 4-byte form
 //	        (RFC 9000 §16 allows a longer encoding than needed); its first
@@ -123,26 +124,32 @@ const DefaultResequenceWait = 150 * time.Millisecond
 // reseqWait says whether the packet md describes must reach the far TUN in
 // its flow's order, and the cap of the receiver's wait for it. A rule's
 // resequence_ms decides when the directive sets it (0 turns resequencing
-// off). Otherwise the default holds flows whose receivers do not reorder:
-// TCP (a reordered segment looks like loss to its sender, RFC 5681 §3.2)
-// and MPEG-TS directly over UDP (ISO/IEC 13818-1 continuity counters; most
-// TS receivers have no reorder buffer). RTP, including TS over RTP
-// (RFC 2250), is not held: its receivers reorder in their jitter buffer by
-// RTP sequence number (RFC 3550 §5.1). dir may be nil (no rule set).
+// off). Otherwise the default holds only MPEG-TS directly over UDP: its
+// receivers have no reorder buffer (most TS receivers read datagrams as
+// they come, and a datagram out of place breaks the ISO/IEC 13818-1
+// continuity counters). RTP, including TS over RTP (RFC 2250), is not
+// held: its receivers reorder in their jitter buffer by RTP sequence
+// number (RFC 3550 §5.1). Nor is TCP: its receiver queues out-of-order
+// segments itself (RFC 9293 §3.10.7.4), and a sender with RACK-TLP
+// (RFC 8985; Linux's default since 4.18) detects loss by time and widens
+// its reordering window when reordering shows (§6.2), so holding TCP only
+// delays what the receiver would reorder anyway and, worse, the news of
+// every real loss by the whole wait; and each held flow takes one of the
+// resequencer's bounded flows from the MPEG-TS streams. Measured, one bulk
+// TCP flow over 15- and 45-ms paths: with and without resequencing within
+// the run-to-run spread of each other (1.33–1.96× the single path), but
+// resequencing once halved it (docs/video.md). A rule's resequence_ms
+// turns it on for a flow whose sender counts duplicate ACKs only
+// (RFC 5681 §3.2). dir may be nil (no rule set).
 func reseqWait(md *classify.Metadata, dir *rules.Directive) (time.Duration, bool) {
 	if dir != nil && dir.Fields.Has(rules.FieldResequence) {
 		return dir.Resequence, dir.Resequence > 0
 	}
-	if !md.Has(classify.KeyProto) {
+	if !md.Has(classify.KeyProto) || md.Proto != protoUDP {
 		return 0, false
 	}
-	switch md.Proto {
-	case protoTCP:
+	if md.Has(classify.KeyCodec) && md.Codec == classify.CodecMP2T && !md.Has(classify.KeyRTPSSRC) {
 		return DefaultResequenceWait, true
-	case protoUDP:
-		if md.Has(classify.KeyCodec) && md.Codec == classify.CodecMP2T && !md.Has(classify.KeyRTPSSRC) {
-			return DefaultResequenceWait, true
-		}
 	}
 	return 0, false
 }

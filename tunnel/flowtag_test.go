@@ -190,12 +190,14 @@ func TestReseqWait(t *testing.T) {
 		want time.Duration
 		ok   bool
 	}{
-		{"tcp", tcp4(40000, 443), nil, DefaultResequenceWait, true},
+		{"tcp", tcp4(40000, 443), nil, 0, false},
 		{"mpeg-ts over udp", udp4(src, dst, ts), nil, DefaultResequenceWait, true},
 		{"mpeg-ts over rtp", udp4(src, dst, rtpTS), nil, 0, false},
 		{"dns", udp4(src, netip.MustParseAddrPort("10.0.0.2:53"), []byte("query")), nil, 0, false},
-		{"tcp, a rule with another field only", tcp4(40000, 443), &rules.Directive{Fields: rules.FieldPriority}, DefaultResequenceWait, true},
+		{"tcp, a rule with another field only", tcp4(40000, 443), &rules.Directive{Fields: rules.FieldPriority}, 0, false},
+		{"tcp, resequence_ms 100", tcp4(40000, 443), set(100), 100 * time.Millisecond, true},
 		{"tcp, resequence_ms 0", tcp4(40000, 443), set(0), 0, false},
+		{"mpeg-ts, a rule with another field only", udp4(src, dst, ts), &rules.Directive{Fields: rules.FieldPriority}, DefaultResequenceWait, true},
 		{"mpeg-ts, resequence_ms 0", udp4(src, dst, ts), set(0), 0, false},
 		{"udp, resequence_ms 40", udp4(src, netip.MustParseAddrPort("10.0.0.2:53"), []byte("query")), set(40), 40 * time.Millisecond, true},
 		{"not ip", []byte{0x00, 0x01}, nil, 0, false},

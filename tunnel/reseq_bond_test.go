@@ -17,10 +17,11 @@ import (
 // Per-flow resequencing end to end: an edge and a concentrator over three
 // emulated paths of different delays and loss, with a round-robin picker
 // so that consecutive packets of a flow take different paths and arrive
-// out of order. A TCP flow and an MPEG-TS-over-UDP flow must come out of
-// the far TUN in order (a packet written after a later one of its flow
-// only when the resequencer gave its gap up, counted as late); an RTP
-// flow is not held, so it arrives as the paths reorder it.
+// out of order. An MPEG-TS-over-UDP flow must come out of the far TUN in
+// order (a packet written after a later one of its flow only when the
+// resequencer gave its gap up, counted as late), and so must a TCP flow
+// that a rule's resequence_ms holds; by default TCP and RTP are not held,
+// so they arrive as the paths reorder them.
 
 // Flow kinds of the test traffic.
 const (
@@ -161,22 +162,38 @@ func TestBondResequencesFlows(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the emulated-path resequencing runs in -short mode")
 	}
-	off, err := rules.CompileBytes("reseq-off.yaml", []byte(`
+	compile := func(name, src string) *rules.Set {
+		set, err := rules.CompileBytes(name, []byte(src), rules.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set
+	}
+	off := compile("reseq-off.yaml", `
 rules:
   - id: no-reseq
     priority: 0
     actions: {resequence_ms: 0}
-`), rules.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
+	tcpOn := compile("reseq-tcp.yaml", `
+rules:
+  - id: tcp-in-order
+    priority: 0
+    match: {proto: tcp}
+    actions: {resequence_ms: 150}
+`)
 	cases := []struct {
 		name string
 		set  *rules.Set // on the edge; nil: the defaults
+		// held: the kinds of flow the edge's packets are held for; the
+		// concentrator has no rule set, so its packets get the defaults.
+		held [numFlowKinds]bool
 	}{
-		{"defaults", nil},
-		{"resequence_ms 0", off},
+		{"defaults", nil, [numFlowKinds]bool{flowTS: true}},
+		{"tcp resequence_ms 150", tcpOn, [numFlowKinds]bool{flowTCP: true, flowTS: true}},
+		{"resequence_ms 0", off, [numFlowKinds]bool{}},
 	}
+	defaults := cases[0].held
 	const n = 400
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -219,23 +236,28 @@ rules:
 						t.Errorf("%s %s: %d of %d packets arrived", d.name, flowKindNames[k], res.got[k], n)
 					}
 				}
-				held := c.set == nil || d.tx == tb.conc.Bond("van-1") // the rule is the edge's
-				if held {
-					if ooo := res.outOfOrder[flowTCP] + res.outOfOrder[flowTS]; uint64(ooo) > late {
-						t.Errorf("%s: %d TCP and %d TS packets out of order, only %d written late", d.name,
-							res.outOfOrder[flowTCP], res.outOfOrder[flowTS], late)
-					}
-					if rs.Held == before.Held {
-						t.Errorf("%s: nothing held: the paths did not reorder, the test proves nothing", d.name)
-					}
-				} else if res.outOfOrder[flowTS] == 0 {
-					t.Errorf("%s: resequence_ms 0, yet the TS flow arrived in order", d.name)
+				held := c.held
+				if d.tx == tb.conc.Bond("van-1") { // the rule is the edge's
+					held = defaults
 				}
-				if res.outOfOrder[flowRTP] == 0 {
-					t.Errorf("%s: the RTP flow arrived in order: held, or the paths did not reorder", d.name)
+				ooo, heldAny := 0, false
+				for k := range numFlowKinds {
+					switch {
+					case held[k]:
+						ooo += res.outOfOrder[k]
+						heldAny = true
+					case res.outOfOrder[k] == 0:
+						t.Errorf("%s: the %s flow is not held, yet it arrived in order: held, or the paths did not reorder", d.name, flowKindNames[k])
+					}
+				}
+				if uint64(ooo) > late {
+					t.Errorf("%s: %d packets of held flows out of order (%v), only %d written late", d.name, ooo, res.outOfOrder, late)
+				}
+				if heldAny && rs.Held == before.Held {
+					t.Errorf("%s: nothing held: the paths did not reorder, the test proves nothing", d.name)
 				}
 			}
-			if c.set != nil {
+			if c.set == off {
 				if tagged := tb.edge.Bond().Stats().FlowTagged; tagged != 0 {
 					t.Errorf("resequence_ms 0: the edge tagged %d packets", tagged)
 				}
@@ -244,15 +266,16 @@ rules:
 	}
 }
 
-// TestBondTaggedAllocs checks that tagging (classification without a rule
-// set, the flow table, the tag in front of the FEC-protected packet) keeps
+// TestBondTaggedAllocs checks that tagging an MPEG-TS-over-UDP flow
+// (classification without a rule set, the flow table, the tag in front of
+// the FEC-protected packet) keeps
 // Bond.send allocation-free, and that Bond.receive of tagged datagrams,
 // in order and reordered (held, then released), does too.
 func TestBondTaggedAllocs(t *testing.T) {
 	dev := &discardTUN{Device: tuntest.New(testMTU, 1)}
 	b := allocsBond(t, dev, FECOptions{Mode: FECFixed, Ratio: 0.25}, true)
 	b.peerTags.Store(true)
-	pkt := tcpData4(edgeAddr, srvAddr, 1, 1000)
+	pkt := flowPacket(flowTS, edgeAddr, srvAddr, 1)
 	set := b.paths.Load()
 	var frames [][]byte // what send queued, for the receive half
 	buf := getBuf()

@@ -187,16 +187,17 @@ func (b *Bond) startReseq(wg *sync.WaitGroup, done <-chan struct{}) {
 	})
 }
 
-// reseqSpread is the wait the paths' delays call for: the spread of the
-// connected paths' smoothed RTTs (a bound on the spread of their one-way
-// delays when the reverse delays are alike), plus the FEC block budget
+// reseqSpread is the wait the paths' delays call for: from the lowest
+// minimum RTT to the highest smoothed RTT of the connected paths (a bound
+// on the spread of their one-way delays when the reverse delays are
+// alike, queueing within a path included: a packet behind a queue comes
+// that much after one that found it empty), plus the FEC block budget
 // (fec.DefaultBudget: a reconstruction comes at most that long after the
-// block's last packet); with one path, the FEC budget alone (a flow is
-// reordered only by reconstructions). 0 before any connected path has an
-// RTT sample: then the resequencer waits its cap until it learns the
-// bound from what it sees. A real loss holds a flow this long, so the
-// hint must not be the cap: a TCP sender would hear of the loss that much
-// later.
+// block's last packet). With one path that is its queueing delay and the
+// FEC budget: a flow is reordered only by reconstructions. 0 before any
+// connected path has an RTT sample: then the resequencer waits its cap
+// until it learns the bound from what it sees. A real loss holds a flow
+// this long, so the hint must not be the cap.
 func reseqSpread(set *pathSet, now time.Time) time.Duration {
 	var lo, hi time.Duration
 	n := 0
@@ -205,8 +206,12 @@ func reseqSpread(set *pathSet, now time.Time) time.Duration {
 		if r <= 0 || p.LinkStatus(now) == policy.StatusUnavailable {
 			continue
 		}
-		if n == 0 || r < lo {
-			lo = r
+		m := p.MinRTT()
+		if m <= 0 || m > r {
+			m = r
+		}
+		if n == 0 || m < lo {
+			lo = m
 		}
 		hi = max(hi, r)
 		n++

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"encoding/binary"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -9,14 +10,21 @@ import (
 	"time"
 
 	"github.com/bondd/bondd/classify"
+	"github.com/bondd/bondd/fec"
+	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tun"
 )
 
 // stageSend tags the TCP packets with ids 0..n-1 as the send path would
-// (tagPacket, FlagFlow) and returns their datagrams.
+// (tagPacket, FlagFlow) under dir and returns their datagrams; dir nil is
+// a rule's resequence_ms of DefaultResequenceWait (TCP is not held by
+// default).
 func stageSend(t *testing.T, n int, dir *rules.Directive, sport uint16) [][]byte {
 	t.Helper()
+	if dir == nil {
+		dir = &rules.Directive{Fields: rules.FieldResequence, Resequence: DefaultResequenceWait}
+	}
 	cls, err := classify.New(classify.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +115,7 @@ func TestReseqStageUntagged(t *testing.T) {
 		dir *rules.Directive
 	}{
 		"tcp, resequence_ms 0": {tcp4(1, 2), off},
+		"tcp, no rule":         {tcp4(1, 2), nil},
 		"icmp":                 {append([]byte{0x45, 0, 0, 28, 0, 0, 0, 0, 64, 1}, make([]byte, 18)...), nil},
 	} {
 		buf := getBuf()
@@ -237,5 +246,44 @@ func BenchmarkReseqStage(b *testing.B) {
 		if i++; i == 4 {
 			i, seq = 0, seq+4
 		}
+	}
+}
+
+// TestReseqSpread: from the lowest minimum RTT to the highest smoothed RTT
+// of the connected paths, plus the FEC budget.
+func TestReseqSpread(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	type pm struct {
+		srtt, min time.Duration
+		up        bool
+	}
+	for _, tt := range []struct {
+		name  string
+		paths []pm
+		want  time.Duration
+	}{
+		{"no path", nil, 0},
+		{"no RTT sample", []pm{{0, 0, true}}, 0},
+		{"one path, no queue", []pm{{ms(40), ms(40), true}}, fec.DefaultBudget},
+		{"one path, 30 ms of queue", []pm{{ms(70), ms(40), true}}, ms(30) + fec.DefaultBudget},
+		{"two paths", []pm{{ms(30), ms(30), true}, {ms(90), ms(90), true}}, ms(60) + fec.DefaultBudget},
+		{"two paths, the slow one queued", []pm{{ms(30), ms(30), true}, {ms(120), ms(90), true}}, ms(90) + fec.DefaultBudget},
+		{"a down path does not count", []pm{{ms(30), ms(30), true}, {ms(300), ms(300), false}}, fec.DefaultBudget},
+		{"no min RTT yet", []pm{{ms(50), 0, true}}, fec.DefaultBudget},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			now := time.Now()
+			set := &pathSet{}
+			for i, p := range tt.paths {
+				s := policy.NewPath(fmt.Sprint("p", i), nil, 16)
+				s.OnMetrics(p.srtt, p.min, 12000, 0)
+				s.SetConnected(p.up, now)
+				s.OnReceive(now)
+				set.states = append(set.states, s)
+			}
+			if got := reseqSpread(set, now); got != tt.want {
+				t.Fatalf("reseqSpread = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -32,11 +32,12 @@ import (
 //        so its loss figure stays current (probeLossy, ratectl.go); a
 //        video frame's packet gets a deadline sized to the frame
 //        (objdeadline.go),
-//     f. for a flow the peer must deliver in order (reseqWait: TCP,
-//        MPEG-TS over UDP, or a rule's resequence_ms), writes the flow tag
+//     f. for a flow the peer must deliver in order (reseqWait: MPEG-TS
+//        over UDP, or a rule's resequence_ms), writes the flow tag
 //        in front of the inner packet (flowtag.go), when the peer
 //        announced ctrlmsg.CapFlowTags,
-//     g. adds the packet (with its tag) to the open FEC block (fec.go),
+//     g. adds the packet (with its tag) to the open FEC block (fec.go;
+//        a video packet's block gets the parity of VideoResidual),
 //        and writes the bondd header into the headroom in place,
 //     h. pushes the frame on the chosen path's send queue (never blocks),
 //        and the block's parity after it when the packet filled the block.
@@ -141,12 +142,13 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 	if dir != nil {
 		b.rules.track(set.states, b.picks[:k], n, now)
 	}
+	tags := b.peerTags.Load()
+	if md == nil && (tags || protect) { // no rule set in force: classify for the defaults alone
+		b.cls.Parse(pkt, &b.md)
+		md = &b.md
+	}
 	tl := 0 // flow tag length, in front of the inner packet
-	if b.peerTags.Load() {
-		if md == nil { // no rule set in force: classify for the defaults alone
-			b.cls.Parse(pkt, &b.md)
-			md = &b.md
-		}
+	if tags {
 		tl = b.flows.tagPacket(buf, md, dir, now)
 	}
 	f := frame{buf: buf, end: Headroom + n, enqueued: now.UnixNano(), expires: expires, prio: prio}
@@ -170,7 +172,8 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 		h.Flags |= FlagFlow
 		b.ctr.flowTagged.Add(1)
 	}
-	sealed := protect && b.protect(buf[Headroom-tl:Headroom+n], b.picks[0], &h, now)
+	video := md != nil && md.Has(classify.KeyCodec) && md.Codec.IsVideo()
+	sealed := protect && b.protect(buf[Headroom-tl:Headroom+n], b.picks[0], video, &h, now)
 	b.flagPathSeq(&h, tl, n)
 	off := Headroom - tl - HeaderLen(&h)
 	AppendHeader(buf[off:off], &h)

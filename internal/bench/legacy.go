@@ -19,6 +19,7 @@ import (
 
 	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/internal/demo"
+	"github.com/bondd/bondd/tunnel"
 )
 
 // Legacy video: what a broadcast encoder sends, end to end. A pre-encoded
@@ -56,6 +57,57 @@ type VideoResult struct {
 	ContinuityErrors int    `json:"continuity_errors"` // TS: continuity-counter breaks, all PIDs
 	RTPMissed        int    `json:"rtp_missed"`        // RTP: sequence numbers that never arrived
 	Datagrams        int    `json:"datagrams"`         // received
+	// Where the datagrams that did not arrive went, from the bond's
+	// counters over the run (both directions of the bed's bond).
+	Counters VideoCounters `json:"counters"`
+}
+
+// VideoCounters are the bond's counters over one run, in packets: the
+// sender's FEC and queue drops and the receiver's FEC and resequencer.
+type VideoCounters struct {
+	DataSent     uint64            `json:"data_sent"`       // sender: data packets FEC protected
+	ParitySent   uint64            `json:"parity_sent"`     // sender: FEC parity datagrams queued
+	FECRecovered uint64            `json:"fec_recovered"`   // receiver: data packets FEC rebuilt
+	FECLost      uint64            `json:"fec_lost"`        // receiver: data packets missing when their block timed out
+	ReseqHeld    uint64            `json:"reseq_held"`      // receiver: held behind a gap
+	ReseqSkipped uint64            `json:"reseq_skipped"`   // receiver: gaps given up (the stream's lost datagrams)
+	ReseqLate    uint64            `json:"reseq_late"`      // receiver: came after their gap was given up
+	Drops        map[string]uint64 `json:"drops,omitempty"` // sender's and receiver's drops by reason, bond and paths, nonzero only
+}
+
+// videoCounters returns the counters of after minus before: edge is the
+// sender's bond, conc the receiver's.
+func videoCounters(edge0, edge1, conc0, conc1 tunnel.BondStats) VideoCounters {
+	c := VideoCounters{Drops: map[string]uint64{}}
+	if edge0.FEC != nil && edge1.FEC != nil {
+		c.DataSent = edge1.FEC.DataProtected - edge0.FEC.DataProtected
+		c.ParitySent = edge1.FEC.ParitySent - edge0.FEC.ParitySent
+	}
+	if conc0.FEC != nil && conc1.FEC != nil {
+		c.FECRecovered = conc1.FEC.Recovered - conc0.FEC.Recovered
+		c.FECLost = conc1.FEC.Lost - conc0.FEC.Lost
+	}
+	if conc0.Reseq != nil && conc1.Reseq != nil {
+		c.ReseqHeld = conc1.Reseq.Held - conc0.Reseq.Held
+		c.ReseqSkipped = conc1.Reseq.Skipped - conc0.Reseq.Skipped
+		c.ReseqLate = conc1.Reseq.Late - conc0.Reseq.Late
+	}
+	add := func(d0, d1 tunnel.DropCounts) {
+		for r, n := range d1 {
+			if v := n - d0[r]; v > 0 && r != tunnel.DropDuplicate {
+				c.Drops[r.String()] += v
+			}
+		}
+	}
+	for _, s := range [][2]tunnel.BondStats{{edge0, edge1}, {conc0, conc1}} {
+		add(s[0].Drops, s[1].Drops)
+		for i := range s[1].Paths {
+			if i < len(s[0].Paths) {
+				add(s[0].Paths[i].Drops, s[1].Paths[i].Drops)
+			}
+		}
+	}
+	return c
 }
 
 // VideoSource is a test video file and the MD5 of each frame of its decode.
@@ -143,6 +195,7 @@ func StreamVideo(ctx context.Context, bed *demo.Bed, src *VideoSource, format, n
 		mu    sync.Mutex
 		grams [][]byte
 	)
+	edge0, conc0 := bed.Edge.Stats(), bed.Conc.Stats()
 	rctx, stop := context.WithCancel(ctx)
 	recvDone := make(chan struct{})
 	go func() {
@@ -171,6 +224,7 @@ func StreamVideo(ctx context.Context, bed *demo.Bed, src *VideoSource, format, n
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
+	res.Counters = videoCounters(edge0, bed.Edge.Stats(), conc0, bed.Conc.Stats())
 	res.Datagrams = len(grams)
 	var rec []byte
 	var recFormat string

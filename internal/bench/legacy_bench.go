@@ -99,8 +99,10 @@ func runVideo(ctx context.Context, o Options, out io.Writer) error {
 					}
 				}
 				rep.Configs = append(rep.Configs, best)
-				fmt.Fprintf(out, "%-20s frames %d bit-exact %d decodable %d continuity errors %d rtp missed %d\n",
-					name, best.Frames, best.BitExact, best.Decodable, best.ContinuityErrors, best.RTPMissed)
+				c := best.Counters
+				fmt.Fprintf(out, "%-20s frames %d bit-exact %d decodable %d continuity errors %d rtp missed %d | data %d parity %d fec recovered %d lost %d; reseq held %d skipped %d late %d; drops %v\n",
+					name, best.Frames, best.BitExact, best.Decodable, best.ContinuityErrors, best.RTPMissed,
+					c.DataSent, c.ParitySent, c.FECRecovered, c.FECLost, c.ReseqHeld, c.ReseqSkipped, c.ReseqLate, c.Drops)
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,9 +64,10 @@ s.close()`, addr, d.Seconds()))
 }
 
 // TestNetnsTCPBulk measures one bulk TCP transfer over paths of 15 and 45
-// ms one way, 20 Mbit/s each: through the bond with resequencing (the
-// default for TCP), without it (a rule with resequence_ms: 0), and over
-// the 15-ms path alone. Resequencing must not cost the bond its gain.
+// ms one way, 20 Mbit/s each: through the bond as configured by default
+// (TCP is not resequenced: its own receiver reorders), through the bond
+// with a rule that resequences TCP (resequence_ms: 150), and over the
+// 15-ms path alone. The target is ≥ 1.8× the single path through the bond.
 func TestNetnsTCPBulk(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the TCP bulk runs in -short mode")
@@ -76,7 +78,7 @@ func TestNetnsTCPBulk(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("skipping: python3 is not on PATH")
 	}
-	off, err := rules.CompileBytes("reseq-off.yaml", []byte("rules:\n  - id: off\n    priority: 0\n    actions: {resequence_ms: 0}\n"), rules.Options{})
+	on, err := rules.CompileBytes("reseq-tcp.yaml", []byte("rules:\n  - id: tcp-in-order\n    priority: 0\n    match: {proto: tcp}\n    actions: {resequence_ms: 150}\n"), rules.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,11 +95,11 @@ func TestNetnsTCPBulk(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		sc   emu.Scenario
-		off  bool
-	}{{"bond", two, false}, {"bond-no-reseq", two, true}, {"single", one, false}} {
+		on   bool
+	}{{"single", one, false}, {"bond", two, false}, {"bond-reseq", two, true}} { // single first: the others' ratios
 		o := demo.BedOptions{Scenario: c.sc, Seed: 1}
-		if c.off {
-			o.Rules = staticRules{off}
+		if c.on {
+			o.Rules = staticRules{on}
 		}
 		bed, err := demo.NewBed(o, false, io.Discard)
 		if err != nil {
@@ -110,18 +112,42 @@ func TestNetnsTCPBulk(t *testing.T) {
 		res[c.name] = tcpBulk(ctx, t, bed, 8*time.Second)
 		rs := bed.Conc.Stats().Reseq
 		bed.Close()
-		t.Logf("%-14s %.1f Mbit/s; reseq held %d skipped %d late %d overflow %d wait %.0f ms hold %v", c.name, res[c.name], rs.Held, rs.Skipped, rs.Late, rs.Overflow, rs.WaitMs, rs.HoldMs)
+		t.Logf("%-10s %.1f Mbit/s (%.2f× single); reseq held %d skipped %d late %d overflow %d wait %.0f ms hold %v",
+			c.name, res[c.name], res[c.name]/max(res["single"], 1e-9), rs.Held, rs.Skipped, rs.Late, rs.Overflow, rs.WaitMs, rs.HoldMs)
 	}
-	// Run to run on a shared 2-core machine the figures move by ±15 %:
-	// measured 20–24 Mbit/s through the bond with or without
-	// resequencing, 12.5–15 over the single path. Resequencing TCP has also
-	// cost half the bond's rate in one CI run (16.3 against 30.5 Mbit/s
-	// without: every real loss holds the flow for the whole wait, which
-	// delays TCP's own loss recovery) — an open problem, so its bound here is
-	// only that it never does worse than one path; the bond without it must
-	// keep its gain.
-	if res["bond-no-reseq"] < 1.3*res["single"] || res["bond"] < 0.8*res["single"] {
-		t.Errorf("bond %.1f Mbit/s, without resequencing %.1f, single path %.1f: want ≥ 1.3× the single path without resequencing and ≥ 0.8× with it",
-			res["bond"], res["bond-no-reseq"], res["single"])
+	// The target is 1.8× the single path. On a quiet machine a run's
+	// figures move by about ±5 %, so the bond is held to 1.8× less 0.15.
+	// On a busy one (other tests, other work: 1-minute load average above
+	// half the CPUs) they move by ±15 % and more (measured at a load of 4
+	// to 7 on 2 cores: 22–28 Mbit/s through the bond, 14–16 over the single
+	// path, 1.40–1.94×), so it is held to 1.3× there: the bond still
+	// carries TCP over both paths. With TCP resequenced by a rule the bond
+	// is no better on average (21.5–29.0 Mbit/s in the same runs) and has
+	// been far worse (16.3 against 30.5 Mbit/s in one CI run: every real
+	// loss holds the flow for the whole wait, which delays TCP's own
+	// recovery): it is held to the single path only.
+	const target = 1.8
+	want, busy := target-0.15, machineBusy()
+	if busy {
+		want = 1.3
+		t.Logf("busy machine (load %s): the bond is held to %.1f× the single path, not the %.1f× target", loadAvg(), want, target)
 	}
+	if b, s := res["bond"], res["single"]; b < want*s {
+		t.Errorf("bond %.1f Mbit/s, single path %.1f: %.2f×, want ≥ %.2f× (target %.1f×; busy machine: %v)", b, s, b/s, want, target, busy)
+	}
+	if r, s := res["bond-reseq"], res["single"]; r < s {
+		t.Errorf("bond with TCP resequenced %.1f Mbit/s, single path %.1f: want at least the single path", r, s)
+	}
+}
+
+// machineBusy reports whether the 1-minute load average (loadAvg, scale.go)
+// is above half the CPUs, or cannot be read: throughput figures then vary
+// too much for a tight bound.
+func machineBusy() bool {
+	f := strings.Fields(loadAvg())
+	if len(f) == 0 {
+		return true
+	}
+	l, err := strconv.ParseFloat(f[0], 64)
+	return err != nil || l > float64(runtime.NumCPU())/2
 }

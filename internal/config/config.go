@@ -359,6 +359,20 @@ type FECConfig struct {
 	Ratio float64
 	// Budget is the longest a block stays open, 1ms to 1s. Default 20ms.
 	Budget time.Duration
+	// VideoResidual is adaptive FEC's bound on the probability that a
+	// block holding a video packet cannot be rebuilt, in (0, 1]; 1 gives
+	// video α's parity alone. Default 0.0001
+	// (tunnel.DefaultVideoResidual).
+	VideoResidual float64
+}
+
+// TunnelVideoResidual returns VideoResidual as tunnel.FECOptions takes it:
+// 0 for the default, −1 for 1 (no parity beyond α's).
+func (f *FECConfig) TunnelVideoResidual() float64 {
+	if f.VideoResidual >= 1 {
+		return -1
+	}
+	return f.VideoResidual
 }
 
 func (f *FECConfig) validate(v *configValidator) {
@@ -379,6 +393,9 @@ func (f *FECConfig) validate(v *configValidator) {
 	}
 	if f.Alpha < 0 || f.Alpha > 10 {
 		v.errorf("fec.alpha", "expected a number above 0 and at most 10, got %v", f.Alpha)
+	}
+	if f.VideoResidual < 0 || f.VideoResidual > 1 {
+		v.errorf("fec.video_residual", "expected a probability above 0 and at most 1, got %v", f.VideoResidual)
 	}
 	if f.Budget < 0 || f.Budget > time.Second || f.Budget > 0 && f.Budget < time.Millisecond {
 		v.errorf("fec.budget", "expected a duration from 1ms to 1s, got %s", f.Budget)

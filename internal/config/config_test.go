@@ -205,6 +205,7 @@ func TestConfigParse(t *testing.T) {
 		{"fec k too big", edgeOK + "fec: {k: 65}\n", "bondd.yaml:10: fec.k: expected an integer from 1 to 64 data packets, got 65"},
 		{"fec alpha not a number", edgeOK + "fec: {alpha: lots}\n", `bondd.yaml:10: fec.alpha: expected a number, like 2.0, got "lots"`},
 		{"fec budget too long", edgeOK + "fec: {budget: 2s}\n", "bondd.yaml:10: fec.budget: expected a duration from 1ms to 1s, got 2s"},
+		{"fec video residual above 1", edgeOK + "fec: {video_residual: 2}\n", "bondd.yaml:10: fec.video_residual: expected a probability above 0 and at most 1, got 2"},
 		{"rules file missing", edgeOK + "rules: nowhere.yaml\n", "bondd.yaml:10: rules: "},
 		{"downlink rules file missing", strings.Replace(edgeOK, "  uplinks:", "  downlink_rules: nowhere.yaml\n  uplinks:", 1), "bondd.yaml:8: edge.downlink_rules: "},
 		{"downlink rules not a scalar", strings.Replace(edgeOK, "  uplinks:", "  downlink_rules: [a.yaml]\n  uplinks:", 1), "bondd.yaml:8: edge.downlink_rules: expected a file path, got a list"},
@@ -552,4 +553,17 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFECVideoResidual: fec.video_residual as tunnel.FECOptions takes it.
+func TestFECVideoResidual(t *testing.T) {
+	for _, tt := range []struct {
+		in   float64
+		want float64
+	}{{0, 0}, {0.001, 0.001}, {1, -1}} {
+		f := FECConfig{VideoResidual: tt.in}
+		if got := f.TunnelVideoResidual(); got != tt.want {
+			t.Errorf("VideoResidual %v: %v, want %v", tt.in, got, tt.want)
+		}
+	}
 }

@@ -211,7 +211,7 @@ func TestRulesExplain(t *testing.T) {
 	}
 	matchAll(t, out.String(),
 		`(?m)^  2 +- +control-ef,bulk-off-metered +priority=255 prefer=cost_class=free duplicate=2 deadline_ms=150 +cost_class=free→lte1,lte2$`,
-		`(?m)^  1 +- +tcp-bonded,bulk-off-metered +balancing=multi_path prefer=cost_class=free resequence_ms=100 +cost_class=free→lte1,lte2$`,
+		`(?m)^  1 +- +tcp-bonded,bulk-off-metered +balancing=multi_path prefer=cost_class=free +cost_class=free→lte1,lte2$`,
 		`(?m)^  1 +frame_type=IDR +video-keyframes,bulk-off-metered +priority=200 prefer=cost_class=free fec=adaptive,k=20,alpha=2 +`,
 		`(?m)^control-ef +500 +2$`,
 	)
