@@ -3,6 +3,7 @@ package emu
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"net"
 	"net/netip"
 	"runtime"
@@ -420,18 +421,28 @@ func TestRelayAllocs(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	rig.send(t, 500, 1200, 20000) // warm the pools
 	rig.wait(500, time.Second)
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
+	// A round on a loaded machine can back up deeper than the rounds
+	// before it and grow the pools to that depth; those allocations stop
+	// once the pools hold it. A per-packet allocation shows in every
+	// round, so the test takes the best of three.
 	const n = 2000
-	rig.send(t, n, 1200, 20000)
-	rig.wait(500+n, time.Second)
-	runtime.ReadMemStats(&m1)
-	if got := rig.recv.Load(); got < 500+n*9/10 {
-		t.Fatalf("only %d of %d datagrams arrived", got, 500+n)
+	total, best := int64(500), math.Inf(1)
+	for range 3 {
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		rig.send(t, n, 1200, 20000)
+		total += n
+		rig.wait(total, time.Second)
+		runtime.ReadMemStats(&m1)
+		if got := rig.recv.Load(); got < total-n/10 {
+			t.Fatalf("only %d of %d datagrams arrived", got, total)
+		}
+		best = min(best, float64(m1.Mallocs-m0.Mallocs)/n)
+		if best <= 0.1 {
+			return
+		}
 	}
-	if per := float64(m1.Mallocs-m0.Mallocs) / n; per > 0.1 {
-		t.Errorf("%.2f allocations per relayed datagram", per)
-	}
+	t.Errorf("%.2f allocations per relayed datagram in the best of three rounds", best)
 }
 
 func TestNewRelayOptions(t *testing.T) {
