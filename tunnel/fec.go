@@ -308,6 +308,12 @@ type FECStats struct {
 	Lost           uint64  `json:"lost"`          // data packets missing when their block timed out
 	ResidualLoss   float64 `json:"residual_loss"` // Lost / (data + recovered + lost) received in blocks
 	Duplicates     uint64  `json:"duplicates"`    // late originals of reconstructed packets, spare parity
+	// Masked counts the reconstructed data packets whose original arrived
+	// later (FEC masked their delay, not a loss; paper 1 §5), and
+	// MaskedLead how much earlier the reconstruction delivered them
+	// (fec.DecoderStats.Masked).
+	Masked     uint64            `json:"masked"`
+	MaskedLead fec.LeadHistogram `json:"masked_lead"`
 	// Corrupt counts reconstructions discarded because their inputs were
 	// inconsistent (fec.ReasonCorrupt). A received datagram with bad FEC
 	// fields is a drop of the bond (DropBadFEC), not counted here.
@@ -329,5 +335,6 @@ func (b *Bond) fecStats() *FECStats {
 	ds := b.dec.Stats()
 	s.ParityReceived, s.Recovered, s.Lost, s.ResidualLoss = ds.Parity, ds.Recovered, ds.Lost, ds.ResidualLoss()
 	s.Duplicates, s.Corrupt = ds.Duplicates, ds.Reasons[fec.ReasonCorrupt]
+	s.Masked, s.MaskedLead = ds.Masked.Count, ds.Masked
 	return s
 }
