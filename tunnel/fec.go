@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bondd/bondd/fec"
+	"github.com/bondd/bondd/policy"
 )
 
 // Forward error correction in the bond (paper 1, scheduler-agnostic adaptive
@@ -40,6 +41,14 @@ type FECOptions struct {
 	Alpha  float64       // adaptive: safety factor α; default 2
 	Ratio  float64       // fixed: parity packets per data packet, (0, 1]
 	Budget time.Duration // longest a block stays open; default 20 ms
+	// Placement is where a block's packets go (policy/placement.go):
+	// policy.PlacementDefault ("": data and parity through the bond's
+	// picker), PlacementRate (the bond's picker becomes a
+	// policy.RateSpread: data and parity spread in proportion to path
+	// rate), PlacementEarliest (parity on the path carrying the fewest of
+	// the block's data packets with the earliest expected delivery,
+	// policy.ParityPath) or PlacementRateEarliest (both).
+	Placement string
 }
 
 func (o FECOptions) withDefaults() FECOptions {
@@ -74,15 +83,16 @@ func (o FECOptions) validate() error {
 	if o.Alpha < 0 || o.Budget < 0 {
 		return errors.New("FEC alpha and budget must not be negative")
 	}
-	return nil
+	return policy.ValidatePlacement(o.Placement)
 }
 
 // fecSender is the send side of one bond's FEC.
 type fecSender struct {
-	enc  *fec.Encoder
-	opts FECOptions
-	mtu  int           // bytes: the longest packet protected
-	wake chan struct{} // capacity 1: a block opened, arm the flush timer
+	enc          *fec.Encoder
+	opts         FECOptions
+	parityPlaced bool          // opts.Placement places parity (policy.ParityPath)
+	mtu          int           // bytes: the longest packet protected
+	wake         chan struct{} // capacity 1: a block opened, arm the flush timer
 
 	// Owned by the TUN reader goroutine.
 	rd  fec.Redundancy
@@ -100,7 +110,7 @@ func newFECSender(o FECOptions, mtu int) (*fecSender, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fecSender{enc: enc, opts: o, mtu: mtu, wake: make(chan struct{}, 1)}, nil
+	return &fecSender{enc: enc, opts: o, parityPlaced: policy.PlacementPlacesParity(o.Placement), mtu: mtu, wake: make(chan struct{}, 1)}, nil
 }
 
 // parityBufs gives p its K parity buffers the first time a block is
@@ -157,9 +167,19 @@ func (b *Bond) protect(pkt []byte, pi int, h *Header, now time.Time) (sealed boo
 // and comes too late to repair anything. picks is the caller's scratch.
 func (b *Bond) sendParity(p *fec.Parity, picks []int, now time.Time) {
 	set := b.paths.Load()
+	var counts [fec.MaxPaths]int // placement earliest: the block's packets per path so far
+	copy(counts[:], p.KPerPath)
 	for j, shard := range p.Shards {
 		ref := p.ShardRef(j)
-		if len(picks) < len(set.paths) || b.picker.Pick(set.states, now, picks) == 0 {
+		if b.fecTx.parityPlaced {
+			i := policy.ParityPath(set.states, counts[:min(len(set.states), len(counts))], now)
+			if i < 0 || len(picks) == 0 {
+				b.drops.add(DropParitySkipped)
+				continue
+			}
+			picks[0] = i
+			counts[i]++
+		} else if len(picks) < len(set.paths) || b.picker.Pick(set.states, now, picks) == 0 {
 			b.drops.add(DropNoPath)
 			continue
 		}
