@@ -352,6 +352,10 @@ type FECConfig struct {
 	Ratio float64
 	// Budget is the longest a block stays open, 1ms to 1s. Default 20ms.
 	Budget time.Duration
+	// Placement is where a block's packets go: "" (through the
+	// scheduler), rate, earliest or rate+earliest
+	// (tunnel.FECOptions.Placement).
+	Placement string
 }
 
 func (f *FECConfig) validate(v *configValidator) {
@@ -375,6 +379,11 @@ func (f *FECConfig) validate(v *configValidator) {
 	}
 	if f.Budget < 0 || f.Budget > time.Second || f.Budget > 0 && f.Budget < time.Millisecond {
 		v.errorf("fec.budget", "expected a duration from 1ms to 1s, got %s", f.Budget)
+	}
+	switch f.Placement {
+	case "", "rate", "earliest", "rate+earliest":
+	default:
+		v.errorf("fec.placement", "expected rate, earliest or rate+earliest, got %q", f.Placement)
 	}
 }
 

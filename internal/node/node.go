@@ -46,7 +46,7 @@ func Start(cfg *config.Config, rw *rules.Watcher, log *slog.Logger) (Daemon, err
 	if err != nil {
 		return nil, err
 	}
-	fopts := tunnel.FECOptions{Mode: cfg.FEC.Mode, K: cfg.FEC.K, Alpha: cfg.FEC.Alpha, Ratio: cfg.FEC.Ratio, Budget: cfg.FEC.Budget}
+	fopts := tunnel.FECOptions{Mode: cfg.FEC.Mode, K: cfg.FEC.K, Alpha: cfg.FEC.Alpha, Ratio: cfg.FEC.Ratio, Budget: cfg.FEC.Budget, Placement: cfg.FEC.Placement}
 	popts := tunnel.PathOptions{
 		MaxQueueDelay:     cfg.Paths.MaxQueueDelay,
 		QueuePackets:      cfg.Paths.QueuePackets,
