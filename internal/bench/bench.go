@@ -91,6 +91,9 @@ type Options struct {
 	// Lanes is every uplink's lanes setting in S1 and S2
 	// (tunnel.LanesAuto by default); the lanes scenario sets its own.
 	Lanes int
+	// Sweep (S1 only) runs the sensitivity grid of adaptive FEC, α × k,
+	// instead of the S1 configurations (s1sweep.go).
+	Sweep bool
 	// Runs is how many times each configuration runs, run r with seed
 	// Seed + r; results are medians over the runs with 95 % bootstrap
 	// intervals (runs.go). 0 means 1.
@@ -158,6 +161,11 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	switch o.Scenario {
 	case S1:
 		names = s1ConfigNames()
+		if o.Sweep {
+			names = s1SweepNames()
+		}
+	case S1Vary:
+		names = s1VaryNames()
 	case S2, S2ISL:
 		names = s2ConfigNames()
 	case Lanes:
@@ -168,7 +176,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		names = videoConfigNames()
 	case Scale:
 	default:
-		return fmt.Errorf("unknown scenario %q; expected %s, %s, %s, %s, %s, %s or %s", o.Scenario, S1, S2, S2ISL, Lanes, Capacity, Video, Scale)
+		return fmt.Errorf("unknown scenario %q; expected %s, %s, %s, %s, %s, %s, %s or %s", o.Scenario, S1, S1Vary, S2, S2ISL, Lanes, Capacity, Video, Scale)
 	}
 	for _, c := range o.Configs {
 		if !slices.Contains(names, c) {
@@ -178,8 +186,16 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return err
 	}
+	if o.Sweep && o.Scenario != S1 {
+		return fmt.Errorf("--sweep is for scenario %s only", S1)
+	}
 	switch o.Scenario {
 	case S1:
+		if o.Sweep {
+			return runS1Sweep(ctx, o, out)
+		}
+		return runS1(ctx, o, out)
+	case S1Vary:
 		return runS1(ctx, o, out)
 	case Lanes:
 		return runLanes(ctx, o, out)
@@ -217,6 +233,9 @@ func (o *Options) commandLine() string {
 	}
 	if o.Lanes != tunnel.LanesAuto && o.Scenario != Lanes {
 		fmt.Fprintf(&b, " --lanes %d", o.Lanes)
+	}
+	if o.Sweep {
+		b.WriteString(" --sweep")
 	}
 	if o.runs() > 1 {
 		fmt.Fprintf(&b, " --runs %d", o.runs())
