@@ -79,6 +79,11 @@ plots (plots.json) into --out; bondd-plot draws the plots (PNG and SVG).
       10 % of the bonds sending (--active, --pps), the single bond's
       figures beside; --json FILE writes the results there too. --duration
       is each step's traffic time (default 5s for scale).
+  all  every run docs/evaluation.md shows (s1 with 5 runs, the s1 sweep,
+      s1-vary, s2, s2-isl, lanes, capacity, video, scale), each into
+      --out/NAME, with an index all.md giving per folder the command that
+      reproduces it and the commit; --duration and --runs, when given,
+      replace every step's; --configs picks steps by folder name.
 
 Every configuration runs over the same trace segment with the same seed.
 With --runs N each configuration runs N times (run r with seed --seed + r)
@@ -86,7 +91,7 @@ and the results are medians with 95 % bootstrap confidence intervals. As
 root the testbed is built from network namespaces with real TUN devices;
 otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{bench.S1, bench.S1Vary, bench.S2, bench.S2ISL, bench.Lanes, bench.Capacity, bench.Video, bench.Scale},
+		ValidArgs: []string{bench.S1, bench.S1Vary, bench.S2, bench.S2ISL, bench.Lanes, bench.Capacity, bench.Video, bench.Scale, bench.All},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Scenario = strings.ToLower(args[0])
 			var err error
@@ -104,6 +109,14 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 			}
 			if o.Scenario == bench.Scale && !cmd.Flags().Changed("duration") {
 				o.Duration = bench.ScaleDefaultDuration
+			}
+			if o.Scenario == bench.All {
+				if !cmd.Flags().Changed("duration") {
+					o.Duration = 0 // each step's own
+				}
+				if !cmd.Flags().Changed("runs") {
+					o.Runs = 0
+				}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

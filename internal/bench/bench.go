@@ -71,7 +71,7 @@ const (
 
 // Options are the settings of one bench run (the flags of bondd bench).
 type Options struct {
-	Scenario  string        // S1, S2, S2ISL, Lanes, Capacity or Scale
+	Scenario  string        // S1, S1Vary, S2, S2ISL, Lanes, Capacity, Video, Scale or All
 	Out       string        // output folder (created)
 	Duration  time.Duration // traffic time of each configuration
 	Seed      uint64        // emulator seed, the same for every configuration
@@ -135,11 +135,12 @@ type benchHeader struct {
 	Traces    []string  `json:"traces"`     // trace files replayed, relative to the traces folder, or ["builtin"]
 	Started   time.Time `json:"started"`    // wall clock at the start of the run
 	Command   string    `json:"command"`    // the command line that reproduces the run
+	Commit    string    `json:"commit"`     // the commit bondd was built from (buildCommit), "" when unknown
 }
 
 // Run runs o.Scenario and writes its results into o.Out.
 func Run(ctx context.Context, o Options, out io.Writer) error {
-	if o.Duration <= 0 {
+	if o.Duration <= 0 && o.Scenario != All {
 		return errors.New("--duration must be positive")
 	}
 	if o.Out == "" {
@@ -166,6 +167,8 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		}
 	case S1Vary:
 		names = s1VaryNames()
+	case All:
+		names = allStepNames()
 	case S2, S2ISL:
 		names = s2ConfigNames()
 	case Lanes:
@@ -176,7 +179,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		names = videoConfigNames()
 	case Scale:
 	default:
-		return fmt.Errorf("unknown scenario %q; expected %s, %s, %s, %s, %s, %s, %s or %s", o.Scenario, S1, S1Vary, S2, S2ISL, Lanes, Capacity, Video, Scale)
+		return fmt.Errorf("unknown scenario %q; expected %s, %s, %s, %s, %s, %s, %s, %s or %s", o.Scenario, S1, S1Vary, S2, S2ISL, Lanes, Capacity, Video, Scale, All)
 	}
 	for _, c := range o.Configs {
 		if !slices.Contains(names, c) {
@@ -197,6 +200,8 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return runS1(ctx, o, out)
 	case S1Vary:
 		return runS1(ctx, o, out)
+	case All:
+		return runAll(ctx, o, out)
 	case Lanes:
 		return runLanes(ctx, o, out)
 	case Capacity:

@@ -473,7 +473,7 @@ func s1Markdown(r *s1Report) string {
 		title = "s1-vary, S1 with burst loss on one path and a handover outage on another"
 	}
 	fmt.Fprintf(&b, "# %s: %d configurations, %s each, %d run(s), %s\n\n", title, len(r.Configs), time.Duration(r.DurationS*float64(time.Second)), r.Runs, r.Mode)
-	fmt.Fprintf(&b, "Command: `%s`. Traces: %s. Medians over the runs; [95 %% bootstrap interval] where there are several.\n\n", r.Command, strings.Join(r.Traces, ", "))
+	fmt.Fprintf(&b, "Command: `%s`, commit %s. Traces: %s. Medians over the runs; [95 %% bootstrap interval] where there are several.\n\n", r.Command, r.Commit, strings.Join(r.Traces, ", "))
 	b.WriteString("| configuration | mean OWD ms | p95 OWD ms | p99 OWD ms | loss % | coding rate | wire MB | parity | recovered |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, c := range r.Configs {

@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,5 +165,42 @@ func TestBenchS1Vary(t *testing.T) {
 	}
 	if ts := rep["targets"].([]any); len(ts) != 1 {
 		t.Errorf("targets %v", ts)
+	}
+}
+
+// TestAllSteps checks bench all's steps: unique folders, known scenarios,
+// and an index that names each step's command and commit.
+func TestAllSteps(t *testing.T) {
+	seen := map[string]bool{}
+	for _, s := range allSteps() {
+		if seen[s.dir] {
+			t.Errorf("folder %s twice", s.dir)
+		}
+		seen[s.dir] = true
+		if s.duration <= 0 || s.runs < 1 || s.section == "" {
+			t.Errorf("%s: %+v", s.dir, s)
+		}
+		o := Options{Scenario: s.scenario, Sweep: s.sweep, Duration: s.duration, Runs: s.runs}
+		if !strings.HasPrefix(o.commandLine(), "bondd bench "+s.scenario) {
+			t.Errorf("%s: command %q", s.dir, o.commandLine())
+		}
+	}
+	err := Run(context.Background(), Options{Scenario: All, Configs: []string{"nonesuch"}, Out: t.TempDir()}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "s1-vary") {
+		t.Errorf("unknown step: %v", err)
+	}
+	dir := t.TempDir()
+	if err := writeAllIndex(dir, []allEntry{{Dir: "s1", Section: "S1", Command: "bondd bench s1 --out x/s1", Commit: "abc1234", Seconds: 90},
+		{Dir: "video", Section: "Video", Command: "bondd bench video", Error: "needs root | ffmpeg"}}); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "all.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| s1 | S1 | `bondd bench s1 --out x/s1` | abc1234 | 1.5 | ok |", "failed: needs root / ffmpeg"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("all.md lacks %q:\n%s", want, md)
+		}
 	}
 }

@@ -194,7 +194,7 @@ func sweepPlot(cs []s1Result, front []string) LinePlot {
 func s1SweepMarkdown(r *s1SweepReport) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# S1 sensitivity: α × k, %s each, %d run(s), %s\n\n", time.Duration(r.DurationS*float64(time.Second)), r.Runs, r.Mode)
-	fmt.Fprintf(&b, "Command: `%s`. Medians over the runs; [95 %% bootstrap interval] where there are several. Block budget max(20 ms, 1.1·k packet intervals), so that blocks fill to k.\n\n", r.Command)
+	fmt.Fprintf(&b, "Command: `%s`, commit %s. Medians over the runs; [95 %% bootstrap interval] where there are several. Block budget max(20 ms, 1.1·k packet intervals), so that blocks fill to k.\n\n", r.Command, r.Commit)
 	by := map[string]*s1Result{}
 	for i := range r.Configs {
 		by[r.Configs[i].Name] = &r.Configs[i]
