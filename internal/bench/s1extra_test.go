@@ -78,8 +78,27 @@ func TestS1MaskingBound(t *testing.T) {
 	if m.Masked != 5 || m.Share != 0.05 || m.LeadMeanMs != 8 || m.LeadP50Ms <= 5 || m.LeadP50Ms > 10 {
 		t.Errorf("masking %+v", m)
 	}
-	if m.P95UnmaskedMaxMs != 100 { // the 1.0-quantile of 1…100
+	// 5 of 100 masked: at most the 1.0-quantile (100); the 5 have leads
+	// of (5, 10] ms, and the last 1-ms lead is from before the run: at
+	// most the 0.95-quantile (95) plus 10 ms.
+	if m.P95UnmaskedMaxMs != 100 {
 		t.Errorf("p95 bound %v, want 100", m.P95UnmaskedMaxMs)
+	}
+	tests := []struct {
+		count, bucket int
+		want          float64
+	}{
+		{2, 1, 97},   // two leads ≤ 2 ms: Q(0.97) = 97, Q(0.95) + 2 = 97
+		{20, 1, 97},  // twenty: Q(1) = 100, but Q(0.95) + 2 = 97
+		{20, 9, 100}, // twenty leads ≤ 1 s: Q(1) = 100
+		{0, 0, 95},   // none masked: the measured p95
+	}
+	for _, tc := range tests {
+		var h fec.LeadHistogram
+		h.Count, h.Buckets[tc.bucket] = uint64(tc.count), uint64(tc.count)
+		if b := p95UnmaskedMax(sorted, &h); b != tc.want {
+			t.Errorf("%d masked in bucket %d: bound %v, want %v", tc.count, tc.bucket, b, tc.want)
+		}
 	}
 	if z := s1MaskingOf(&benchRun{}, sorted, 100); z != (s1Masking{}) {
 		t.Errorf("masking without FEC stats %+v", z)
