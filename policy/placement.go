@@ -76,7 +76,9 @@ func PathRate(p *Path) float64 {
 // candidate's share stays within one packet of its weight's share.
 // Candidates are the paths of the best usable status (ACTIVE, else
 // DEGRADED) with queue room and window room (Path.HasWindow); when none has
-// window room, all with queue room. A path without a rate estimate weighs
+// window room, the packet goes to the path with the earliest expected
+// delivery, as with LowestRTT, so that a load above the paths' windows does
+// not pile into a slow path's queue. A path without a rate estimate weighs
 // as the slowest that has one (1 when none has). Safe for concurrent use
 // (one mutex: the TUN reader picks data, the FEC flush routine parity);
 // it allocates only when the number of paths grows.
@@ -97,27 +99,36 @@ func (r *RateSpread) Pick(paths []*Path, now time.Time, out []int) int {
 		clear(r.credit)
 	}
 	for _, want := range [...]Status{StatusActive, StatusDegraded} {
-		for _, needWindow := range [...]bool{true, false} {
-			if i := r.pickLocked(paths, now, want, needWindow); i >= 0 {
-				out[0] = i
-				return 1
+		i := r.pickLocked(paths, now, want)
+		if i < 0 { // no window room anywhere: the earliest expected delivery, as LowestRTT
+			var best time.Duration
+			for j, p := range paths {
+				if p.Status(now) == want && p.HasRoom() {
+					if d := p.expectedDeliveryAt(now); i < 0 || d < best {
+						i, best = j, d
+					}
+				}
 			}
+		}
+		if i >= 0 {
+			out[0] = i
+			return 1
 		}
 	}
 	return 0
 }
 
-// candidate reports whether p may take a packet in this round of Pick.
-func candidate(p *Path, now time.Time, want Status, needWindow bool) bool {
-	return p.Status(now) == want && p.HasRoom() && (!needWindow || p.HasWindow())
+// candidate reports whether p may take a packet of status want now.
+func candidate(p *Path, now time.Time, want Status) bool {
+	return p.Status(now) == want && p.HasRoom() && p.HasWindow()
 }
 
 // pickLocked is one round of smooth weighted round-robin over the
 // candidates; -1 when there are none.
-func (r *RateSpread) pickLocked(paths []*Path, now time.Time, want Status, needWindow bool) int {
+func (r *RateSpread) pickLocked(paths []*Path, now time.Time, want Status) int {
 	slowest := 0.0
 	for _, p := range paths {
-		if x := PathRate(p); x > 0 && (slowest == 0 || x < slowest) && candidate(p, now, want, needWindow) {
+		if x := PathRate(p); x > 0 && (slowest == 0 || x < slowest) && candidate(p, now, want) {
 			slowest = x
 		}
 	}
@@ -126,7 +137,7 @@ func (r *RateSpread) pickLocked(paths []*Path, now time.Time, want Status, needW
 	}
 	best, total := -1, 0.0
 	for i, p := range paths {
-		if !candidate(p, now, want, needWindow) {
+		if !candidate(p, now, want) {
 			continue
 		}
 		w := PathRate(p)
@@ -173,7 +184,7 @@ func ParityPath(paths []*Path, counts []int, now time.Time) int {
 	for _, want := range [...]Status{StatusActive, StatusDegraded} {
 		earliest, found := time.Duration(0), false
 		for _, p := range paths {
-			if candidate(p, now, want, true) {
+			if candidate(p, now, want) {
 				if d := p.expectedDeliveryAt(now); !found || d < earliest {
 					earliest, found = d, true
 				}
@@ -185,7 +196,7 @@ func ParityPath(paths []*Path, counts []int, now time.Time) int {
 		best := -1
 		var bestD time.Duration
 		for i, p := range paths {
-			if !candidate(p, now, want, true) {
+			if !candidate(p, now, want) {
 				continue
 			}
 			d := p.expectedDeliveryAt(now)

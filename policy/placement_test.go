@@ -39,6 +39,7 @@ func TestRateSpread(t *testing.T) {
 		{"rates 4:2:1", []placementPath{{10 * time.Millisecond, 40000, 0}, {20 * time.Millisecond, 40000, 0}, {40 * time.Millisecond, 40000, 0}}, 70, []int{40, 20, 10}},
 		{"equal", []placementPath{{30 * time.Millisecond, 30000, 0}, {30 * time.Millisecond, 30000, 0}}, 20, []int{10, 10}},
 		{"full window skipped", []placementPath{{10 * time.Millisecond, 2500, 2500}, {40 * time.Millisecond, 40000, 0}}, 10, []int{0, 10}},
+		{"no window anywhere: earliest delivery", []placementPath{{10 * time.Millisecond, 2500, 2500}, {40 * time.Millisecond, 2500, 2500}}, 10, []int{10, 0}},
 		{"unmeasured as slowest", []placementPath{{0, 0, 0}, {10 * time.Millisecond, 30000, 0}, {20 * time.Millisecond, 30000, 0}}, 40, []int{10, 20, 10}},
 	}
 	for _, tt := range tests {
