@@ -19,6 +19,7 @@ type entry struct {
 	class    uint64
 	block    uint64
 	deadline int64 // ns since the decoder's epoch
+	opened   int64 // when the block's first packet arrived, ns since the decoder's epoch
 	state    uint8
 	kData    uint16 // target K from DATA headers, 0 until one arrives
 	k, r     uint16 // from PARITY headers, 0 until one arrives
@@ -131,7 +132,7 @@ func (d *Decoder) createLocked(cs *classState, class, block uint64, t int64) *en
 		}
 	}
 	slot := e.slot
-	*e = entry{gen: d.head, class: class, block: block, deadline: t + int64(d.o.Timeout), state: stOpen, slot: slot}
+	*e = entry{gen: d.head, class: class, block: block, deadline: t + int64(d.o.Timeout), opened: t, state: stOpen, slot: slot}
 	d.head++
 	cs.index[block&d.mask] = e.gen + 1
 	return e

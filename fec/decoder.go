@@ -102,6 +102,7 @@ type Decoder struct {
 	epoch    time.Time
 	epochSet bool
 	now      int64 // the current call's clock, ns since epoch (set by enterLocked)
+	lag      int64 // ParityLag, ns
 	ents     []entry
 	head     uint64 // entries created
 	tail     uint64 // oldest entry not yet past expiry
@@ -163,6 +164,26 @@ func (d *Decoder) SetTimeout(timeout time.Duration) {
 	d.mu.Lock()
 	d.o.Timeout = timeout
 	d.mu.Unlock()
+}
+
+// ParityLag returns how long after a block's first packet its parity has
+// been arriving: the largest lag seen, decaying towards smaller ones by
+// 1/16 of the difference per parity packet. A sender whose block budget
+// is longer than the receiver's Timeout shows here (its parity arrives
+// after the block expired); set the timeout above it (tunnel does).
+func (d *Decoder) ParityLag() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return time.Duration(d.lag)
+}
+
+// parityLagLocked folds one parity packet's lag (ns) into ParityLag.
+func (d *Decoder) parityLagLocked(lag int64) {
+	if lag >= d.lag {
+		d.lag = lag
+	} else {
+		d.lag -= (d.lag - lag) / 16
+	}
 }
 
 // Options returns the options in force, defaults applied.
@@ -315,6 +336,9 @@ func (d *Decoder) AddParity(now time.Time, ref Ref, shard []byte, rec *Recovered
 		return d.rejectLocked(cs, Bad, ReasonLength)
 	}
 	e := d.lookupLocked(cs, ref.Class, ref.Block)
+	if e != nil {
+		d.parityLagLocked(t - e.opened)
+	}
 	if e == nil {
 		if why := d.windowLocked(cs, ref.Block, false); why != ReasonNone {
 			v := Unprotected

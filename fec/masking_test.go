@@ -99,3 +99,33 @@ func TestLeadHistogramQuantile(t *testing.T) {
 		t.Errorf("Sub of a later snapshot = %+v, want zero", z)
 	}
 }
+
+// TestDecoderParityLag checks ParityLag: the largest lag from a block's
+// first packet to its parity, decaying by 1/16 of the difference towards
+// shorter ones, and measured even when the block expired first.
+func TestDecoderParityLag(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	enc := mustEncoder(t, EncoderOptions{K: 4})
+	d := mustDecoder(t, DecoderOptions{Timeout: 50 * time.Millisecond})
+	if d.ParityLag() != 0 {
+		t.Fatal("lag before any parity")
+	}
+	steps := []struct {
+		lagMs int
+		want  time.Duration
+	}{
+		{80, 80 * time.Millisecond}, // after the 50-ms timeout: still measured
+		{16, 76 * time.Millisecond}, // 80 − (80 − 16)/16
+		{100, 100 * time.Millisecond},
+	}
+	start := 0
+	for _, st := range steps {
+		b := encodeBlock(t, enc, randPackets(rng, 4, 20, 80), 1)
+		d.AddData(ms(start), b.refs[0], b.data[0], nil)
+		d.AddParity(ms(start+st.lagMs), b.parRefs[0], b.parity[0], nil)
+		if got := d.ParityLag(); got != st.want {
+			t.Fatalf("after a %d-ms lag: ParityLag %v, want %v", st.lagMs, got, st.want)
+		}
+		start += 1000
+	}
+}

@@ -261,7 +261,7 @@ func (b *Bond) routineFECExpire(done <-chan struct{}) {
 	for {
 		select {
 		case now := <-t.C:
-			b.dec.SetTimeout(fecTimeout(b.paths.Load()))
+			b.dec.SetTimeout(fecTimeout(b.paths.Load(), b.dec.ParityLag()))
 			b.dec.Expire(now)
 			rx := b.ctr.rxPackets.Load()
 			want := fecIdleExpireInterval
@@ -287,8 +287,11 @@ const (
 )
 
 // fecTimeout is twice the spread of the connected paths' smoothed RTTs plus
-// the block budget and a margin, within [fecMinTimeout, fecMaxTimeout].
-func fecTimeout(set *pathSet) time.Duration {
+// the block's time to its parity and a margin, within [fecMinTimeout,
+// fecMaxTimeout]. The time to parity is the default block budget, or the
+// parity lag the decoder measured when longer (a peer with a longer
+// fec.budget: without it such blocks would expire before their parity).
+func fecTimeout(set *pathSet, parityLag time.Duration) time.Duration {
 	var lo, hi time.Duration
 	for i, p := range set.states {
 		r := p.SmoothedRTT()
@@ -297,7 +300,7 @@ func fecTimeout(set *pathSet) time.Duration {
 		}
 		hi = max(hi, r)
 	}
-	return min(max(2*(hi-lo)+fec.DefaultBudget+20*time.Millisecond, fecMinTimeout), fecMaxTimeout)
+	return min(max(2*(hi-lo)+max(fec.DefaultBudget, parityLag)+20*time.Millisecond, fecMinTimeout), fecMaxTimeout)
 }
 
 // startFEC starts the bond's FEC routines on wg; they stop when done closes.
