@@ -155,7 +155,11 @@ func sweepPlot(cs []s1Result, front []string) LinePlot {
 		XLabel: "coding rate k/(k+r)", YLabel: "loss (%)"}
 	pt := func(c s1Result) [2]float64 { return [2]float64{c.CodingRate, 100 * c.LossRate} }
 	for _, a := range sweepAlphas {
-		s := LineSeries{Name: fmt.Sprintf("α = %g (k = %v)", a, sweepKs)}
+		ks := make([]string, len(sweepKs))
+		for i, k := range sweepKs {
+			ks[i] = fmt.Sprint(k)
+		}
+		s := LineSeries{Name: fmt.Sprintf("α = %g (k = %s)", a, strings.Join(ks, ", "))}
 		for _, c := range cs {
 			if c.K != 0 && c.Alpha == a {
 				s.Points = append(s.Points, pt(c))
