@@ -19,6 +19,7 @@ type entry struct {
 	class    uint64
 	block    uint64
 	deadline int64 // ns since the decoder's epoch
+	opened   int64 // when the block's first packet arrived, ns since the decoder's epoch
 	state    uint8
 	kData    uint16 // target K from DATA headers, 0 until one arrives
 	k, r     uint16 // from PARITY headers, 0 until one arrives
@@ -29,10 +30,23 @@ type entry struct {
 	top      uint16    // highest data index seen + 1
 	slot     []uint16  // shard index → buffer id + 1; len 2·MaxK
 	have     [4]uint64 // delivered data indexes; kept after the buffers are freed
+	rebuilt  [4]uint64 // data indexes delivered by reconstruction whose original has not arrived
+	rebuiltT int64     // when the block was reconstructed, ns since the decoder's epoch
 }
 
 func (e *entry) delivered(i int) bool { return e.have[i>>6]&(1<<(i&63)) != 0 }
 func (e *entry) deliver(i int)        { e.have[i>>6] |= 1 << (i & 63); e.nData++ }
+
+// takeRebuilt reports whether index i was delivered by reconstruction and
+// its original had not arrived yet, and clears that mark.
+func (e *entry) takeRebuilt(i int) bool {
+	m := uint64(1) << (i & 63)
+	if e.rebuilt[i>>6]&m == 0 {
+		return false
+	}
+	e.rebuilt[i>>6] &^= m
+	return true
+}
 
 // classState is the window and counters of one FEC class.
 type classState struct {
@@ -118,7 +132,7 @@ func (d *Decoder) createLocked(cs *classState, class, block uint64, t int64) *en
 		}
 	}
 	slot := e.slot
-	*e = entry{gen: d.head, class: class, block: block, deadline: t + int64(d.o.Timeout), state: stOpen, slot: slot}
+	*e = entry{gen: d.head, class: class, block: block, deadline: t + int64(d.o.Timeout), opened: t, state: stOpen, slot: slot}
 	d.head++
 	cs.index[block&d.mask] = e.gen + 1
 	return e

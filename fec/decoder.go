@@ -23,7 +23,9 @@ import (
 //     to the caller and marked delivered; so are all data when k arrive.
 //     The block is then done: its buffers go back to the free list, and its
 //     entry remembers which indexes were delivered, so a late original of a
-//     reconstructed packet is reported as a Duplicate.
+//     reconstructed packet is reported as a Duplicate, and counted in
+//     DecoderStats.Masked with how much earlier the reconstruction was
+//     (masking.go).
 //  4. A block still open Timeout after its first packet expires: its
 //     missing data are counted lost, its buffers freed. Expiry runs on every
 //     call, oldest block first, and from Expire.
@@ -99,6 +101,8 @@ type Decoder struct {
 	o        DecoderOptions
 	epoch    time.Time
 	epochSet bool
+	now      int64 // the current call's clock, ns since epoch (set by enterLocked)
+	lag      int64 // ParityLag, ns
 	ents     []entry
 	head     uint64 // entries created
 	tail     uint64 // oldest entry not yet past expiry
@@ -160,6 +164,26 @@ func (d *Decoder) SetTimeout(timeout time.Duration) {
 	d.mu.Lock()
 	d.o.Timeout = timeout
 	d.mu.Unlock()
+}
+
+// ParityLag returns how long after a block's first packet its parity has
+// been arriving: the largest lag seen, decaying towards smaller ones by
+// 1/16 of the difference per parity packet. A sender whose block budget
+// is longer than the receiver's Timeout shows here (its parity arrives
+// after the block expired); set the timeout above it (tunnel does).
+func (d *Decoder) ParityLag() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return time.Duration(d.lag)
+}
+
+// parityLagLocked folds one parity packet's lag (ns) into ParityLag.
+func (d *Decoder) parityLagLocked(lag int64) {
+	if lag >= d.lag {
+		d.lag = lag
+	} else {
+		d.lag -= (d.lag - lag) / 16
+	}
 }
 
 // Options returns the options in force, defaults applied.
@@ -259,6 +283,9 @@ func (d *Decoder) AddData(now time.Time, ref Ref, pkt []byte, rec *Recovered) Ve
 	}
 	if e.delivered(i) {
 		cs.stats.Duplicates++
+		if e.takeRebuilt(i) { // the original of a reconstructed packet: delay masked
+			cs.stats.Masked.add(t - e.rebuiltT)
+		}
 		return Duplicate
 	}
 	e.kData = uint16(ref.K)
@@ -309,6 +336,9 @@ func (d *Decoder) AddParity(now time.Time, ref Ref, shard []byte, rec *Recovered
 		return d.rejectLocked(cs, Bad, ReasonLength)
 	}
 	e := d.lookupLocked(cs, ref.Class, ref.Block)
+	if e != nil {
+		d.parityLagLocked(t - e.opened)
+	}
 	if e == nil {
 		if why := d.windowLocked(cs, ref.Block, false); why != ReasonNone {
 			v := Unprotected
@@ -354,6 +384,7 @@ func (d *Decoder) AddParity(now time.Time, ref Ref, shard []byte, rec *Recovered
 // class; or a nil cs and the verdict for a class beyond MaxClasses.
 func (d *Decoder) enterLocked(now time.Time, class uint64) (t int64, cs *classState, v Verdict) {
 	t = d.mono(now)
+	d.now = t
 	d.expireLocked(t)
 	if class >= MaxClasses {
 		return t, nil, d.rejectLocked(nil, Unprotected, ReasonClass)

@@ -144,6 +144,8 @@ func (d *Decoder) reconstructLocked(cs *classState, e *entry, rec *Recovered) {
 			continue
 		}
 		e.deliver(m)
+		e.rebuilt[m>>6] |= 1 << (m & 63)
+		e.rebuiltT = d.now
 		cs.stats.Recovered++
 		if rec != nil && rec.BufLen > 0 && rec.Offset >= 0 && len(rec.Sizes) == len(rec.Bufs) && len(rec.Bufs) < MaxK {
 			rec.Bufs = append(rec.Bufs, make([]byte, rec.Offset+max(rec.BufLen, n))) // once per slot

@@ -83,6 +83,10 @@ type DecoderStats struct {
 	Unprotected      uint64 // packets with Verdict Unprotected
 	Bad              uint64 // packets with Verdict Bad, and discarded reconstructions
 	Reasons          [NumReasons]uint64
+	// Masked are the reconstructed data packets whose original arrived
+	// later, while the block was still in the table (delay masked, not
+	// loss), with how much earlier the reconstruction was (masking.go).
+	Masked LeadHistogram
 }
 
 // ResidualLoss returns Lost / (Data + Recovered + Lost), the fraction of
@@ -113,4 +117,5 @@ func (s *DecoderStats) add(t *DecoderStats) {
 	for i := range s.Reasons {
 		s.Reasons[i] += t.Reasons[i]
 	}
+	s.Masked.Merge(&t.Masked)
 }

@@ -135,6 +135,9 @@ func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
 	if picker == nil {
 		picker = policy.LowestRTT{}
 	}
+	if fopts.Mode != FECOff && policy.PlacementSpreadsData(fopts.Placement) {
+		picker = &policy.RateSpread{} // FECOptions.Placement: spread data by rate
+	}
 	src := o.rules
 	var ctl *bondControl
 	if o.peer != nil {

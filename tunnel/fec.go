@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bondd/bondd/fec"
+	"github.com/bondd/bondd/policy"
 )
 
 // Forward error correction in the bond (paper 1, scheduler-agnostic adaptive
@@ -45,6 +46,14 @@ type FECOptions struct {
 	// parity count of fec.AssuredParity; default DefaultVideoResidual,
 	// < 0 for α's parity alone.
 	VideoResidual float64
+	// Placement is where a block's packets go (policy/placement.go):
+	// policy.PlacementDefault ("": data and parity through the bond's
+	// picker), PlacementRate (the bond's picker becomes a
+	// policy.RateSpread: data and parity spread in proportion to path
+	// rate), PlacementEarliest (parity on the path carrying the fewest of
+	// the block's data packets with the earliest expected delivery,
+	// policy.ParityPath) or PlacementRateEarliest (both).
+	Placement string
 }
 
 // DefaultVideoResidual bounds the probability that an FEC block holding a
@@ -98,15 +107,16 @@ func (o FECOptions) validate() error {
 	if o.VideoResidual >= 1 {
 		return fmt.Errorf("FEC video residual %v is not below 1", o.VideoResidual)
 	}
-	return nil
+	return policy.ValidatePlacement(o.Placement)
 }
 
 // fecSender is the send side of one bond's FEC.
 type fecSender struct {
-	enc  *fec.Encoder
-	opts FECOptions
-	mtu  int           // bytes: the longest packet protected
-	wake chan struct{} // capacity 1: a block opened, arm the flush timer
+	enc          *fec.Encoder
+	opts         FECOptions
+	parityPlaced bool          // opts.Placement places parity (policy.ParityPath)
+	mtu          int           // bytes: the longest packet protected
+	wake         chan struct{} // capacity 1: a block opened, arm the flush timer
 
 	// Owned by the TUN reader goroutine.
 	rd  fec.Redundancy
@@ -125,7 +135,7 @@ func newFECSender(o FECOptions, mtu int) (*fecSender, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fecSender{enc: enc, opts: o, mtu: mtu, wake: make(chan struct{}, 1), fitT: newFitScratch()}, nil
+	return &fecSender{enc: enc, opts: o, parityPlaced: policy.PlacementPlacesParity(o.Placement), mtu: mtu, wake: make(chan struct{}, 1), fitT: newFitScratch()}, nil
 }
 
 // parityBufs gives p its K parity buffers the first time a block is
@@ -191,14 +201,35 @@ func (b *Bond) protect(pkt []byte, pi int, video bool, h *Header, now time.Time)
 // scratch.
 func (b *Bond) sendParity(p *fec.Parity, picks []int, fs *fitScratch, now time.Time) {
 	set := b.paths.Load()
+	var counts [fec.MaxPaths]int // placement earliest: the block's packets per path so far
+	copy(counts[:], p.KPerPath)
 	for j, shard := range p.Shards {
 		ref := p.ShardRef(j)
 		states, idx := b.fitStates(set, len(shard)+HeaderBudget, fs) // paths whose budget carries it (pmtu.go)
-		if len(picks) < len(set.paths) || len(states) == 0 || b.picker.Pick(states, now, picks) == 0 {
+		if b.fecTx.parityPlaced {
+			var sub [fec.MaxPaths]int // counts of the paths in states
+			n := min(len(states), len(sub))
+			for i := range n {
+				if idx == nil {
+					sub[i] = counts[i]
+				} else {
+					sub[i] = counts[idx[i]]
+				}
+			}
+			i := policy.ParityPath(states, sub[:n], now)
+			if i < 0 || len(picks) == 0 {
+				b.drops.add(DropParitySkipped)
+				continue
+			}
+			picks[0] = i
+		} else if len(picks) < len(set.paths) || len(states) == 0 || b.picker.Pick(states, now, picks) == 0 {
 			b.drops.add(DropNoPath)
 			continue
 		}
 		remap(picks, 1, idx)
+		if picks[0] < len(counts) {
+			counts[picks[0]]++
+		}
 		if !set.states[picks[0]].HasWindow() {
 			b.drops.add(DropParitySkipped)
 			continue
@@ -277,7 +308,7 @@ func (b *Bond) routineFECExpire(done <-chan struct{}) {
 	for {
 		select {
 		case now := <-t.C:
-			b.dec.SetTimeout(fecTimeout(b.paths.Load()))
+			b.dec.SetTimeout(fecTimeout(b.paths.Load(), b.dec.ParityLag()))
 			b.dec.Expire(now)
 			rx := b.ctr.rxPackets.Load()
 			want := fecIdleExpireInterval
@@ -303,8 +334,11 @@ const (
 )
 
 // fecTimeout is twice the spread of the connected paths' smoothed RTTs plus
-// the block budget and a margin, within [fecMinTimeout, fecMaxTimeout].
-func fecTimeout(set *pathSet) time.Duration {
+// the block's time to its parity and a margin, within [fecMinTimeout,
+// fecMaxTimeout]. The time to parity is the default block budget, or the
+// parity lag the decoder measured when longer (a peer with a longer
+// fec.budget: without it such blocks would expire before their parity).
+func fecTimeout(set *pathSet, parityLag time.Duration) time.Duration {
 	var lo, hi time.Duration
 	for i, p := range set.states {
 		r := p.SmoothedRTT()
@@ -313,7 +347,7 @@ func fecTimeout(set *pathSet) time.Duration {
 		}
 		hi = max(hi, r)
 	}
-	return min(max(2*(hi-lo)+fec.DefaultBudget+20*time.Millisecond, fecMinTimeout), fecMaxTimeout)
+	return min(max(2*(hi-lo)+max(fec.DefaultBudget, parityLag)+20*time.Millisecond, fecMinTimeout), fecMaxTimeout)
 }
 
 // startFEC starts the bond's FEC routines on wg; they stop when done closes.
@@ -344,6 +378,12 @@ type FECStats struct {
 	Lost           uint64  `json:"lost"`          // data packets missing when their block timed out
 	ResidualLoss   float64 `json:"residual_loss"` // Lost / (data + recovered + lost) received in blocks
 	Duplicates     uint64  `json:"duplicates"`    // late originals of reconstructed packets, spare parity
+	// Masked counts the reconstructed data packets whose original arrived
+	// later (FEC masked their delay, not a loss; paper 1 §5), and
+	// MaskedLead how much earlier the reconstruction delivered them
+	// (fec.DecoderStats.Masked).
+	Masked     uint64            `json:"masked"`
+	MaskedLead fec.LeadHistogram `json:"masked_lead"`
 	// Corrupt counts reconstructions discarded because their inputs were
 	// inconsistent (fec.ReasonCorrupt). A received datagram with bad FEC
 	// fields is a drop of the bond (DropBadFEC), not counted here.
@@ -365,5 +405,6 @@ func (b *Bond) fecStats() *FECStats {
 	ds := b.dec.Stats()
 	s.ParityReceived, s.Recovered, s.Lost, s.ResidualLoss = ds.Parity, ds.Recovered, ds.Lost, ds.ResidualLoss()
 	s.Duplicates, s.Corrupt = ds.Duplicates, ds.Reasons[fec.ReasonCorrupt]
+	s.Masked, s.MaskedLead = ds.Masked.Count, ds.Masked
 	return s
 }

@@ -108,3 +108,21 @@ func TestFECEndToEnd(t *testing.T) {
 		t.Errorf("coding rate %.3f with %d parity packets, want ≥ 0.85 and some parity", st.CodingRate, st.ParitySent)
 	}
 }
+
+// TestFECTimeoutParityLag checks that a parity lag above the default
+// block budget lengthens the decoder's timeout, within its bounds.
+func TestFECTimeoutParityLag(t *testing.T) {
+	tests := []struct {
+		lag, want time.Duration
+	}{
+		{0, fecMinTimeout},                               // 20 ms budget + 20 ms margin < the 50-ms floor
+		{fec.DefaultBudget, fecMinTimeout},               // the default budget changes nothing
+		{106 * time.Millisecond, 126 * time.Millisecond}, // k = 40 blocks of a 4 Mbit/s flow
+		{2 * time.Second, fecMaxTimeout},
+	}
+	for _, tt := range tests {
+		if got := fecTimeout(&pathSet{}, tt.lag); got != tt.want {
+			t.Errorf("fecTimeout(lag %v) = %v, want %v", tt.lag, got, tt.want)
+		}
+	}
+}

@@ -31,7 +31,7 @@ func newBenchCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "bench SCENARIO",
-		Short: "Re-run the papers' experiments (s1: vehicular FEC, s2/s2-isl: LEO + terrestrial video; lanes: lossy uplinks; capacity: the bond against the sum of its links; scale: bonds per concentrator) and write tables and plot data",
+		Short: "Re-run the papers' experiments (s1: vehicular FEC, s1-vary: FEC under bursts and outages, s2/s2-isl: LEO + terrestrial video; lanes: lossy uplinks; capacity: the bond against the sum of its links; scale: bonds per concentrator) and write tables and plot data",
 		Long: `Bench runs one evaluation scenario over link-emulator paths that replay
 public real traces, once per configuration, and writes results.md (tables,
 with the papers' figures beside ours), results.json and the data of the CDF
@@ -39,8 +39,16 @@ plots (plots.json) into --out; bondd-plot draws the plots (PNG and SVG).
 
   s1  vehicular (adaptive FEC paper, section 5): three cellular uplinks
       replaying Mahimahi driving traces with 5Gophers base RTTs; a 4 Mbit/s
-      constant-rate flow of 1200-byte UDP packets; configurations no-fec,
-      adaptive-fec, fixed-fec (same coding rate as adaptive-fec), dup2.
+      constant-rate flow of 1200-byte UDP packets; configurations
+      no-fec-quic-cc, no-fec, adaptive-fec, fixed-fec (same coding rate as
+      adaptive-fec), dup2, and adaptive FEC with a block placement
+      (adaptive-fec-rate, adaptive-fec-earliest, adaptive-fec-rate-earliest);
+      the concentrator counts packets rebuilt before their original
+      arrived (delay masking). --sweep runs adaptive FEC's α × k grid
+      instead (loss against coding rate, a Pareto plot).
+  s1-vary  S1 with Gilbert-Elliott burst loss on one path and a
+      handover-like outage on another: no-fec, adaptive-fec, and fixed-fec
+      at adaptive-fec's coding rate (matched overhead).
   s2  LEO + terrestrial (MoMQ paper, section 5), in the paper's setting:
       the Starlink 100-ms trace's capacity and loss with its 15-s
       reconfigurations and a bent-pipe delay (20-40 ms one way), and a
@@ -80,6 +88,11 @@ plots (plots.json) into --out; bondd-plot draws the plots (PNG and SVG).
       recover, and the counters that explain the loss, with each row's
       target (docs/operations.md). --configs selects faults, --short runs
       the integration test's short version, --json FILE writes faults[].
+  all  every run docs/evaluation.md shows (s1 with 5 runs, the s1 sweep,
+      s1-vary, s2, s2-isl, lanes, capacity, video, scale, faults), each into
+      --out/NAME, with an index all.md giving per folder the command that
+      reproduces it and the commit; --duration and --runs, when given,
+      replace every step's; --configs picks steps by folder name.
 
 Every configuration runs over the same trace segment with the same seed.
 With --runs N each configuration runs N times (run r with seed --seed + r)
@@ -87,7 +100,7 @@ and the results are medians with 95 % bootstrap confidence intervals. As
 root the testbed is built from network namespaces with real TUN devices;
 otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{bench.S1, bench.S2, bench.S2ISL, bench.Lanes, bench.Capacity, bench.Video, bench.Scale, bench.Faults},
+		ValidArgs: []string{bench.S1, bench.S1Vary, bench.S2, bench.S2ISL, bench.Lanes, bench.Capacity, bench.Video, bench.Scale, bench.Faults, bench.All},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Scenario = strings.ToLower(args[0])
 			var err error
@@ -106,6 +119,14 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 			if o.Scenario == bench.Scale && !cmd.Flags().Changed("duration") {
 				o.Duration = bench.ScaleDefaultDuration
 			}
+			if o.Scenario == bench.All {
+				if !cmd.Flags().Changed("duration") {
+					o.Duration = 0 // each step's own
+				}
+				if !cmd.Flags().Changed("runs") {
+					o.Runs = 0
+				}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			err = bench.Run(ctx, o, cmd.OutOrStdout())
@@ -123,6 +144,7 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 	f.BoolVar(&o.Inprocess, "inprocess", false, "run in one process without TUN devices even as root")
 	f.StringSliceVar(&o.Configs, "configs", nil, "run only these configurations (comma-separated names)")
 	f.StringVar(&lanesFlag, "lanes", "auto", fmt.Sprintf("s1, s2: QUIC connections per uplink, auto or 1..%d", tunnel.MaxLanes))
+	f.BoolVar(&o.Sweep, "sweep", false, "s1: run adaptive FEC's sensitivity grid (α 1, 1.5, 2, 3 × k 10, 20, 40) and no-fec instead of the S1 configurations")
 	f.IntVar(&o.Runs, "runs", 1, "runs per configuration (seeds --seed, --seed+1, ...); results are medians with 95 % bootstrap intervals")
 	f.StringVar(&o.RateControl, "rate-control", tunnel.RateControlQUIC, "who decides each path's rate on both bonds: quic (quic-go's congestion control, the daemon's default) or bondd (pacing at bondd's per-path estimate; experimental, docs/evaluation.md)")
 	f.BoolVar(&o.Align, "align", true, "s2, s2-isl: start each configuration at the same phase of the UTC minute's 15-s reconfiguration cycle (waits up to 15 s each)")

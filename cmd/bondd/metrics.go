@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/bondd/bondd/fec"
 	"github.com/bondd/bondd/internal/config"
 	"github.com/bondd/bondd/internal/status"
 	"github.com/bondd/bondd/policy"
@@ -62,6 +63,7 @@ var (
 	descFECResidual  = desc("fec_residual_loss_ratio", "Data packets lost after FEC recovery over the data packets of received blocks.", bondLabels...)
 	descFECBlocks    = desc("fec_blocks_total", "FEC blocks sent, by what closed them: k data packets, or the block's time budget.", "edge", "closed_by")
 	descFECMode      = desc("fec_mode_info", "Always 1: the FEC mode of what this end sends.", "edge", "mode")
+	descFECMaskLead  = desc("fec_masked_lead_seconds", "How much earlier than its original a masked packet was reconstructed.", bondLabels...)
 	bondCounterDescs = []struct {
 		desc *prometheus.Desc
 		get  func(*tunnel.BondStats) uint64
@@ -92,6 +94,7 @@ var (
 		{desc("fec_parity_received_packets_total", "Parity packets received.", bondLabels...), func(f *tunnel.FECStats) uint64 { return f.ParityReceived }},
 		{desc("fec_recovered_packets_total", "Data packets reconstructed from parity and delivered.", bondLabels...), func(f *tunnel.FECStats) uint64 { return f.Recovered }},
 		{desc("fec_lost_packets_total", "Data packets still missing when their block timed out (loss after FEC).", bondLabels...), func(f *tunnel.FECStats) uint64 { return f.Lost }},
+		{desc("fec_masked_packets_total", "Data packets reconstructed before their original arrived (FEC masked their delay; see fec_masked_lead_seconds).", bondLabels...), func(f *tunnel.FECStats) uint64 { return f.Masked }},
 		{desc("fec_duplicate_packets_total", "Late originals of reconstructed packets and spare parity.", bondLabels...), func(f *tunnel.FECStats) uint64 { return f.Duplicates }},
 		{desc("fec_corrupt_reconstructions_total", "Reconstructions discarded because their inputs were inconsistent (bad FEC datagrams are bond drops, reason bad_fec).", bondLabels...), func(f *tunnel.FECStats) uint64 { return f.Corrupt }},
 	}
@@ -169,7 +172,7 @@ func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		descInfo, descUptime, descAuthFailures, descNoRoute, descLinkLocal, descTransportDrops,
 		descRulesVersion, descRulesLoaded, descRulesCount, descRulesReloads, descRulesReloadErr,
 		descBondUptime, descBondMTU, descBondDrops, descRuleHits,
-		descFECCoding, descFECResidual, descFECBlocks, descFECMode, descReseqHeldNow, descReseqWait,
+		descFECCoding, descFECResidual, descFECBlocks, descFECMode, descFECMaskLead, descReseqHeldNow, descReseqWait,
 		descPathStatus, descPathLabel, descPathDrops,
 	} {
 		ch <- d
@@ -244,6 +247,7 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 			for _, m := range fecCounterDescs {
 				counter(m.desc, m.get(f), edge)
 			}
+			ch <- leadHistogram(&f.MaskedLead, edge)
 		}
 		if rs := b.Rules; rs != nil {
 			seen := make(map[string]bool, len(rs.Rules))
@@ -325,4 +329,16 @@ func reseqGet(get func(*tunnel.ReseqStats) uint64) func(*tunnel.BondStats) uint6
 		}
 		return get(b.Reseq)
 	}
+}
+
+// leadHistogram turns a masked-lead histogram into a Prometheus histogram
+// in seconds (cumulative buckets; the open last bucket is +Inf).
+func leadHistogram(h *fec.LeadHistogram, edge string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(fec.LeadBoundsMs))
+	var cum uint64
+	for i, ms := range fec.LeadBoundsMs {
+		cum += h.Buckets[i]
+		buckets[ms/1000] = cum
+	}
+	return prometheus.MustNewConstHistogram(descFECMaskLead, h.Count, float64(h.SumNs)/1e9, buckets, edge)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/bondd/bondd/fec"
 	"github.com/bondd/bondd/internal/config"
 	"github.com/bondd/bondd/internal/status"
 	"github.com/bondd/bondd/tunnel"
@@ -35,7 +36,8 @@ func fakeReport() status.Report {
 					TxPackets: 100, RxPackets: 900, ICMPSent: 1, MSSClamped: 4,
 					Drops: tunnel.DropCounts{tunnel.DropDuplicate: 7, tunnel.DropSpoofed: 5},
 					FEC: &tunnel.FECStats{Mode: "adaptive", CodingRate: 0.9, DataProtected: 90, ParitySent: 10,
-						BlocksByK: 4, BlocksByTimer: 1, ParityReceived: 12, Recovered: 6, Lost: 1, ResidualLoss: 0.001},
+						BlocksByK: 4, BlocksByTimer: 1, ParityReceived: 12, Recovered: 6, Lost: 1, ResidualLoss: 0.001,
+						Masked: 3, MaskedLead: fec.LeadHistogram{Count: 3, SumNs: 34_500_000, Buckets: [fec.NumLeadBuckets]uint64{1: 1, 2: 1, 5: 1}}},
 					Rules: &tunnel.RuleStats{Set: "/etc/bondd/rules.yaml", Rules: []tunnel.RuleHits{{ID: "video", Hits: 42}, {ID: "rest", Hits: 58}}},
 					Paths: []tunnel.PathStats{
 						{
@@ -119,6 +121,34 @@ bondd_fec_blocks_total{closed_by="k",edge="van-17"} 4
 bondd_fec_blocks_total{closed_by="k",edge="van-18"} 0
 bondd_fec_blocks_total{closed_by="timer",edge="van-17"} 1
 bondd_fec_blocks_total{closed_by="timer",edge="van-18"} 0
+# HELP bondd_fec_masked_lead_seconds How much earlier than its original a masked packet was reconstructed.
+# TYPE bondd_fec_masked_lead_seconds histogram
+bondd_fec_masked_lead_seconds_bucket{edge="van-17",le="0.001"} 0
+bondd_fec_masked_lead_seconds_bucket{edge="van-17",le="0.002"} 1
+bondd_fec_masked_lead_seconds_bucket{edge="van-17",le="0.005"} 2
+bondd_fec_masked_lead_seconds_bucket{edge="van-17",le="0.01"} 2
+bondd_fec_masked_lead_seconds_bucket{edge="van-17",le="0.02"} 2
+bondd_fec_masked_lead_seconds_bucket{edge="van-17",le="0.05"} 3
+bondd_fec_masked_lead_seconds_bucket{edge="van-17",le="0.1"} 3
+bondd_fec_masked_lead_seconds_bucket{edge="van-17",le="0.2"} 3
+bondd_fec_masked_lead_seconds_bucket{edge="van-17",le="0.5"} 3
+bondd_fec_masked_lead_seconds_bucket{edge="van-17",le="1"} 3
+bondd_fec_masked_lead_seconds_bucket{edge="van-17",le="+Inf"} 3
+bondd_fec_masked_lead_seconds_sum{edge="van-17"} 0.0345
+bondd_fec_masked_lead_seconds_count{edge="van-17"} 3
+bondd_fec_masked_lead_seconds_bucket{edge="van-18",le="0.001"} 0
+bondd_fec_masked_lead_seconds_bucket{edge="van-18",le="0.002"} 0
+bondd_fec_masked_lead_seconds_bucket{edge="van-18",le="0.005"} 0
+bondd_fec_masked_lead_seconds_bucket{edge="van-18",le="0.01"} 0
+bondd_fec_masked_lead_seconds_bucket{edge="van-18",le="0.02"} 0
+bondd_fec_masked_lead_seconds_bucket{edge="van-18",le="0.05"} 0
+bondd_fec_masked_lead_seconds_bucket{edge="van-18",le="0.1"} 0
+bondd_fec_masked_lead_seconds_bucket{edge="van-18",le="0.2"} 0
+bondd_fec_masked_lead_seconds_bucket{edge="van-18",le="0.5"} 0
+bondd_fec_masked_lead_seconds_bucket{edge="van-18",le="1"} 0
+bondd_fec_masked_lead_seconds_bucket{edge="van-18",le="+Inf"} 0
+bondd_fec_masked_lead_seconds_sum{edge="van-18"} 0
+bondd_fec_masked_lead_seconds_count{edge="van-18"} 0
 # HELP bondd_auth_failures_total Concentrator: path connections refused at the hello (unknown edge or bad credentials).
 # TYPE bondd_auth_failures_total counter
 bondd_auth_failures_total 2
@@ -130,7 +160,7 @@ bondd_rules_version 2
 bondd_rules_loaded_timestamp_seconds 1.8e+09
 `
 	names := []string{"bondd_path_sent_bytes_total", "bondd_path_smoothed_rtt_seconds", "bondd_path_status", "bondd_path_label_info",
-		"bondd_rule_hits_total", "bondd_fec_recovered_packets_total", "bondd_fec_blocks_total", "bondd_auth_failures_total",
+		"bondd_rule_hits_total", "bondd_fec_recovered_packets_total", "bondd_fec_blocks_total", "bondd_fec_masked_lead_seconds", "bondd_auth_failures_total",
 		"bondd_rules_version", "bondd_rules_loaded_timestamp_seconds"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)

@@ -71,7 +71,7 @@ const (
 
 // Options are the settings of one bench run (the flags of bondd bench).
 type Options struct {
-	Scenario  string        // S1, S2, S2ISL, Lanes, Capacity or Scale
+	Scenario  string        // S1, S1Vary, S2, S2ISL, Lanes, Capacity, Video, Scale or All
 	Out       string        // output folder (created)
 	Duration  time.Duration // traffic time of each configuration
 	Seed      uint64        // emulator seed, the same for every configuration
@@ -91,6 +91,9 @@ type Options struct {
 	// Lanes is every uplink's lanes setting in S1 and S2
 	// (tunnel.LanesAuto by default); the lanes scenario sets its own.
 	Lanes int
+	// Sweep (S1 only) runs the sensitivity grid of adaptive FEC, α × k,
+	// instead of the S1 configurations (s1sweep.go).
+	Sweep bool
 	// Runs is how many times each configuration runs, run r with seed
 	// Seed + r; results are medians over the runs with 95 % bootstrap
 	// intervals (runs.go). 0 means 1.
@@ -139,11 +142,12 @@ type benchHeader struct {
 	Traces    []string  `json:"traces"`     // trace files replayed, relative to the traces folder, or ["builtin"]
 	Started   time.Time `json:"started"`    // wall clock at the start of the run
 	Command   string    `json:"command"`    // the command line that reproduces the run
+	Commit    string    `json:"commit"`     // the commit bondd was built from (buildCommit), "" when unknown
 }
 
 // Run runs o.Scenario and writes its results into o.Out.
 func Run(ctx context.Context, o Options, out io.Writer) error {
-	if o.Duration <= 0 {
+	if o.Duration <= 0 && o.Scenario != All {
 		return errors.New("--duration must be positive")
 	}
 	if o.Out == "" {
@@ -165,6 +169,13 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	switch o.Scenario {
 	case S1:
 		names = s1ConfigNames()
+		if o.Sweep {
+			names = s1SweepNames()
+		}
+	case S1Vary:
+		names = s1VaryNames()
+	case All:
+		names = allStepNames()
 	case S2, S2ISL:
 		names = s2ConfigNames()
 	case Lanes:
@@ -177,7 +188,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	case Faults:
 		names = FaultNames()
 	default:
-		return fmt.Errorf("unknown scenario %q; expected %s, %s, %s, %s, %s, %s, %s or %s", o.Scenario, S1, S2, S2ISL, Lanes, Capacity, Video, Scale, Faults)
+		return fmt.Errorf("unknown scenario %q; expected %s, %s, %s, %s, %s, %s, %s, %s, %s or %s", o.Scenario, S1, S1Vary, S2, S2ISL, Lanes, Capacity, Video, Scale, Faults, All)
 	}
 	for _, c := range o.Configs {
 		if !slices.Contains(names, c) {
@@ -187,9 +198,19 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return err
 	}
+	if o.Sweep && o.Scenario != S1 {
+		return fmt.Errorf("--sweep is for scenario %s only", S1)
+	}
 	switch o.Scenario {
 	case S1:
+		if o.Sweep {
+			return runS1Sweep(ctx, o, out)
+		}
 		return runS1(ctx, o, out)
+	case S1Vary:
+		return runS1(ctx, o, out)
+	case All:
+		return runAll(ctx, o, out)
 	case Lanes:
 		return runLanes(ctx, o, out)
 	case Capacity:
@@ -228,6 +249,9 @@ func (o *Options) commandLine() string {
 	}
 	if o.Lanes != tunnel.LanesAuto && o.Scenario != Lanes {
 		fmt.Fprintf(&b, " --lanes %d", o.Lanes)
+	}
+	if o.Sweep {
+		b.WriteString(" --sweep")
 	}
 	if o.runs() > 1 {
 		fmt.Fprintf(&b, " --runs %d", o.runs())

@@ -110,11 +110,12 @@ func TestBenchS1(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: runs four bonds for a few seconds each")
 	}
-	o := Options{Scenario: S1, Duration: 2500 * time.Millisecond, Seed: 3}
+	names := []string{s1NoFECQUIC, s1NoFEC, s1Adaptive, s1Fixed, s1Dup, s1AdaptiveBoth}
+	o := Options{Scenario: S1, Duration: 2500 * time.Millisecond, Seed: 3, Configs: names}
 	rep, dir := runBenchTest(t, o)
 	checkPlots(t, dir, "s1-owd-cdf")
-	by := benchConfigs(t, rep, "owd_ms", "loss_rate", "coding_rate", "wire_bytes")
-	for _, n := range s1ConfigNames() {
+	by := benchConfigs(t, rep, "owd_ms", "loss_rate", "coding_rate", "wire_bytes", "masking")
+	for _, n := range names {
 		if by[n] == nil {
 			t.Errorf("config %s missing", n)
 		}
@@ -167,6 +168,16 @@ func TestBenchS1(t *testing.T) {
 	}
 	if rc := by[s1NoFECQUIC]["rate_control"]; rc != "quic" {
 		t.Errorf("no-fec-quic-cc rate control %v, want quic", rc)
+	}
+	if pl := by[s1AdaptiveBoth]["placement"]; pl != "rate+earliest" {
+		t.Errorf("%s placement %v, want rate+earliest", s1AdaptiveBoth, pl)
+	}
+	for _, n := range names {
+		m := by[n]["masking"].(map[string]any)
+		masked, rec := m["masked"].(float64), by[n]["recovered"].(float64)
+		if masked > rec || (masked > 0) != (m["lead_mean_ms"].(float64) > 0) || m["p95_unmasked_max_ms"].(float64) < by[n]["owd_ms"].(map[string]any)["p95"].(float64) {
+			t.Errorf("%s: masking %v inconsistent (recovered %v)", n, m, rec)
+		}
 	}
 }
 

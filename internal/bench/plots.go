@@ -147,7 +147,12 @@ func writePlots(dir string, plots ...CDFPlot) error { return writePlotsBoxes(dir
 
 // writePlotsBoxes writes dir/PlotsFile with CDF and box plots.
 func writePlotsBoxes(dir string, plots []CDFPlot, boxes []BoxPlot) error {
-	b, err := json.MarshalIndent(Plots{Plots: plots, Boxes: boxes}, "", " ")
+	return writePlotsAll(dir, Plots{Plots: plots, Boxes: boxes})
+}
+
+// writePlotsAll writes ps to dir/PlotsFile.
+func writePlotsAll(dir string, ps Plots) error {
+	b, err := json.MarshalIndent(ps, "", " ")
 	if err != nil {
 		return fmt.Errorf("plots: %w", err)
 	}

@@ -48,7 +48,7 @@ func (o Options) forRun(r int) Options {
 // header returns the results.json header of a run of o.
 func (o *Options) header(traces []string) benchHeader {
 	return benchHeader{Scenario: o.Scenario, Seed: o.Seed, Runs: o.runs(), DurationS: o.Duration.Seconds(),
-		Traces: traces, Started: time.Now().UTC(), Command: o.commandLine()}
+		Traces: traces, Started: time.Now().UTC(), Command: o.commandLine(), Commit: buildCommit()}
 }
 
 // bootstrapMedianCI returns the 95 % percentile-bootstrap confidence

@@ -41,10 +41,21 @@ const (
 	s1Adaptive  = "adaptive-fec"
 	s1Fixed     = "fixed-fec"
 	s1Dup       = "dup2"
+	// Adaptive FEC with a block placement (policy/placement.go), for delay
+	// masking (s1mask.go).
+	s1AdaptiveRate     = "adaptive-fec-rate"
+	s1AdaptiveEarliest = "adaptive-fec-earliest"
+	s1AdaptiveBoth     = "adaptive-fec-rate-earliest"
 )
 
 // s1ConfigNames lists the S1 configurations in the order they run.
-func s1ConfigNames() []string { return []string{s1NoFECQUIC, s1NoFEC, s1Adaptive, s1Fixed, s1Dup} }
+func s1ConfigNames() []string {
+	var names []string
+	for _, c := range s1Configs() {
+		names = append(names, c.name)
+	}
+	return names
+}
 
 // s1Paper are paper 1's figures (§5, vehicular field test, no FEC →
 // adaptive FEC), for the table beside ours.
@@ -68,6 +79,10 @@ type s1Result struct {
 	FixedK      int         `json:"fixed_k,omitempty"`
 	FixedRatio  float64     `json:"fixed_ratio,omitempty"`
 	RateControl string      `json:"rate_control,omitempty"` // demo.BedOptions.RateControl of the configuration
+	Placement   string      `json:"placement,omitempty"`    // tunnel.FECOptions.Placement
+	Alpha       float64     `json:"alpha,omitempty"`        // adaptive FEC's α (sweep)
+	K           int         `json:"k,omitempty"`            // adaptive FEC's k (sweep)
+	Masking     s1Masking   `json:"masking"`                // delay masking at the concentrator (s1mask.go)
 	Paths       []benchPath `json:"paths"`
 	Runs        int         `json:"runs"` // runs the numbers are medians over
 	CI95        ciMap       `json:"ci95"` // 95 % bootstrap intervals of the medians
@@ -162,6 +177,12 @@ func s1Configs() []s1Config {
 		{name: s1Adaptive, desc: fmt.Sprintf("adaptive FEC, k = %d, α = %g (paper 1)", s1K, s1Alpha), fec: tunnel.FECOptions{Mode: tunnel.FECAdaptive, K: s1K, Alpha: s1Alpha}},
 		{name: s1Fixed, desc: "fixed FEC at adaptive-fec's coding rate (paper 1's future work)"},
 		{name: s1Dup, desc: "no FEC; every packet on two paths (rule duplicate: 2)", fec: tunnel.FECOptions{Mode: tunnel.FECOff}, rules: s1DupRules},
+		{name: s1AdaptiveRate, desc: "adaptive FEC; data and parity spread in proportion to path rate (fec.placement rate)",
+			fec: tunnel.FECOptions{Mode: tunnel.FECAdaptive, K: s1K, Alpha: s1Alpha, Placement: policy.PlacementRate}},
+		{name: s1AdaptiveEarliest, desc: "adaptive FEC; parity on the earliest path with the fewest of the block's packets (fec.placement earliest)",
+			fec: tunnel.FECOptions{Mode: tunnel.FECAdaptive, K: s1K, Alpha: s1Alpha, Placement: policy.PlacementEarliest}},
+		{name: s1AdaptiveBoth, desc: "adaptive FEC; fec.placement rate+earliest",
+			fec: tunnel.FECOptions{Mode: tunnel.FECAdaptive, K: s1K, Alpha: s1Alpha, Placement: policy.PlacementRateEarliest}},
 	}
 }
 
@@ -169,7 +190,16 @@ func s1Configs() []s1Config {
 // so that every configuration of a run sees the same seed) and writes the
 // medians.
 func runS1(ctx context.Context, o Options, out io.Writer) error {
-	sc, err := emu.CellularScenario(o.Traces, o.Seed)
+	build, configs := emu.CellularScenario, s1Configs()
+	if o.Scenario == S1Vary {
+		build, configs = varyScenario, nil
+		for _, c := range s1Configs() {
+			if slices.Contains(s1VaryNames(), c.name) {
+				configs = append(configs, c)
+			}
+		}
+	}
+	sc, err := build(o.Traces, o.Seed)
 	if err != nil {
 		return err
 	}
@@ -178,17 +208,17 @@ func runS1(ctx context.Context, o Options, out io.Writer) error {
 		RateMbps:    s1RateMbps, PacketBytes: demo.PacketBytes,
 		PaperFigures: s1Paper,
 	}
-	fmt.Fprintf(out, "bondd bench s1: %d paths (%s), %.0f Mbit/s of %d-byte UDP packets, %s per configuration, %d run(s) from seed %d\n",
-		len(sc.Paths), sc.Source, s1RateMbps, demo.PacketBytes, o.Duration, o.runs(), o.Seed)
+	fmt.Fprintf(out, "bondd bench %s: %d paths (%s), %.0f Mbit/s of %d-byte UDP packets, %s per configuration, %d run(s) from seed %d\n",
+		o.Scenario, len(sc.Paths), sc.Source, s1RateMbps, demo.PacketBytes, o.Duration, o.runs(), o.Seed)
 	perRun := map[string][]s1Result{}
 	for r := range o.runs() {
 		ro := o.forRun(r)
-		rsc, err := emu.CellularScenario(ro.Traces, ro.Seed)
+		rsc, err := build(ro.Traces, ro.Seed)
 		if err != nil {
 			return err
 		}
 		var adaptiveRate float64
-		for _, c := range s1Configs() {
+		for _, c := range configs {
 			if !o.selected(c.name) {
 				continue
 			}
@@ -216,12 +246,12 @@ func runS1(ctx context.Context, o Options, out io.Writer) error {
 		}
 	}
 	var series []cdfSeries
-	for _, c := range s1Configs() {
+	for _, c := range configs {
 		runs := perRun[c.name]
 		if len(runs) == 0 {
 			continue
 		}
-		res, err := medianResult(runs, o.Seed, "owd_ms", "loss_rate", "coding_rate")
+		res, err := medianResult(runs, o.Seed, "owd_ms", "loss_rate", "coding_rate", "masking.masked", "masking.p95_unmasked_max_ms")
 		if err != nil {
 			return err
 		}
@@ -233,11 +263,14 @@ func runS1(ctx context.Context, o Options, out io.Writer) error {
 		rep.Configs = append(rep.Configs, res)
 	}
 	rep.Targets = s1Targets(rep.Configs, perRun)
+	if o.Scenario == S1Vary { // only the matched-overhead comparison applies
+		rep.Targets = slices.DeleteFunc(rep.Targets, func(t target) bool { return !strings.HasPrefix(t.Name, "loss, adaptive − fixed") })
+	}
 	md := s1Markdown(&rep)
 	if err := writeResults(o.Out, rep, md, out); err != nil || o.NoPlots {
 		return err
 	}
-	return writePlots(o.Out, cdfPlot("s1-owd-cdf", "S1: one-way delay (3 cellular paths, 4 Mbit/s; all runs)", "one-way delay (ms)", series))
+	return writePlots(o.Out, cdfPlot(o.Scenario+"-owd-cdf", o.Scenario+": one-way delay (3 cellular paths, 4 Mbit/s; all runs)", "one-way delay (ms)", series))
 }
 
 // runS1Config runs one configuration on a fresh bed.
@@ -261,7 +294,8 @@ func runS1Config(ctx context.Context, o Options, sc emu.Scenario, c s1Config, ou
 	if err != nil {
 		return s1Result{}, "", err
 	}
-	res := s1Result{Name: c.name, Description: c.desc, WireBytes: run.wireBytes, QueueDrops: run.queueDrops, Paths: run.paths(), RateControl: rc}
+	res := s1Result{Name: c.name, Description: c.desc, WireBytes: run.wireBytes, QueueDrops: run.queueDrops, Paths: run.paths(), RateControl: rc,
+		Placement: c.fec.Placement}
 	res.Sent, res.Received = flow.sent, flow.received
 	if res.Sent > 0 {
 		res.LossRate = 1 - float64(res.Received)/float64(res.Sent)
@@ -269,6 +303,7 @@ func runS1Config(ctx context.Context, o Options, sc emu.Scenario, c s1Config, ou
 	res.owdSamples = flow.sortedOWD()
 	res.OWDms = summariseOWD(res.owdSamples)
 	res.CodingRate, res.ParitySent, res.Recovered = s1CodingRate(&run, c)
+	res.Masking = s1MaskingOf(&run, res.owdSamples, res.Received)
 	fmt.Fprintf(out, "  %-13s %s: loss %.2f %%, one-way delay mean %.1f / p95 %.1f / p99 %.1f ms, coding rate %.3f, %.1f MB on the wire\n",
 		c.name, run.mode, 100*res.LossRate, res.OWDms.Mean, res.OWDms.P95, res.OWDms.P99, res.CodingRate, float64(res.WireBytes)/1e6)
 	return res, run.mode, nil
@@ -433,8 +468,12 @@ func s1Targets(cs []s1Result, perRun map[string][]s1Result) []target {
 // s1Markdown renders results.md for S1.
 func s1Markdown(r *s1Report) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# S1, vehicular: %d configurations, %s each, %d run(s), %s\n\n", len(r.Configs), time.Duration(r.DurationS*float64(time.Second)), r.Runs, r.Mode)
-	fmt.Fprintf(&b, "Command: `%s`. Traces: %s. Medians over the runs; [95 %% bootstrap interval] where there are several.\n\n", r.Command, strings.Join(r.Traces, ", "))
+	title := "S1, vehicular"
+	if r.Scenario == S1Vary {
+		title = "s1-vary, S1 with burst loss on one path and a handover outage on another"
+	}
+	fmt.Fprintf(&b, "# %s: %d configurations, %s each, %d run(s), %s\n\n", title, len(r.Configs), time.Duration(r.DurationS*float64(time.Second)), r.Runs, r.Mode)
+	fmt.Fprintf(&b, "Command: `%s`, commit %s. Traces: %s. Medians over the runs; [95 %% bootstrap interval] where there are several.\n\n", r.Command, r.Commit, strings.Join(r.Traces, ", "))
 	b.WriteString("| configuration | mean OWD ms | p95 OWD ms | p99 OWD ms | loss % | coding rate | wire MB | parity | recovered |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, c := range r.Configs {
@@ -470,6 +509,7 @@ func s1Markdown(r *s1Report) string {
 		codingRate = fmt.Sprintf("%.3f", ad.CodingRate)
 	}
 	fmt.Fprintf(&b, "| coding rate | %.2f | %s |\n", s1Paper.CodingRate, codingRate)
+	b.WriteString(s1MaskingMarkdown(r.Configs))
 	b.WriteString(targetsMarkdown(r.Targets))
 	return b.String()
 }

@@ -364,6 +364,10 @@ type FECConfig struct {
 	// video α's parity alone. Default 0.0001
 	// (tunnel.DefaultVideoResidual).
 	VideoResidual float64
+	// Placement is where a block's packets go: "" (through the
+	// scheduler), rate, earliest or rate+earliest
+	// (tunnel.FECOptions.Placement).
+	Placement string
 }
 
 // TunnelVideoResidual returns VideoResidual as tunnel.FECOptions takes it:
@@ -399,6 +403,11 @@ func (f *FECConfig) validate(v *configValidator) {
 	}
 	if f.Budget < 0 || f.Budget > time.Second || f.Budget > 0 && f.Budget < time.Millisecond {
 		v.errorf("fec.budget", "expected a duration from 1ms to 1s, got %s", f.Budget)
+	}
+	switch f.Placement {
+	case "", "rate", "earliest", "rate+earliest":
+	default:
+		v.errorf("fec.placement", "expected rate, earliest or rate+earliest, got %q", f.Placement)
 	}
 }
 

@@ -204,6 +204,8 @@ func TestConfigParse(t *testing.T) {
 		{"fec ratio without fixed", edgeOK + "fec: {ratio: 0.1}\n", "bondd.yaml:10: fec.ratio: only allowed with mode fixed"},
 		{"fec k too big", edgeOK + "fec: {k: 65}\n", "bondd.yaml:10: fec.k: expected an integer from 1 to 64 data packets, got 65"},
 		{"fec alpha not a number", edgeOK + "fec: {alpha: lots}\n", `bondd.yaml:10: fec.alpha: expected a number, like 2.0, got "lots"`},
+		{"fec placement", edgeOK + "fec: {placement: rate+earliest}\n", ""},
+		{"fec bad placement", edgeOK + "fec: {placement: fastest}\n", `bondd.yaml:10: fec.placement: expected rate, earliest or rate+earliest, got "fastest"`},
 		{"fec budget too long", edgeOK + "fec: {budget: 2s}\n", "bondd.yaml:10: fec.budget: expected a duration from 1ms to 1s, got 2s"},
 		{"fec video residual above 1", edgeOK + "fec: {video_residual: 2}\n", "bondd.yaml:10: fec.video_residual: expected a probability above 0 and at most 1, got 2"},
 		{"rules file missing", edgeOK + "rules: nowhere.yaml\n", "bondd.yaml:10: rules: "},

@@ -91,7 +91,7 @@ func indexField(list string, i int) string {
 // Known keys of each mapping, in the order docs/config.md lists them.
 var (
 	configKeys       = []string{"role", "log_level", "log_format", "metrics_listen", "qlog_dir", "tun", "edge", "concentrator", "paths", "scheduler", "fec", "rules", "classify"}
-	fecKeys          = []string{"mode", "k", "alpha", "ratio", "budget", "video_residual"}
+	fecKeys          = []string{"mode", "k", "alpha", "ratio", "budget", "video_residual", "placement"}
 	tunKeys          = []string{"name", "addresses", "mtu", "routes"}
 	edgeKeys         = []string{"id", "concentrator", "server_name", "ca_file", "server_cert_sha256", "token_file", "cert_file", "key_file", "uplinks", "downlink_rules", "failover"}
 	uplinkKeys       = []string{"name", "bind", "interface", "remote", "labels", "lanes", "leo_reconf", "budget"}
@@ -597,6 +597,7 @@ func (d *configDecoder) fec(n *yaml.Node, c *FECConfig) {
 	c.Ratio = d.float(f["ratio"], "fec.ratio", "a number of parity packets per data packet, like 0.1")
 	c.Budget = d.duration(f["budget"], "fec.budget")
 	c.VideoResidual = d.float(f["video_residual"], "fec.video_residual", "a probability, like 0.0001")
+	c.Placement = d.str(f["placement"], "fec.placement", "rate, earliest or rate+earliest")
 }
 
 func (d *configDecoder) float(n *yaml.Node, field, want string) float64 {

@@ -47,7 +47,7 @@ func Start(cfg *config.Config, rw *rules.Watcher, log *slog.Logger) (Daemon, err
 		return nil, err
 	}
 	fopts := tunnel.FECOptions{Mode: cfg.FEC.Mode, K: cfg.FEC.K, Alpha: cfg.FEC.Alpha, Ratio: cfg.FEC.Ratio, Budget: cfg.FEC.Budget,
-		VideoResidual: cfg.FEC.TunnelVideoResidual()}
+		VideoResidual: cfg.FEC.TunnelVideoResidual(), Placement: cfg.FEC.Placement}
 	popts := tunnel.PathOptions{
 		MaxQueueDelay:     cfg.Paths.MaxQueueDelay,
 		QueuePackets:      cfg.Paths.QueuePackets,

@@ -225,8 +225,9 @@ func Print(w io.Writer, r *Report, now time.Time) {
 		}
 		fmt.Fprintln(w)
 		if f := b.FEC; f != nil {
-			fmt.Fprintf(w, "  fec %s: coding rate %.3f, %d parity sent, %d skipped, %d blocks by k, %d by timer; received %d parity, recovered %d, lost %d (residual %.2f %%)\n",
-				f.Mode, f.CodingRate, f.ParitySent, f.ParitySkipped, f.BlocksByK, f.BlocksByTimer, f.ParityReceived, f.Recovered, f.Lost, 100*f.ResidualLoss)
+			fmt.Fprintf(w, "  fec %s: coding rate %.3f, %d parity sent, %d skipped, %d blocks by k, %d by timer; received %d parity, recovered %d (%d before their original: lead p50 %.1f / p95 %.1f ms), lost %d (residual %.2f %%)\n",
+				f.Mode, f.CodingRate, f.ParitySent, f.ParitySkipped, f.BlocksByK, f.BlocksByTimer, f.ParityReceived, f.Recovered,
+				f.Masked, f.MaskedLead.Quantile(0.5), f.MaskedLead.Quantile(0.95), f.Lost, 100*f.ResidualLoss)
 		}
 		if r := b.Reseq; r != nil && (b.FlowTagged > 0 || r.InOrder+r.Held+r.Late+r.Overflow > 0) {
 			fmt.Fprintf(w, "  flows: %d packets tagged, %d untagged (table full); reseq: %d in order, %d held (%d released in order, %d after timeout), %d skipped, %d late, %d overflow, %d held now, wait %.1f ms\n",
