@@ -82,6 +82,10 @@ type FaultResult struct {
 	// GapMs is the longest time between two probe arrivals from the onset
 	// to the end of the case (for all-down it holds the outage), ms.
 	GapMs float64 `json:"gap_ms"`
+	// GapFaultMs is the longest gap from the onset to the fault's
+	// removal (a silence still open then is cut there), ms: what the
+	// bond's detection decides.
+	GapFaultMs float64 `json:"gap_fault_ms"`
 	// GapAfterHealMs is the longest gap that started after the fault's
 	// removal (a path that returns can hurt too).
 	GapAfterHealMs float64 `json:"gap_after_heal_ms"`

@@ -470,6 +470,7 @@ func (b *faultBed) runCase(ctx context.Context, fc faultCase, rules string, tag 
 	r.Sent, r.Lost = uint64(sent), uint64(sent-got)
 	pt0 := p.since(t0)
 	r.GapMs = msOf(p.longestGap(pt0, end))
+	r.GapFaultMs = msOf(p.longestGap(pt0, min(p.since(t1), end)))
 	r.GapAfterHealMs = msOf(p.longestGapStarting(p.since(t1), end))
 	from := pt0
 	if fc.fromHeal {
