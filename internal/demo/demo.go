@@ -171,9 +171,6 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.RateControl == "" {
-		o.RateControl = RateControlBondd
-	}
 	if err := ValidateRateControl(o.RateControl); err != nil {
 		return err
 	}
