@@ -220,3 +220,31 @@ func TestStatelessResetsCounted(t *testing.T) {
 		t.Errorf("transport drops %v, want unknown_connection %d", got, sent)
 	}
 }
+
+// TestPeerConn: the scan for a migrated peer finds a live connection of
+// a bond by its peer's address, and nothing at another address.
+func TestPeerConn(t *testing.T) {
+	tb := newTestBond(t, token, 1)
+	tb.waitActive(t, 1)
+	b := tb.conc.Bond("van-1")
+	if b == nil {
+		t.Fatal("no bond van-1 on the concentrator")
+	}
+	var peer netip.AddrPort
+	for _, p := range b.paths.Load().paths {
+		for i := range p.lanes {
+			if c := p.lanes[i].conn.Load(); c != nil {
+				peer = udpAddrPort(c.RemoteAddr())
+			}
+		}
+	}
+	if !peer.IsValid() {
+		t.Fatal("no live lane on the concentrator")
+	}
+	if tb.conc.peerConn(peer) == nil {
+		t.Errorf("peerConn(%s) found no connection, want the lane's", peer)
+	}
+	if other := netip.AddrPortFrom(peer.Addr(), peer.Port()^1); tb.conc.peerConn(other) != nil {
+		t.Errorf("peerConn(%s) found a connection, want none", other)
+	}
+}
