@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"net"
 	"sync/atomic"
 	"time"
 
@@ -70,7 +71,7 @@ type TransportDrop uint8
 const (
 	TransportNotQUIC         TransportDrop = iota // first two bits 00: not a QUIC packet (RFC 9443)
 	TransportBadHeader                            // QUIC header unparsable, unexpected packet type or version
-	TransportUnknownConn                          // short-header packet for no connection (answered with a stateless reset when possible)
+	TransportUnknownConn                          // short-header packet for no connection, whether quic-go answered it with a stateless reset (conc_resets.go) or not
 	TransportDecryptFailed                        // payload failed to decrypt, or keys unavailable
 	TransportDOS                                  // dropped by quic-go's flood protection (queues full)
 	TransportDuplicate                            // duplicate packet
@@ -100,7 +101,8 @@ func TransportDrops() []string { return transportDropNames[:] }
 // transport's qlogwriter.Recorder. RecordEvent runs on quic-go's
 // goroutines and only adds to atomics.
 type transportCounters struct {
-	n [numTransportDrops]atomic.Uint64
+	n      [numTransportDrops]atomic.Uint64
+	resets *resetCounter // the stateless resets (conc_resets.go); set by transportConn
 }
 
 func (t *transportCounters) RecordEvent(ev qlogwriter.Event) {
@@ -178,9 +180,24 @@ func (c *Concentrator) routineGarbageLog() {
 	}
 }
 
-// watchHandshake counts the connection of ctx as a failed handshake if it
-// ends before the accept loop takes it (rec.accepted).
-func (c *Concentrator) watchHandshake(ctx context.Context, rec *recorder) {
+// transportConn returns the socket the transport reads and writes:
+// opts.Conn, with the stateless resets it sends counted as
+// TransportUnknownConn (conc_resets.go).
+func (c *Concentrator) transportConn() net.PacketConn {
+	c.tdrops.resets = newResetCounter(func() { c.tdrops.n[TransportUnknownConn].Add(1) }, c.peerConn)
+	return countResets(c.opts.Conn, c.tdrops.resets)
+}
+
+// watchConn is called for each new connection (ctx, from ConnContext):
+// it makes the client's address a peer address for the reset count while
+// the connection lives, and counts the connection as a failed handshake
+// if it ends before the accept loop takes it (rec.accepted).
+func (c *Concentrator) watchConn(ctx context.Context, rec *recorder, info *quic.ClientInfo) {
+	if info != nil && c.tdrops.resets != nil {
+		if a := udpAddrPort(info.RemoteAddr); a.IsValid() {
+			c.tdrops.resets.addPeer(a, ctx)
+		}
+	}
 	context.AfterFunc(ctx, func() {
 		if !rec.accepted.Load() {
 			c.tdrops.n[TransportHandshakeFailed].Add(1)

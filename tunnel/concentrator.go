@@ -123,15 +123,15 @@ func (c *Concentrator) Start() error {
 		resetKey = resetKeyFromTLS(c.opts.TLS)
 	}
 	c.tr = &quic.Transport{
-		Conn:              c.opts.Conn,
+		Conn:              c.transportConn(),
 		StatelessResetKey: resetKey,
 		Tracer:            &c.tdrops,
 		// The tracer is created before the edge is known; it reaches the
 		// path through the connection's context once the hello is in.
-		ConnContext: func(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
+		ConnContext: func(ctx context.Context, info *quic.ClientInfo) (context.Context, error) {
 			rec := &recorder{}
 			ctx = context.WithValue(ctx, recorderKey{}, rec)
-			c.watchHandshake(ctx, rec)
+			c.watchConn(ctx, rec, info)
 			return ctx, nil
 		},
 	}

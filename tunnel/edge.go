@@ -43,6 +43,7 @@ type Edge struct {
 	ctl   edgeControl            // the control plane (ctrl_edge.go)
 	node  atomic.Pointer[string] // the node dialled, once SetConcentrator is called (fleet.go)
 	moved moveSignal             // fired by SetConcentrator (fleet.go)
+	kicks []moveSignal           // one per uplink, fired by Kick (redial.go)
 }
 
 // NewEdge checks opts and returns an Edge that is not yet running. It
@@ -70,6 +71,7 @@ func NewEdge(opts EdgeOptions) (*Edge, error) {
 		p.state.SetBudget(u.Budget)
 		e.paths = append(e.paths, p)
 	}
+	e.kicks = make([]moveSignal, len(e.paths))
 	return e, nil
 }
 
@@ -118,7 +120,7 @@ func (e *Edge) Start() {
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	for i, p := range e.paths {
 		u := e.opts.Uplinks[i]
-		e.wg.Go(func() { e.routineUplink(p, u) })
+		e.wg.Go(func() { e.routineUplink(p, u, &e.kicks[i]) })
 	}
 	e.wg.Go(func() { tun.DrainEvents(e.opts.Device, func(ev tun.Event) { e.log.Debug("tun event", "event", ev) }) })
 	e.wg.Go(func() { routineReadTUN(e.opts.Device, e.log, func([]byte) *Bond { return e.bond }) })
@@ -141,8 +143,9 @@ func (e *Edge) Close() error {
 
 // routineUplink runs the lanes of one uplink: a fixed number, or with
 // LanesAuto as many as policy.LaneController asks for, each kept connected by its own
-// routineDial. Every change of the number of lanes is logged.
-func (e *Edge) routineUplink(p *path, u UplinkOptions) {
+// routineDial. Every change of the number of lanes is logged. kick is the
+// uplink's Kick signal.
+func (e *Edge) routineUplink(p *path, u UplinkOptions, kick *moveSignal) {
 	log := e.log.With("path", u.Name)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -150,7 +153,7 @@ func (e *Edge) routineUplink(p *path, u UplinkOptions) {
 	start := func(i int) {
 		ctx, cancel := context.WithCancel(e.ctx)
 		cancels[i] = cancel
-		wg.Go(func() { e.routineDial(ctx, p, u, i) })
+		wg.Go(func() { e.routineDial(ctx, p, u, i, kick) })
 	}
 	mode := "fixed"
 	if u.Lanes != LanesAuto {
@@ -214,20 +217,28 @@ func (p *path) laneSample(now time.Time) policy.LaneSample {
 }
 
 // routineDial keeps one lane of an uplink connected until ctx ends: dial,
-// serve until the connection ends, back off, dial again.
-func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane int) {
+// serve until the connection ends, back off (redialBackoff), dial again.
+// A kick (Edge.Kick) ends the backoff and restarts a handshake under way.
+func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane int, kick *moveSignal) {
 	log := e.log.With("path", u.Name, "lane", lane)
 	log.Debug("routineDial started")
 	defer log.Debug("routineDial stopped")
 	backoff := e.opts.Paths.RedialMin
 	attempt := DefaultHandshakeTimeout
 	failures := 0
+	var downSince time.Time // when the lane's last connection ended; zero before the first
 	for ctx.Err() == nil {
 		node := e.Concentrator() // for OnPathEnd
-		conn, closeConn, rec, err := e.dial(ctx, u, lane, attempt)
+		kicked := kick.wait()    // closed by the next kick
+		conn, closeConn, rec, err := e.dial(ctx, u, lane, attempt, kicked)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
+			}
+			if closed(kicked) { // the uplink came back while dialling: start over now
+				log.Debug("uplink kicked: dialling again at once", "err", err)
+				backoff = e.opts.Paths.RedialMin
+				continue
 			}
 			if lane == 0 {
 				p.setErr(err)
@@ -251,8 +262,11 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 			}
 			select {
 			case <-time.After(sleep):
-				backoff = min(2*backoff, e.opts.Paths.RedialMax)
+				backoff = redialBackoff(backoff, e.opts.Paths.RedialMin, e.opts.Paths.RedialMax, sinceOrNever(downSince))
 			case <-mv:
+				backoff = e.opts.Paths.RedialMin
+			case <-kicked:
+				log.Debug("uplink kicked: dialling at once")
 				backoff = e.opts.Paths.RedialMin
 			case <-ctx.Done():
 				return
@@ -265,6 +279,7 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 		p.serve(&p.lanes[lane], conn, rec, ctx.Done())
 		cause := context.Cause(conn.Context())
 		closeConn()
+		downSince = time.Now()
 		if e.opts.OnPathEnd != nil && ctx.Err() == nil {
 			e.opts.OnPathEnd(u.Name, node, fleetErr(cause))
 		}
@@ -288,8 +303,9 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 
 // dial opens the uplink's socket, dials the concentrator over it and sends
 // the hello. closeConn releases the transport and the socket.
-// attempt bounds the handshake and the hello.
-func (e *Edge) dial(ctx context.Context, u UplinkOptions, lane int, attempt time.Duration) (conn *quic.Conn, closeConn func(), rec *recorder, err error) {
+// attempt bounds the handshake and the hello; closing kicked cuts the
+// handshake (not the hello) short.
+func (e *Edge) dial(ctx context.Context, u UplinkOptions, lane int, attempt time.Duration, kicked <-chan struct{}) (conn *quic.Conn, closeConn func(), rec *recorder, err error) {
 	ctx, cancel := context.WithTimeout(ctx, attempt)
 	defer cancel()
 	defer e.cancelOnMove(cancel)() // a move cuts the dial short (fleet.go)
@@ -312,7 +328,11 @@ func (e *Edge) dial(ctx context.Context, u UplinkOptions, lane int, attempt time
 	tr := &quic.Transport{Conn: pc}
 	closeConn = func() { tr.Close(); pc.Close() }
 	rec = &recorder{}
-	conn, err = tr.Dial(ctx, raddr, e.opts.TLS, quicConfig(e.opts.Paths, rec))
+	hctx, hcancel := context.WithCancel(ctx)
+	stop := cancelWhen(kicked, hcancel)
+	conn, err = tr.Dial(hctx, raddr, e.opts.TLS, quicConfig(e.opts.Paths, rec))
+	stop()
+	hcancel()
 	if err != nil {
 		closeConn()
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == context.DeadlineExceeded {

@@ -173,9 +173,14 @@ func startEdge(cfg *config.Config, dev tun.Device, co commonOptions, log *slog.L
 	}
 	e.Start()
 	log.Info("edge started", "id", ec.ID, "concentrator", eo.Concentrator, "uplinks", len(uplinks))
+	// A returning uplink is redialled at once (uplinks.go).
+	uw, err := watchUplinks(ec.Uplinks, e.Kick, log)
+	if err != nil {
+		log.Warn("not watching the uplinks' interfaces: an uplink that comes back waits for its redial backoff", "err", err)
+	}
 	var d Daemon = e
-	if dw != nil {
-		d = edgeWithDownlink{e, dw}
+	if dw != nil || uw != nil {
+		d = edgeWithDownlink{e, dw, uw}
 	}
 	if ef != nil {
 		ef.start(e)
@@ -184,14 +189,25 @@ func startEdge(cfg *config.Config, dev tun.Device, co commonOptions, log *slog.L
 	return d, nil
 }
 
-// edgeWithDownlink is an edge daemon with the watcher of its downlink rule
-// file, closed after it.
+// edgeWithDownlink is an edge daemon with its watchers, closed after
+// it: of its downlink rule file (nil without one) and of its uplinks'
+// interfaces (uplinks.go; nil when netlink is unavailable).
 type edgeWithDownlink struct {
 	*tunnel.Edge
-	w *rules.Watcher
+	w     *rules.Watcher
+	links *uplinkWatcher
 }
 
-func (d edgeWithDownlink) Close() error { err := d.Edge.Close(); d.w.Close(); return err }
+func (d edgeWithDownlink) Close() error {
+	if d.links != nil {
+		d.links.Close()
+	}
+	err := d.Edge.Close()
+	if d.w != nil {
+		d.w.Close()
+	}
+	return err
+}
 
 func startConcentrator(cfg *config.Config, dev tun.Device, co commonOptions, log *slog.Logger) (Daemon, error) {
 	cc := cfg.Concentrator
