@@ -117,13 +117,19 @@ rules:
 			}
 			start := count()
 			sent = 0
+			tx0 := tb.edge.Bond().Stats().Paths[0].TxPackets
 			relays[0].SetDown(true)
 			send(700 * time.Millisecond)
 			st := tb.edge.Bond().Stats().Paths[0]
-			t.Logf("sent %d received %d during the hole; up1 tx %d", sent, count()-start, tb.edge.Bond().Stats().Paths[1].TxPackets)
-			if st.Drops[DropSuspect] == 0 || st.StatusReason == "" {
-				t.Errorf("black-holed path: status %s (%s), suspect drops %d; want SUSPECT with drops counted",
-					st.Status, st.StatusReason, st.Drops[DropSuspect])
+			t.Logf("sent %d received %d during the hole; up0 tx %d, up1 tx %d", sent, count()-start, st.TxPackets-tx0, tb.edge.Bond().Stats().Paths[1].TxPackets)
+			if st.StatusReason == "" {
+				t.Errorf("black-holed path: status %s; want SUSPECT", st.Status)
+			}
+			// What the path took into the hole is counted. (Under the race
+			// detector the scheduler may already have moved the probe off
+			// it when the hole opened; then there is nothing to count.)
+			if st.TxPackets > tx0 && st.Drops[DropSuspect] == 0 {
+				t.Errorf("black-holed path took %d datagrams into the hole, suspect drops 0; want them counted", st.TxPackets-tx0)
 			}
 			relays[0].SetDown(false)
 			waitFor(t, func() bool { return tb.edge.Bond().Stats().Paths[0].StatusReason == "" })
