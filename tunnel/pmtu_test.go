@@ -336,10 +336,11 @@ func tunSet(mu *sync.Mutex, s *[]int) []int {
 func TestRecorderPMTU(t *testing.T) {
 	r := &recorder{}
 	var pm pathPMTU
+	var sink fakeLossSink
 	pm.init(testMTU+HeaderBudget, PathOptions{}, time.Now())
 	sizes := []int{0, 1200, 48, 1242, 1242, 100, 1230, 0, 1242, 1242}
 	for pn, s := range sizes {
-		r.noteSent(int64(pn), pn == 9, s)
+		r.noteSent(int64(pn), pn == 9, s, 0)
 	}
 	for _, c := range []struct {
 		name   string
@@ -352,7 +353,7 @@ func TestRecorderPMTU(t *testing.T) {
 		{"the rest", []qlog.AckRange{{Smallest: 7, Largest: 8}, {Smallest: 5, Largest: 6}}, 1242},
 	} {
 		pm.dlvMax.Store(0)
-		r.noteAcks(&qlog.AckFrame{AckRanges: c.ranges}, &pm)
+		r.noteAcks(&qlog.AckFrame{AckRanges: c.ranges}, &pm, time.Unix(0, 0), time.Millisecond, &sink)
 		if got := int(pm.dlvMax.Load()); got != c.want {
 			t.Errorf("%s: largest acknowledged %d, want %d", c.name, got, c.want)
 		}
@@ -371,9 +372,9 @@ func TestRecorderPMTU(t *testing.T) {
 	ack := &qlog.AckFrame{AckRanges: []qlog.AckRange{{Smallest: 0, Largest: 0}}}
 	pn := int64(100)
 	if a := testing.AllocsPerRun(1000, func() {
-		r.noteSent(pn, false, 1242)
+		r.noteSent(pn, false, 1242, 0)
 		ack.AckRanges[0] = qlog.AckRange{Smallest: qlog.PacketNumber(pn - 1), Largest: qlog.PacketNumber(pn)}
-		r.noteAcks(ack, &pm)
+		r.noteAcks(ack, &pm, time.Unix(0, 0), time.Millisecond, &sink)
 		pm.onLost(1242)
 		pn++
 	}); a != 0 {
@@ -462,3 +463,8 @@ func TestMTUBlackHoleDownlink(t *testing.T) {
 		}
 	}
 }
+
+// fakeLossSink records the losses a recorder infers.
+type fakeLossSink struct{ sizes []int }
+
+func (f *fakeLossSink) datagramLost(size int, probe bool) { f.sizes = append(f.sizes, size) }

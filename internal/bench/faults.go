@@ -470,6 +470,7 @@ func (b *faultBed) writeCreds() (string, error) {
 func (b *faultBed) concConfig() string {
 	return fmt.Sprintf(`role: concentrator
 log_level: info
+`+qlogLine(b.dir, "conc")+`
 tun:
   name: bondd0
   addresses: [10.78.0.1/24]
@@ -494,6 +495,7 @@ func (b *faultBed) edgeConfig(pin string) string {
 	}
 	return fmt.Sprintf(`role: edge
 log_level: info
+`+qlogLine(b.dir, "edge")+`
 tun:
   name: bondd0
   addresses: [10.77.0.2/24]
@@ -686,4 +688,13 @@ func ip(ns *testbed.NS, args ...string) error {
 		return fmt.Errorf("ip -n %s %s: %w: %s", ns.Name(), strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+func qlogLine(dir, side string) string {
+	if os.Getenv("BONDD_FAULTS_QLOG") == "" {
+		return ""
+	}
+	d := filepath.Join(dir, "qlog-"+side)
+	os.MkdirAll(d, 0o755)
+	return "qlog_dir: " + d
 }

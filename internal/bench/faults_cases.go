@@ -260,7 +260,7 @@ func (b *faultBed) carrier(ctx context.Context) (string, error) {
 // side, the concentrator's on the receive side.
 var (
 	edgeLossDrops = []tunnel.DropReason{tunnel.DropNoPath, tunnel.DropOversize, tunnel.DropQueueFull, tunnel.DropExpired,
-		tunnel.DropDeadline, tunnel.DropTooLarge, tunnel.DropSendError, tunnel.DropObjectLost, tunnel.DropSuspect}
+		tunnel.DropDeadline, tunnel.DropTooLarge, tunnel.DropSendError, tunnel.DropObjectLost, tunnel.DropSuspect, tunnel.DropBlackHole}
 	concLossDrops = []tunnel.DropReason{tunnel.DropBadHeader, tunnel.DropBadFEC, tunnel.DropSpoofed, tunnel.DropMalformed,
 		tunnel.DropTUNWrite, tunnel.DropBadFlowTag, tunnel.DropReceiveQueueFull, tunnel.DropStale}
 )
@@ -532,7 +532,8 @@ func (b *faultBed) pollDetect(ctx context.Context, fc faultCase, c *caseRun, e0,
 			if st, err := b.status(b.edgeSock); err == nil {
 				p, _ := pathStats(st, c.path)
 				p0, _ := pathStats(e0, c.path)
-				seen = p.Status != "ACTIVE" || p.SuspectEvents > p0.SuspectEvents || p.Drops[tunnel.DropSuspect] > p0.Drops[tunnel.DropSuspect]
+				seen = p.Status != "ACTIVE" || p.SuspectEvents > p0.SuspectEvents || p.Drops[tunnel.DropSuspect] > p0.Drops[tunnel.DropSuspect] ||
+					p.BlackHoles > p0.BlackHoles || p.DatagramBudget < p0.DatagramBudget
 			}
 			if !seen && fc.name == "address-change" {
 				if st, err := b.status(b.concSock); err == nil {
