@@ -369,18 +369,33 @@ func TestRecorderPMTU(t *testing.T) {
 	if pm.lost.Load() != 1 || pm.lostMin.Load() != 1242 {
 		t.Errorf("losses %d (min %d), want 1 (1242)", pm.lost.Load(), pm.lostMin.Load())
 	}
+	// Every other packet lost: inferred lost at the next ACK.
 	ack := &qlog.AckFrame{AckRanges: []qlog.AckRange{{Smallest: 0, Largest: 0}}}
-	pn := int64(100)
+	pn, now := int64(100), time.Unix(1000, 0)
+	var count countingLossSink
 	if a := testing.AllocsPerRun(1000, func() {
-		r.noteSent(pn, false, 1242, 0)
-		ack.AckRanges[0] = qlog.AckRange{Smallest: qlog.PacketNumber(pn - 1), Largest: qlog.PacketNumber(pn)}
-		r.noteAcks(ack, &pm, time.Unix(0, 0), time.Millisecond, &sink)
-		pm.onLost(1242)
-		pn++
+		r.noteSent(pn, false, 1242, now.UnixNano())
+		r.noteSent(pn+1, false, 1242, now.UnixNano())
+		now = now.Add(10 * time.Millisecond)
+		ack.AckRanges[0] = qlog.AckRange{Smallest: qlog.PacketNumber(pn + 1), Largest: qlog.PacketNumber(pn + 1)}
+		r.noteAcks(ack, &pm, now, time.Millisecond, &count)
+		if _, _, news := r.noteLost(pn); news {
+			t.Fatalf("packet %d: quic-go's loss is news after the recorder inferred it", pn)
+		}
+		pn += 2
 	}); a != 0 {
 		t.Fatalf("the recorder's PMTU bookkeeping allocates %v times per packet", a)
 	}
+	if count < 1000 {
+		t.Fatalf("%d losses inferred, want at least 1000", count)
+	}
 }
+
+// countingLossSink counts the losses a recorder infers, without
+// allocating.
+type countingLossSink int
+
+func (c *countingLossSink) datagramLost(int, bool) { *c++ }
 
 // TestMTUBlackHoleDownlink black-holes the concentrator-to-edge direction
 // of both paths (IP packets over 1250 bytes dropped) under a 1 kHz
@@ -463,8 +478,3 @@ func TestMTUBlackHoleDownlink(t *testing.T) {
 		}
 	}
 }
-
-// fakeLossSink records the losses a recorder infers.
-type fakeLossSink struct{ sizes []int }
-
-func (f *fakeLossSink) datagramLost(size int, probe bool) { f.sizes = append(f.sizes, size) }
