@@ -168,8 +168,7 @@ func (p *path) pmtuTick(l *lane, conn *quic.Conn, now time.Time) {
 	pm.tickAt = now
 	s := policy.PMTUSample{Acked: pm.acked.Swap(false), DeliveredMax: int(pm.dlvMax.Swap(0)),
 		Lost: int(pm.lost.Swap(0)), LostMin: int(pm.lostMin.Swap(0))}
-	before, confBefore := pm.m.Budget(), pm.m.Confirmed()
-	_, holesBefore, _ := pm.m.Counts()
+	before, confBefore, lostBefore := pm.m.Budget(), pm.m.Confirmed(), pm.m.HoleLosses()
 	// Large datagrams unanswered for the liveness bound while the peer
 	// may still be heard (a one-way black hole leaves the peer's own
 	// packets, and so liveness, alone): QUIC declares nothing lost.
@@ -178,8 +177,7 @@ func (p *path) pmtuTick(l *lane, conn *quic.Conn, now time.Time) {
 	}
 	size := pm.m.Tick(now, p.state.SmoothedRTT(), s)
 	pm.publishLocked()
-	after, confAfter := pm.m.Budget(), pm.m.Confirmed()
-	_, holes, _ := pm.m.Counts()
+	after, confAfter, lost := pm.m.Budget(), pm.m.Confirmed(), pm.m.HoleLosses()
 	last := pm.m.Last()
 	st := pm.m.State()
 	if size > 0 && size <= len(pmtuProbe) && l.unsent.Load() < laneMaxUnsent {
@@ -193,8 +191,8 @@ func (p *path) pmtuTick(l *lane, conn *quic.Conn, now time.Time) {
 		}
 	}
 	pm.mu.Unlock()
-	if holes > holesBefore {
-		p.drops.addN(DropBlackHole, uint64(last.Count))
+	if lost > lostBefore { // lost before the detection (policy.PMTU.HoleLosses)
+		p.drops.addN(DropBlackHole, lost-lostBefore)
 	}
 	if after != before {
 		p.bond.log.Info("path datagram budget changed", "path", p.name, "from", before, "to", after,
