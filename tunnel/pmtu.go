@@ -20,9 +20,11 @@ import (
 // keeps a datagram budget, decided by a policy.PMTU:
 //
 //  1. Every connection's recorder (tracer.go) remembers, by 1-RTT packet
-//     number, the datagram size of the last pmtuRing packets sent. QUIC's
-//     ACKs (PacketReceived) and loss detection (PacketLost, RFC 9002 §6)
-//     then say which sizes arrive: the path gathers, per tick, the largest
+//     number, the datagram size of the last pmtuRing packets sent
+//     (sentring.go). QUIC's ACKs (PacketReceived) and loss detection
+//     (PacketLost, RFC 9002 §6, and the losses quic-go's probe timeout
+//     leaves unreported, which the recorder infers from the ACKs) then say
+//     which sizes arrive: the path gathers, per tick, the largest
 //     datagram acknowledged and the datagrams lost in the size range the
 //     machine watches (path.pmtu).
 //  2. The first lane of the path to tick (lane.routineLiveness, every
