@@ -203,8 +203,12 @@ type PMTU struct {
 		n, min int
 		alive  bool
 	}
+	// suspectRun is run.n when OnSuspect cleared it: losses that count
+	// as the black hole's if the search confirms one.
+	suspectRun                  int
 	last                        PMTUChange
 	changes, blackHoles, probes uint64
+	holeLosses                  uint64
 }
 
 // NewPMTU returns the machine of a path in SEARCH_COMPLETE at cfg.Max
@@ -288,6 +292,14 @@ func (m *PMTU) Counts() (changes, blackHoles, probes uint64) {
 	return m.changes, m.blackHoles, m.probes
 }
 
+// HoleLosses returns how many datagrams (not probes) the machine saw lost
+// to black holes before it detected them: the run of losses that made
+// each black hole (RFC 8899 §4.3), and, for a black hole found by the
+// search that followed [PMTU.OnSuspect], the run up to the suspicion.
+// Datagrams lost after a detection are larger than the budget; the caller
+// counts those one by one.
+func (m *PMTU) HoleLosses() uint64 { return m.holeLosses }
+
 // OnHandshake records a new QUIC connection on the path at now: its
 // handshake confirmed Max (see [NewPMTU]).
 func (m *PMTU) OnHandshake(now time.Time) {
@@ -310,6 +322,7 @@ func (m *PMTU) OnSuspect(now time.Time) {
 		return
 	}
 	m.hi = m.cfg.Max + 1
+	m.suspectRun = m.run.n
 	m.run.n, m.run.min, m.run.alive = 0, 0, false
 	m.cand, m.sent, m.failed, m.probeAt = m.cfg.Base, 0, 0, time.Time{}
 	m.change(now, m.cfg.Base, PMTUBase, PMTUCauseSuspect, 0, 0)
@@ -439,6 +452,7 @@ func (m *PMTU) blackHole(now time.Time) {
 	m.blackHoles++
 	m.hi = max(m.run.min, m.cfg.Base+1)
 	n, size := m.run.n, m.run.min
+	m.holeLosses += uint64(n)
 	m.run.n, m.run.min, m.run.alive = 0, 0, false
 	m.cand, m.sent, m.failed, m.probeAt = m.cfg.Base, 0, 0, time.Time{}
 	m.change(now, m.cfg.Base, PMTUBase, PMTUCauseBlackHole, size, n)
@@ -483,7 +497,8 @@ func (m *PMTU) reject(now time.Time) {
 	case PMTUSearch:
 		if m.fromSuspect && m.cand == m.cfg.Max { // Max lost, smaller ones arrive: a black hole after all
 			m.blackHoles++
-			m.fromSuspect = false
+			m.holeLosses += uint64(m.suspectRun)
+			m.suspectRun, m.fromSuspect = 0, false
 			m.cause = PMTUChange{At: now, From: m.cfg.Max, To: m.lo, State: PMTUSearch, Cause: PMTUCauseBlackHole, Size: m.cand, Count: n}
 		}
 		m.hi = m.cand
@@ -499,7 +514,7 @@ func (m *PMTU) reject(now time.Time) {
 // complete enters SEARCH_COMPLETE with budget b.
 func (m *PMTU) complete(now time.Time, b int, cause PMTUCause, size, n int) {
 	from := m.Budget()
-	m.lo, m.raising, m.fromSuspect = b, false, false
+	m.lo, m.raising, m.fromSuspect, m.suspectRun = b, false, false, 0
 	m.raiseAt = now.Add(m.cfg.Raise)
 	if from != b || m.state != PMTUSearchComplete {
 		m.changeFrom(now, from, b, PMTUSearchComplete, cause, size, n)

@@ -261,3 +261,58 @@ func TestPMTUSuspect(t *testing.T) {
 		})
 	}
 }
+
+// TestPMTUHoleLosses: the datagrams lost before a detection count as the
+// black hole's (HoleLosses): the run that made it, or the run up to an
+// OnSuspect that the search then confirms; nothing when the suspicion was
+// an outage (Max is acknowledged again).
+func TestPMTUHoleLosses(t *testing.T) {
+	const base, maxSize, srtt = 1163, 1322, 10 * time.Millisecond
+	for _, c := range []struct {
+		name    string
+		lostRun int  // data datagrams of maxSize lost first, smaller ones acknowledged
+		suspect bool // then OnSuspect, Base acknowledged, Max probed
+		maxOK   bool // the Max probe is acknowledged (an outage, now over)
+		want    uint64
+	}{
+		{"a run of five", 5, false, false, 5},
+		{"a run of eight", 8, false, false, 8},
+		{"suspicion confirmed", 2, true, false, 2},
+		{"suspicion, then Max passes", 2, true, true, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			now := time.Unix(1_700_000_000, 0)
+			m := NewPMTU(PMTUConfig{Base: base, Max: maxSize}, now)
+			tick := func(s PMTUSample) int {
+				now = now.Add(5 * time.Millisecond)
+				return m.Tick(now, srtt, s)
+			}
+			tick(PMTUSample{Acked: true, DeliveredMax: 300})
+			tick(PMTUSample{Acked: true, Lost: c.lostRun, LostMin: maxSize})
+			if !c.suspect {
+				if m.State() != PMTUBase || m.HoleLosses() != c.want {
+					t.Fatalf("state %s, hole losses %d; want BASE, %d", m.State(), m.HoleLosses(), c.want)
+				}
+				return
+			}
+			m.OnSuspect(now)
+			tick(PMTUSample{})
+			if p := tick(PMTUSample{Acked: true, DeliveredMax: base}); p != maxSize {
+				t.Fatalf("after Base was acknowledged: probe %d (%s), want %d", p, m.State(), maxSize)
+			}
+			for i := range 40 { // Max's three probes' fate, an RTT later; then small packets only
+				switch {
+				case i < 2 || i >= 5:
+					tick(PMTUSample{Acked: true, DeliveredMax: 300})
+				case c.maxOK:
+					tick(PMTUSample{Acked: true, DeliveredMax: maxSize})
+				default:
+					tick(PMTUSample{Acked: true, Lost: 1, LostMin: maxSize})
+				}
+			}
+			if m.HoleLosses() != c.want {
+				t.Fatalf("hole losses %d (%s, budget %d), want %d", m.HoleLosses(), m.State(), m.Budget(), c.want)
+			}
+		})
+	}
+}

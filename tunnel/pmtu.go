@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
-	"github.com/quic-go/quic-go/qlog"
 
 	"github.com/bondd/bondd/policy"
 )
@@ -21,9 +20,11 @@ import (
 // keeps a datagram budget, decided by a policy.PMTU:
 //
 //  1. Every connection's recorder (tracer.go) remembers, by 1-RTT packet
-//     number, the datagram size of the last pmtuRing packets sent. QUIC's
-//     ACKs (PacketReceived) and loss detection (PacketLost, RFC 9002 §6)
-//     then say which sizes arrive: the path gathers, per tick, the largest
+//     number, the datagram size of the last pmtuRing packets sent
+//     (sentring.go). QUIC's ACKs (PacketReceived) and loss detection
+//     (PacketLost, RFC 9002 §6, and the losses quic-go's probe timeout
+//     leaves unreported, which the recorder infers from the ACKs) then say
+//     which sizes arrive: the path gathers, per tick, the largest
 //     datagram acknowledged and the datagrams lost in the size range the
 //     machine watches (path.pmtu).
 //  2. The first lane of the path to tick (lane.routineLiveness, every
@@ -46,10 +47,6 @@ import (
 // pmtuBase is BASE_PLPMTU as a datagram payload, bytes: QUIC's smallest
 // packet (RFC 9000 §14: 1200 bytes) less quicDatagramOverhead.
 const pmtuBase = 1200 - quicDatagramOverhead
-
-// pmtuRing is how many sent 1-RTT packets a recorder remembers the
-// datagram size of (a power of two).
-const pmtuRing = 1024
 
 // pmtuProbe holds the zeros probes are cut from (SendDatagram copies).
 var pmtuProbe [1452]byte
@@ -173,8 +170,7 @@ func (p *path) pmtuTick(l *lane, conn *quic.Conn, now time.Time) {
 	pm.tickAt = now
 	s := policy.PMTUSample{Acked: pm.acked.Swap(false), DeliveredMax: int(pm.dlvMax.Swap(0)),
 		Lost: int(pm.lost.Swap(0)), LostMin: int(pm.lostMin.Swap(0))}
-	before, confBefore := pm.m.Budget(), pm.m.Confirmed()
-	_, holesBefore, _ := pm.m.Counts()
+	before, confBefore, lostBefore := pm.m.Budget(), pm.m.Confirmed(), pm.m.HoleLosses()
 	// Large datagrams unanswered for the liveness bound while the peer
 	// may still be heard (a one-way black hole leaves the peer's own
 	// packets, and so liveness, alone): QUIC declares nothing lost.
@@ -183,8 +179,7 @@ func (p *path) pmtuTick(l *lane, conn *quic.Conn, now time.Time) {
 	}
 	size := pm.m.Tick(now, p.state.SmoothedRTT(), s)
 	pm.publishLocked()
-	after, confAfter := pm.m.Budget(), pm.m.Confirmed()
-	_, holes, _ := pm.m.Counts()
+	after, confAfter, lost := pm.m.Budget(), pm.m.Confirmed(), pm.m.HoleLosses()
 	last := pm.m.Last()
 	st := pm.m.State()
 	if size > 0 && size <= len(pmtuProbe) && l.unsent.Load() < laneMaxUnsent {
@@ -198,8 +193,8 @@ func (p *path) pmtuTick(l *lane, conn *quic.Conn, now time.Time) {
 		}
 	}
 	pm.mu.Unlock()
-	if holes > holesBefore {
-		p.drops.addN(DropBlackHole, uint64(last.Count))
+	if lost > lostBefore { // lost before the detection (policy.PMTU.HoleLosses)
+		p.drops.addN(DropBlackHole, lost-lostBefore)
 	}
 	if after != before {
 		p.bond.log.Info("path datagram budget changed", "path", p.name, "from", before, "to", after,
@@ -354,62 +349,26 @@ func (b *Bond) applyTUNMTU() {
 	b.log.Info("TUN MTU set", "mtu", want)
 }
 
-// Recorder side (tracer.go): packet numbers and datagram sizes.
-
-// pmtuSlot packs a 1-RTT packet number, a probe flag and the packet's
-// largest datagram size (bytes) into one ring entry.
-func pmtuSlot(pn int64, probe bool, size int) uint64 {
-	v := uint64(pn)<<17 | uint64(min(size, 0xffff))
+// datagramLost handles the loss of a packet of p whose largest datagram
+// was size bytes (0: none or unknown), probe if it was a path MTU probe:
+// reported by quic-go (tracer.go) or inferred from the peer's ACKs
+// (sentring.go). The path MTU machine hears of it; a datagram larger than
+// the budget now is counted as DropBlackHole; a probe's loss is not
+// congestion (RFC 8899 §4.4), any other loss counts on the path and, for
+// FEC, in its loss intervals (with rate control the receiver's reports
+// feed FEC instead, ratectl.go). Allocation-free.
+func (p *path) datagramLost(size int, probe bool) {
+	if size > 0 {
+		p.pmtu.onLost(size)
+		if !probe && size > int(p.pmtu.budget.Load()) { // a datagram the path no longer carries
+			p.drops.add(DropBlackHole)
+		}
+	}
 	if probe {
-		v |= 1 << 16
-	}
-	return v
-}
-
-// noteSent remembers the datagram size of 1-RTT packet pn.
-func (r *recorder) noteSent(pn int64, probe bool, size int) {
-	if pn < 0 || pn >= 1<<46 {
 		return
 	}
-	r.sizes[pn&(pmtuRing-1)].Store(pmtuSlot(pn, probe, size))
-}
-
-// sizeOf returns what noteSent remembered of pn.
-func (r *recorder) sizeOf(pn int64) (size int, probe, ok bool) {
-	if pn < 0 {
-		return 0, false, false
-	}
-	v := r.sizes[pn&(pmtuRing-1)].Load()
-	if v == 0 || int64(v>>17) != pn {
-		return 0, false, false
-	}
-	return int(v & 0xffff), v&(1<<16) != 0, true
-}
-
-// noteAcks reports the packets an ACK frame acknowledges for the first
-// time (above the largest seen before) to the path.
-func (r *recorder) noteAcks(ack *qlog.AckFrame, pm *pathPMTU) {
-	if len(ack.AckRanges) == 0 {
-		return
-	}
-	done := r.ackedUpTo.Load() // packets up to done-1 were reported
-	largest := int64(ack.AckRanges[0].Largest)
-	if largest < done {
-		return
-	}
-	for _, rg := range ack.AckRanges { // largest first
-		hi, lo := int64(rg.Largest), max(int64(rg.Smallest), done, largest-pmtuRing+1)
-		for pn := hi; pn >= lo; pn-- {
-			if size, _, ok := r.sizeOf(pn); ok {
-				pm.onDelivered(size)
-			}
-		}
-		if lo > int64(rg.Smallest) {
-			break
-		}
-	}
-	r.ackedUpTo.Store(largest + 1)
-	if pm.bigSince.Load() != 0 {
-		pm.bigSince.Store(0) // the peer's ACKs advanced
+	p.state.OnLoss(1)
+	if !p.rc.active() {
+		p.loss.OnLoss(time.Now(), p.state.SmoothedRTT())
 	}
 }

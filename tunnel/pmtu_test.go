@@ -336,10 +336,11 @@ func tunSet(mu *sync.Mutex, s *[]int) []int {
 func TestRecorderPMTU(t *testing.T) {
 	r := &recorder{}
 	var pm pathPMTU
+	var sink fakeLossSink
 	pm.init(testMTU+HeaderBudget, PathOptions{}, time.Now())
 	sizes := []int{0, 1200, 48, 1242, 1242, 100, 1230, 0, 1242, 1242}
 	for pn, s := range sizes {
-		r.noteSent(int64(pn), pn == 9, s)
+		r.noteSent(int64(pn), pn == 9, s, 0)
 	}
 	for _, c := range []struct {
 		name   string
@@ -352,7 +353,7 @@ func TestRecorderPMTU(t *testing.T) {
 		{"the rest", []qlog.AckRange{{Smallest: 7, Largest: 8}, {Smallest: 5, Largest: 6}}, 1242},
 	} {
 		pm.dlvMax.Store(0)
-		r.noteAcks(&qlog.AckFrame{AckRanges: c.ranges}, &pm)
+		r.noteAcks(&qlog.AckFrame{AckRanges: c.ranges}, &pm, time.Unix(0, 0), time.Millisecond, &sink)
 		if got := int(pm.dlvMax.Load()); got != c.want {
 			t.Errorf("%s: largest acknowledged %d, want %d", c.name, got, c.want)
 		}
@@ -368,18 +369,33 @@ func TestRecorderPMTU(t *testing.T) {
 	if pm.lost.Load() != 1 || pm.lostMin.Load() != 1242 {
 		t.Errorf("losses %d (min %d), want 1 (1242)", pm.lost.Load(), pm.lostMin.Load())
 	}
+	// Every other packet lost: inferred lost at the next ACK.
 	ack := &qlog.AckFrame{AckRanges: []qlog.AckRange{{Smallest: 0, Largest: 0}}}
-	pn := int64(100)
+	pn, now := int64(100), time.Unix(1000, 0)
+	var count countingLossSink
 	if a := testing.AllocsPerRun(1000, func() {
-		r.noteSent(pn, false, 1242)
-		ack.AckRanges[0] = qlog.AckRange{Smallest: qlog.PacketNumber(pn - 1), Largest: qlog.PacketNumber(pn)}
-		r.noteAcks(ack, &pm)
-		pm.onLost(1242)
-		pn++
+		r.noteSent(pn, false, 1242, now.UnixNano())
+		r.noteSent(pn+1, false, 1242, now.UnixNano())
+		now = now.Add(10 * time.Millisecond)
+		ack.AckRanges[0] = qlog.AckRange{Smallest: qlog.PacketNumber(pn + 1), Largest: qlog.PacketNumber(pn + 1)}
+		r.noteAcks(ack, &pm, now, time.Millisecond, &count)
+		if _, _, news := r.noteLost(pn); news {
+			t.Fatalf("packet %d: quic-go's loss is news after the recorder inferred it", pn)
+		}
+		pn += 2
 	}); a != 0 {
 		t.Fatalf("the recorder's PMTU bookkeeping allocates %v times per packet", a)
 	}
+	if count < 1000 {
+		t.Fatalf("%d losses inferred, want at least 1000", count)
+	}
 }
+
+// countingLossSink counts the losses a recorder infers, without
+// allocating.
+type countingLossSink int
+
+func (c *countingLossSink) datagramLost(int, bool) { *c++ }
 
 // TestMTUBlackHoleDownlink black-holes the concentrator-to-edge direction
 // of both paths (IP packets over 1250 bytes dropped) under a 1 kHz

@@ -33,11 +33,13 @@ type recorder struct {
 	// accepted is set on the concentrator when the connection completed its
 	// handshake and reached the accept loop (conc_transport.go).
 	accepted atomic.Bool
-	// sizes remembers the datagram size of the last pmtuRing 1-RTT
-	// packets sent, by packet number; ackedUpTo is one above the largest
-	// packet number whose acknowledgement was reported (pmtu.go).
-	sizes     [pmtuRing]atomic.Uint64
-	ackedUpTo atomic.Int64
+	// sizes and sentAt remember the last pmtuRing 1-RTT packets sent, by
+	// packet number: datagram size, flags and send time (sentring.go);
+	// largestAcked is the largest packet number acknowledged, scanFrom the
+	// lowest that may still be neither acknowledged nor lost.
+	sizes                  [pmtuRing]atomic.Uint64
+	sentAt                 [pmtuRing]atomic.Int64
+	largestAcked, scanFrom atomic.Int64
 }
 
 // attach makes l the lane whose state the events feed, and counts the
@@ -72,24 +74,17 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 		}
 	case qlog.PacketLost:
 		if l != nil && !e.IsMTUProbePacket {
-			p := l.path
-			size, probe, known := 0, false, false
+			size, probe := 0, false
 			if e.Header.PacketType == qlog.PacketType1RTT {
-				size, probe, known = r.sizeOf(int64(e.Header.PacketNumber))
-			}
-			if known && size > 0 {
-				p.pmtu.onLost(size)
-				if !probe && size > int(p.pmtu.budget.Load()) { // a datagram the path no longer carries
-					p.drops.add(DropBlackHole)
+				pn := int64(e.Header.PacketNumber)
+				var news bool
+				if size, probe, news = r.noteLost(pn); !news {
+					if _, _, known := r.sizeOf(pn); known {
+						return // acknowledged, or its loss already inferred (sentring.go)
+					}
 				}
 			}
-			if probe { // a path MTU probe's loss is not congestion (RFC 8899 §4.4)
-				return
-			}
-			p.state.OnLoss(1)
-			if !p.rc.active() { // with rate control the receiver's reports feed FEC (ratectl.go)
-				p.loss.OnLoss(time.Now(), p.state.SmoothedRTT())
-			}
+			l.path.datagramLost(size, probe)
 		}
 	case qlog.PacketSent:
 		if l != nil {
@@ -111,14 +106,15 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 			}
 			// A path MTU probe of bondd's (pmtu.go) is marked by its size.
 			probe := size > 0 && int64(size) == l.probeSize.Load() && l.probeSize.CompareAndSwap(int64(size), 0)
+			now := time.Now()
 			if e.Header.PacketType == qlog.PacketType1RTT {
-				r.noteSent(int64(e.Header.PacketNumber), probe, size)
+				r.noteSent(int64(e.Header.PacketNumber), probe, size, now.UnixNano())
 			}
 			if size > pmtuBase && !probe && l.path.pmtu.bigSince.Load() == 0 {
-				l.path.pmtu.bigSince.CompareAndSwap(0, time.Now().UnixNano())
+				l.path.pmtu.bigSince.CompareAndSwap(0, now.UnixNano())
 			}
 			if eliciting && !e.IsMTUProbePacket && !probe { // a probe too large for the path is lost by design (RFC 8899)
-				l.path.state.OnAckEliciting(time.Now())
+				l.path.state.OnAckEliciting(now)
 			}
 			if n > 0 {
 				l.onDatagramsSent(n)
@@ -126,11 +122,13 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 		}
 	case qlog.PacketReceived:
 		if l != nil {
-			l.path.heard(time.Now()) // liveness.go
+			now := time.Now()
+			p := l.path
+			p.heard(now) // liveness.go
 			if e.Header.PacketType == qlog.PacketType1RTT {
 				for _, f := range e.Frames {
 					if ack, ok := f.Frame.(*qlog.AckFrame); ok {
-						r.noteAcks(ack, &l.path.pmtu)
+						r.noteAcks(ack, &p.pmtu, now, lossDelay(p.state.SmoothedRTT()), p)
 					}
 				}
 			}

@@ -88,10 +88,19 @@ func checkFaultRow(t *testing.T, r bench.FaultResult) {
 			t.Errorf("the probe lost %d packets but the edge's status never showed the fault on %s", r.Lost, r.Path)
 		}
 	case "mtu-blackhole":
-		// Known to miss until MTU black-hole detection lands (RFC 8899):
-		// logged, not asserted.
-		t.Logf("mtu-blackhole (%s rules): restored after %.0f ms, latest delivery %.0f ms late, %d lost, %d unexplained; target: restored ≤ 3000 ms, late ≤ 1000 ms",
-			r.Rules, r.RecoverMs, r.LateMs, r.Lost, r.Unexplained)
+		if r.RecoverMs < 0 || r.RecoverMs > 3000 {
+			t.Errorf("traffic restored %.0f ms after the onset, want ≤ 3000 ms", r.RecoverMs)
+		}
+		if r.LateMs > 1000 {
+			t.Errorf("a probe packet delivered %.0f ms late, want ≤ 1000 ms", r.LateMs)
+		}
+		if r.DetectMs < 0 {
+			t.Errorf("the edge's status never showed the black hole on %s", r.Path)
+		}
+		if !strings.Contains(r.PMTUReason, "black hole") {
+			t.Errorf("the path's pmtu_reason %q does not name the black hole", r.PMTUReason)
+		}
+		explained(10)
 	case "all-down":
 		// The edge watches its uplinks' interfaces and redials one as
 		// soon as it comes up (internal/node/uplinks.go), rather than

@@ -94,8 +94,9 @@ type FaultResult struct {
 	Sent uint64 `json:"sent"`
 	Lost uint64 `json:"lost"`
 	// DetectMs is the onset to the first status poll (every 20 ms) that
-	// shows the fault: the path not ACTIVE, a SUSPECT event or a
-	// migration; for the concentrator faults, any edge path not ACTIVE.
+	// shows the fault: the path not ACTIVE, a SUSPECT event, its datagram
+	// budget lowered or a black hole counted, or a migration; for the
+	// concentrator faults, any edge path not ACTIVE.
 	DetectMs float64 `json:"detect_ms"`
 	// RecoverMs is the onset (for all-down: the links' return) to the end
 	// of the last 100 ms of probe sending that lost more than 10 packets
@@ -128,6 +129,10 @@ type FaultResult struct {
 	// Short headers of no connection over 42 bytes are answered with a
 	// stateless reset (RFC 9000 §10.3), for which quic-go reports no drop:
 	// they are the difference today.
+	// PMTUReason (mtu-blackhole) is the faulted path's pmtu_reason in the
+	// edge's status just before the fault's removal: why its datagram
+	// budget is what it is.
+	PMTUReason      string            `json:"pmtu_reason,omitempty"`
 	GarbageSent     uint64            `json:"garbage_sent,omitempty"`
 	GarbageCounted  uint64            `json:"garbage_counted,omitempty"`
 	GarbageByReason map[string]uint64 `json:"garbage_by_reason,omitempty"`
@@ -309,8 +314,12 @@ func (r *FaultResult) oneLine() string {
 	if !r.Pass {
 		pass = "MISS"
 	}
-	return fmt.Sprintf("%s: path %s, rtt %.1f ms, gap %.0f ms, lost %d/%d, detect %s ms, recover %s ms, heal %s ms, late %.0f ms, unexplained %d (%s) [%s: %s]",
+	line := fmt.Sprintf("%s: path %s, rtt %.1f ms, gap %.0f ms, lost %d/%d, detect %s ms, recover %s ms, heal %s ms, late %.0f ms, unexplained %d (%s) [%s: %s]",
 		r.Name, orDash(r.Path), r.RTTms, r.GapMs, r.Lost, r.Sent, ms(r.DetectMs), ms(r.RecoverMs), ms(r.HealMs), r.LateMs, r.Unexplained, r.explainedBy(), r.Target, pass)
+	if r.PMTUReason != "" {
+		line += "; pmtu_reason: " + r.PMTUReason
+	}
+	return line
 }
 
 // faultBed is the matrix's namespaces and the two bondd processes.
@@ -474,6 +483,7 @@ func (b *faultBed) writeCreds() (string, error) {
 func (b *faultBed) concConfig() string {
 	return fmt.Sprintf(`role: concentrator
 log_level: info
+`+qlogLine(b.dir, "conc")+`
 tun:
   name: bondd0
   addresses: [10.78.0.1/24]
@@ -498,6 +508,7 @@ func (b *faultBed) edgeConfig(pin string) string {
 	}
 	return fmt.Sprintf(`role: edge
 log_level: info
+`+qlogLine(b.dir, "edge")+`
 tun:
   name: bondd0
   addresses: [10.77.0.2/24]
@@ -690,4 +701,16 @@ func ip(ns *testbed.NS, args ...string) error {
 		return fmt.Errorf("ip -n %s %s: %w: %s", ns.Name(), strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// qlogLine is the qlog_dir line of a daemon's config (side: edge or
+// conc): with BONDD_FAULTS_QLOG set, every QUIC connection's qlog goes to
+// qlog-SIDE in the bed's folder (keep it with BONDD_FAULTS_KEEP=1).
+func qlogLine(dir, side string) string {
+	if os.Getenv("BONDD_FAULTS_QLOG") == "" {
+		return ""
+	}
+	d := filepath.Join(dir, "qlog-"+side)
+	os.MkdirAll(d, 0o755)
+	return "qlog_dir: " + d
 }

@@ -260,7 +260,7 @@ func (b *faultBed) carrier(ctx context.Context) (string, error) {
 // side, the concentrator's on the receive side.
 var (
 	edgeLossDrops = []tunnel.DropReason{tunnel.DropNoPath, tunnel.DropOversize, tunnel.DropQueueFull, tunnel.DropExpired,
-		tunnel.DropDeadline, tunnel.DropTooLarge, tunnel.DropSendError, tunnel.DropObjectLost, tunnel.DropSuspect}
+		tunnel.DropDeadline, tunnel.DropTooLarge, tunnel.DropSendError, tunnel.DropObjectLost, tunnel.DropSuspect, tunnel.DropBlackHole}
 	concLossDrops = []tunnel.DropReason{tunnel.DropBadHeader, tunnel.DropBadFEC, tunnel.DropSpoofed, tunnel.DropMalformed,
 		tunnel.DropTUNWrite, tunnel.DropBadFlowTag, tunnel.DropReceiveQueueFull, tunnel.DropStale}
 )
@@ -415,6 +415,12 @@ func (b *faultBed) runCase(ctx context.Context, fc faultCase, rules string, tag 
 		<-pollDone
 		return r, err
 	}
+	if fc.name == "mtu-blackhole" {
+		if st, err := b.status(b.edgeSock); err == nil {
+			ps, _ := pathStats(st, c.path)
+			r.PMTUReason = ps.PMTUReason
+		}
+	}
 	t1 := time.Now()
 	if err := fc.heal(ctx, b, c); err != nil {
 		pstop()
@@ -511,7 +517,8 @@ func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // pollDetect polls the status every faultsStatusPoll until ctx ends and
 // sends the time of the first poll that shows the fault on det: the
-// faulted path not ACTIVE, turned SUSPECT or migrated (edge or
+// faulted path not ACTIVE, turned SUSPECT, its datagram budget lowered
+// or a black hole counted (path MTU discovery), or migrated (edge or
 // concentrator view); for the whole bond any edge path not ACTIVE; for the
 // garbage the concentrator's transport drops growing.
 func (b *faultBed) pollDetect(ctx context.Context, fc faultCase, c *caseRun, e0, c0 *faultStatus, det chan<- time.Time) {
@@ -533,7 +540,8 @@ func (b *faultBed) pollDetect(ctx context.Context, fc faultCase, c *caseRun, e0,
 			if st, err := b.status(b.edgeSock); err == nil {
 				p, _ := pathStats(st, c.path)
 				p0, _ := pathStats(e0, c.path)
-				seen = p.Status != "ACTIVE" || p.SuspectEvents > p0.SuspectEvents || p.Drops[tunnel.DropSuspect] > p0.Drops[tunnel.DropSuspect]
+				seen = p.Status != "ACTIVE" || p.SuspectEvents > p0.SuspectEvents || p.Drops[tunnel.DropSuspect] > p0.Drops[tunnel.DropSuspect] ||
+					p.BlackHoles > p0.BlackHoles || p.DatagramBudget < p0.DatagramBudget
 			}
 			if !seen && fc.name == "address-change" {
 				if st, err := b.status(b.concSock); err == nil {
