@@ -52,6 +52,8 @@ func newDrainCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&sock, "socket", defaultControlSocket, "control socket of the running bondd")
+	// bondd run names the same socket --control-socket; both spellings work.
+	cmd.Flags().StringVar(&sock, "control-socket", defaultControlSocket, "same as --socket, as bondd run spells it")
 	return cmd
 }
 

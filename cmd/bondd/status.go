@@ -132,6 +132,8 @@ func newStatusCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&sock, "socket", defaultControlSocket, "control socket of the running bondd")
+	// bondd run names the same socket --control-socket; both spellings work.
+	cmd.Flags().StringVar(&sock, "control-socket", defaultControlSocket, "same as --socket, as bondd run spells it")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "refresh until interrupted")
 	cmd.Flags().DurationVar(&interval, "interval", time.Second, "refresh period with --watch")

@@ -167,7 +167,7 @@ func runFaults(ctx context.Context, o Options, out io.Writer) error {
 	}
 	md := FaultsTable(res)
 	rep := faultsReport{Started: started, Command: cmd, Short: o.Short, Faults: res}
-	if werr := writeResults(o.Out, rep, "# bondd bench faults\n\n`"+cmd+"`\n\n"+md, out); werr != nil {
+	if werr := writeResults(o.Out, rep, "# bondd bench faults\n\n`"+cmd+"`\n\n"+md+"\n"+FaultsLegend+"\n", out); werr != nil {
 		return errors.Join(err, werr)
 	}
 	if o.JSON != "" {
@@ -236,10 +236,13 @@ func FaultNames() []string {
 	return n
 }
 
+// FaultsLegend explains FaultsTable's columns, one paragraph.
+const FaultsLegend = "Columns: gap = longest silence of the 1 kHz probe from the onset; detect = onset to the edge's status showing the fault; recover = onset (all-down: the links' return) to the probe arriving again; heal = the fault's removal to the path ACTIVE again; late = the most delayed probe packet; unexplained = lost − the drop counters of \"explained by\". docs/operations.md, \"Fault matrix\", has the details and targets."
+
 // FaultsTable renders rows as the matrix's markdown table.
 func FaultsTable(rows []FaultResult) string {
 	var b strings.Builder
-	b.WriteString("| fault | rules | path | rtt ms | gap ms | lost/sent | detect ms | recover ms | heal ms | late ms | unexplained | explained by | target | |\n")
+	b.WriteString("| fault | rules | path | rtt ms | gap ms | lost/sent | detect ms | recover ms | heal ms | late ms | unexplained | explained by | target | result |\n")
 	b.WriteString("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |\n")
 	for _, r := range rows {
 		pass := "pass"
@@ -418,8 +421,12 @@ func newFaultBed(o Options, out io.Writer) (_ *faultBed, err error) {
 	if err := b.waitAllActive(ctx); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "fault bed: namespaces %s (edge), %s (concentrator), %s (hostile); configs and logs in %s\n",
-		b.edge.Name(), b.conc.Name(), b.hostile.Name(), b.dir)
+	keep := "removed at exit; BONDD_FAULTS_KEEP=1 keeps them"
+	if !b.ownDir || os.Getenv("BONDD_FAULTS_KEEP") != "" {
+		keep = "kept"
+	}
+	fmt.Fprintf(out, "fault bed: namespaces %s (edge), %s (concentrator), %s (hostile); configs and logs in %s (%s)\n",
+		b.edge.Name(), b.conc.Name(), b.hostile.Name(), b.dir, keep)
 	return b, nil
 }
 
