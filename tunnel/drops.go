@@ -37,7 +37,7 @@ const (
 	DropNoRoute                            // concentrator: no edge's allowed prefixes hold the destination
 	DropBadFlowTag                         // bond: a DATA payload with FlagFlow whose flow tag is malformed
 	DropObjectLost                         // path: the rest of a (non-key) video frame that lost a packet in the queue
-	DropSuspect                            // path: handed to quic-go after the peer was last heard, on a path that then turned SUSPECT (liveness.go): presumed lost
+	DropSuspect                            // path: handed to quic-go after the peer was last heard, on a path that then turned SUSPECT or whose connection then ended (liveness.go): presumed lost
 	DropStale                              // path: received older than StaleAfter against the path's one-way-delay baseline (stale.go)
 	DropBlackHole                          // path: handed to quic-go and lost in a path MTU black hole before bondd detected it (pmtu.go)
 

@@ -296,7 +296,7 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 			log.Info("lane down; the path's other lanes carry on", "err", cause)
 		default:
 			p.setErr(cause)
-			log.Warn("path down", "err", cause)
+			log.Warn("path down", "err", cause, "presumed_lost", p.presumeLost())
 		}
 	}
 }

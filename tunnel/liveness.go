@@ -173,8 +173,7 @@ func (p *path) livenessStats(s *PathStats) {
 func (p *path) onSuspect(now time.Time, silent time.Duration) {
 	p.suspectStarts.Add(1)
 	p.pmtuSuspect(now) // large datagrams unanswered: a path MTU black hole? (pmtu.go)
-	lost := p.txPackets.Load() - p.txAtHeard.Load()
-	p.drops.addN(DropSuspect, lost)
+	lost := p.presumeLost()
 	moved := 0
 	if p.bond.otherActive(p, now) {
 		before := p.rescued.Load()
@@ -183,6 +182,22 @@ func (p *path) onSuspect(now time.Time, silent time.Duration) {
 	}
 	p.bond.log.Info("path suspect: the peer does not answer", "path", p.name, "silent", silent.Round(time.Millisecond),
 		"bound", p.state.SuspectAfter().Round(time.Millisecond), "presumed_lost", lost, "moved", moved)
+}
+
+// presumeLost counts as DropSuspect, and returns, the datagrams p handed
+// quic-go since the peer was last heard that no earlier call counted: when
+// the path turns SUSPECT, and when its last connection ends without a
+// word from the peer since (a restarted concentrator's stateless reset,
+// silence): quic-go drops what was in flight then without reporting it.
+// An over-estimate when the path only stalled.
+func (p *path) presumeLost() uint64 {
+	tx := p.txPackets.Load()
+	from := max(p.txAtHeard.Load(), p.txPresumed.Swap(tx))
+	if tx <= from {
+		return 0
+	}
+	p.drops.addN(DropSuspect, tx-from)
+	return tx - from
 }
 
 // otherActive reports whether a path of b other than p is ACTIVE at now.

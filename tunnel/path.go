@@ -33,11 +33,13 @@ type path struct {
 	txPackets, txBytes, rxPackets, rxBytes atomic.Uint64
 	rescued                                atomic.Uint64
 	// Liveness (liveness.go): suspect is set while the path is SUSPECT;
-	// txAtHeard is txPackets when the peer was last heard; probes,
+	// txAtHeard is txPackets when the peer was last heard (txPresumed
+	// where presumeLost last counted from it); probes,
 	// suspectStarts and suspectEnds count for the status.
 	suspect                            atomic.Bool
 	gated                              atomic.Bool // SUSPECT while another path is ACTIVE: lanes hold frames back
 	txAtHeard                          atomic.Uint64
+	txPresumed                         atomic.Uint64 // txPackets up to which presumeLost counted
 	probes, suspectStarts, suspectEnds atomic.Uint64
 	peerAddr                           atomic.Pointer[string] // a live lane's peer address
 	migrations                         atomic.Uint64
