@@ -3,7 +3,6 @@ package tunnel
 import (
 	"context"
 	"encoding/binary"
-	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -48,16 +47,8 @@ rules:
 					src.set.Store(c.rules)
 					o.Rules = src
 				}
-				rs, err := emu.StartRelays(netip.MustParseAddrPort(o.Concentrator), []emu.RelayLink{
+				relays = viaRelays(t, o, []emu.RelayLink{
 					symmetric(oneWay, 50*emu.Mbps, 0), symmetric(oneWay+5*time.Millisecond, 50*emu.Mbps, 0)}, 3)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { rs.Close() })
-				for i, a := range rs.Addrs() {
-					o.Uplinks[i].Remote = a
-				}
-				relays = rs
 			})
 			tb.waitActive(t, 2)
 			waitFor(t, func() bool {

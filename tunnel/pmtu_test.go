@@ -3,7 +3,6 @@ package tunnel
 import (
 	"context"
 	"encoding/binary"
-	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -90,6 +89,29 @@ func (r *pmtuProbeRun) arrivals() []pmtuArrival {
 	return append([]pmtuArrival(nil), r.arr...)
 }
 
+// arrivedFrom counts the arrivals of packets numbered seq or later.
+func (r *pmtuProbeRun) arrivedFrom(seq uint32) int {
+	n := 0
+	for _, a := range r.arrivals() {
+		if a.seq >= seq {
+			n++
+		}
+	}
+	return n
+}
+
+// checkNotLate fails t for the first packet delivered more than 1 s after
+// it was sent.
+func (r *pmtuProbeRun) checkNotLate(t *testing.T) {
+	t.Helper()
+	for _, a := range r.arrivals() {
+		if l := a.at.Sub(a.sent); l > time.Second {
+			t.Errorf("packet %d delivered %s after it was sent, want ≤ 1 s", a.seq, l)
+			return
+		}
+	}
+}
+
 // TestMTUBlackHole puts an MTU black hole on the path that carries a 1 kHz
 // stream of full-size packets (its emu relay drops IP packets over 1250
 // bytes both ways; the handshake's 1360-byte packets and the full-size
@@ -148,16 +170,8 @@ rules:
 			tunMu.Unlock()
 			return nil
 		}
-		rs, err := emu.StartRelays(netip.MustParseAddrPort(o.Concentrator), []emu.RelayLink{
+		relays = viaRelays(t, o, []emu.RelayLink{
 			symmetric(oneWay, 50*emu.Mbps, 0), symmetric(oneWay+5*time.Millisecond, 50*emu.Mbps, 0)}, 5)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { rs.Close() })
-		for i, a := range rs.Addrs() {
-			o.Uplinks[i].Remote = a
-		}
-		relays = rs
 	})
 	tb.waitActive(t, 2)
 	waitFor(t, func() bool {
@@ -251,13 +265,7 @@ rules:
 	// Packets that fit the lowered MTU pass (the first wait for quic-go's
 	// window, collapsed by the black hole's losses, to reopen).
 	waitFor(t, func() bool {
-		n := 0
-		for _, a := range r.arrivals() {
-			if a.seq >= seqSmall {
-				n++
-			}
-		}
-		return n >= 100
+		return r.arrivedFrom(seqSmall) >= 100
 	})
 
 	// Heal: the budgets and the MTU rise again within a raise period.
@@ -277,22 +285,11 @@ rules:
 	seqHeal := r.seq
 	r.send(300*time.Millisecond, testMTU)
 	waitFor(t, func() bool {
-		n := 0
-		for _, a := range r.arrivals() {
-			if a.seq >= seqHeal {
-				n++
-			}
-		}
-		return n >= 150
+		return r.arrivedFrom(seqHeal) >= 150
 	})
 	cancel()
 	<-done
-	for _, a := range r.arrivals() {
-		if l := a.at.Sub(a.sent); l > time.Second {
-			t.Errorf("packet %d delivered %s after it was sent, want ≤ 1 s", a.seq, l)
-			break
-		}
-	}
+	r.checkNotLate(t)
 }
 
 // pmtuMeasure returns, for the packets with sequence numbers in
@@ -411,16 +408,8 @@ func TestMTUBlackHoleDownlink(t *testing.T) {
 	var relays emu.Relays
 	tb := newTestBondWith(t, token, 2, func(o *EdgeOptions) {
 		o.FEC = FECOptions{Mode: FECOff}
-		rs, err := emu.StartRelays(netip.MustParseAddrPort(o.Concentrator), []emu.RelayLink{
+		relays = viaRelays(t, o, []emu.RelayLink{
 			symmetric(10*time.Millisecond, 50*emu.Mbps, 0), symmetric(15*time.Millisecond, 50*emu.Mbps, 0)}, 7)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { rs.Close() })
-		for i, a := range rs.Addrs() {
-			o.Uplinks[i].Remote = a
-		}
-		relays = rs
 	})
 	tb.waitActive(t, 2)
 	conc := tb.conc.Bond("van-1")
@@ -453,13 +442,7 @@ func TestMTUBlackHoleDownlink(t *testing.T) {
 	seqSmall := r.seq
 	r.send(200*time.Millisecond, st.MTU)
 	waitFor(t, func() bool {
-		n := 0
-		for _, a := range r.arrivals() {
-			if a.seq >= seqSmall {
-				n++
-			}
-		}
-		return n >= 100
+		return r.arrivedFrom(seqSmall) >= 100
 	})
 	healed := time.Now()
 	for _, rl := range relays {
@@ -471,10 +454,5 @@ func TestMTUBlackHoleDownlink(t *testing.T) {
 	t.Logf("healed: concentrator MTU back after %s", time.Since(healed))
 	cancel()
 	<-done
-	for _, a := range r.arrivals() {
-		if l := a.at.Sub(a.sent); l > time.Second {
-			t.Errorf("packet %d delivered %s after it was sent, want ≤ 1 s", a.seq, l)
-			break
-		}
-	}
+	r.checkNotLate(t)
 }

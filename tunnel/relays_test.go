@@ -12,8 +12,9 @@ import (
 // over links[i] (relay i seeded with seed+i), so that the edge reaches the
 // concentrator through emulated links. Call it from the edit hook of
 // newTestBondWith: its cleanup is then registered before the bond's, and
-// the relays close after the bond.
-func viaRelays(t testing.TB, o *EdgeOptions, links []emu.RelayLink, seed uint64) {
+// the relays close after the bond. It returns the relays, for a test that
+// changes a link while the bond runs.
+func viaRelays(t testing.TB, o *EdgeOptions, links []emu.RelayLink, seed uint64) emu.Relays {
 	t.Helper()
 	rs, err := emu.StartRelays(netip.MustParseAddrPort(o.Concentrator), links, seed)
 	if err != nil {
@@ -23,6 +24,7 @@ func viaRelays(t testing.TB, o *EdgeOptions, links []emu.RelayLink, seed uint64)
 	for i, a := range rs.Addrs() {
 		o.Uplinks[i].Remote = a
 	}
+	return rs
 }
 
 // symmetric is a link with the same delay and rate both ways and loss
