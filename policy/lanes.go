@@ -33,11 +33,18 @@ import (
 // bottleneck, and more lanes would only take capacity from other flows
 // there.
 //
-// Lanes must pay off: in the epoch after an addition, unless the rate the
-// lanes took grew by at least LaneGain or met 95 % of the demand, the path
-// is limited by its capacity rather than by its windows — a bottleneck
-// whose queue is too short to inflate the RTT past the guard above — and
-// the added lanes are removed again, and no lane is added for LaneIdle.
+// Lanes must pay off. A capacity limit — a bottleneck whose queue is too
+// short to inflate the RTT past the guard above — holds the lanes' rate
+// flat: within LaneGain of the rate before the addition. Of the
+// LaneJudgeEpochs epochs after an addition, the first whose rate grew by at
+// least LaneGain or met 95 % of the demand ends the judgement and the lanes
+// stay; if none did and most of them were flat, the link's capacity, not
+// the windows, limits the path: the added lanes are removed again, and no
+// lane is added for LaneIdle. An epoch whose rate fell below the rate before
+// by more than LaneGain is no evidence either way: a loss event that cuts
+// every lane's window at once (random loss, the end of slow start) does
+// that, and with most epochs falling the lanes stay. No lane is added or
+// removed while an addition is being judged.
 //
 // It removes a lane when the path has not been window-limited for
 // LaneIdle and the rate handed to the path would fill less than half of
@@ -53,7 +60,9 @@ type LaneController struct {
 	lostAt, txAt, offeredAt, dropsAt    uint64 // counters at the epoch start
 	idleTxAt                            uint64 // tx bytes when the idle stretch began
 
-	added      int       // lanes added at the last decision, 0 if it added none
+	added      int       // lanes added at the last addition while it is judged, else 0
+	judged     int       // epochs judged since that addition
+	flat       int       // of them, epochs whose rate stayed within LaneGain of usedAtAdd
 	usedAtAdd  float64   // bit/s the lanes took in the epoch before that addition
 	noAddUntil time.Time // additions that did not pay off hold further ones until then
 }
@@ -87,6 +96,9 @@ const (
 	LaneHeadroom = 1.25
 	LaneGrowth   = 4
 	LaneGain     = 1.10 // the rate after an addition over the rate before it
+	// LaneJudgeEpochs is how many epochs after an addition may show its
+	// gain before the added lanes are removed again.
+	LaneJudgeEpochs = 3
 )
 
 // LaneInflation is how far the smoothed RTT may sit above the minimum RTT
@@ -163,12 +175,27 @@ func (c *LaneController) Sample(s LaneSample) LaneDecision {
 	}
 	d.UsedBps, d.DemandBps = float64(tx)*8/elapsed, float64(offered)*8/elapsed
 	ready := s.Now.Sub(c.lastChange) >= epoch
-	added := c.added
-	c.added = 0
+	judging := false
+	if c.added > 0 {
+		c.judged++
+		if d.UsedBps >= c.usedAtAdd/LaneGain {
+			c.flat++
+		}
+		switch {
+		case d.UsedBps >= LaneGain*c.usedAtAdd || d.UsedBps >= 0.95*d.DemandBps:
+			c.added = 0 // paid off
+		case c.judged < LaneJudgeEpochs:
+			judging = true
+		case 2*c.flat > c.judged:
+			d.Delta, d.Reason = -min(c.added, c.n-1), "no gain from the last lanes: the link's capacity, not the windows, limits the path"
+			c.noAddUntil = s.Now.Add(LaneIdle)
+			c.added = 0
+		default:
+			c.added = 0 // the rate fell for reasons of its own: the lanes stay
+		}
+	}
 	switch {
-	case added > 0 && d.UsedBps < LaneGain*c.usedAtAdd && d.UsedBps < 0.95*d.DemandBps:
-		d.Delta, d.Reason = -min(added, c.n-1), "no gain from the last lanes: the link's capacity, not the windows, limits the path"
-		c.noAddUntil = s.Now.Add(LaneIdle)
+	case d.Delta != 0 || judging:
 	case ready && c.n < c.max && !s.Now.Before(c.noAddUntil) &&
 		(d.Limited >= 0.5 || s.QueueDrops > c.dropsAt) && lost > 0 && tx > 0 && !c.inflated:
 		// tx > 0: a path that carried nothing in the epoch (stalled, its
@@ -182,7 +209,7 @@ func (c *LaneController) Sample(s LaneSample) LaneDecision {
 		if d.Limited < 0.5 {
 			d.Reason = "queued frames dropped, with loss and no RTT inflation"
 		}
-		c.added, c.usedAtAdd = d.Delta, d.UsedBps
+		c.added, c.usedAtAdd, c.judged, c.flat = d.Delta, d.UsedBps, 0, 0
 	case ready && c.n > 1 && s.Now.Sub(c.lastLimited) >= LaneIdle && d.CapacityBps > 0:
 		idleBps := float64(s.TxBytes-c.idleTxAt) * 8 / s.Now.Sub(c.lastLimited).Seconds()
 		if idleBps < 0.5*d.CapacityBps*float64(c.n-1)/float64(c.n) {

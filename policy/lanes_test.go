@@ -18,6 +18,7 @@ func TestLaneControl(t *testing.T) {
 		srtt, minRTT          time.Duration // 0: rtt
 		inactive              bool
 		burst                 bool // the demand comes as one burst a second that partly expires
+		dip                   bool // in the epoch after each addition the lanes carry 70 % of what they did before it (a loss event cut every window)
 	}
 	cases := []struct {
 		name  string
@@ -33,6 +34,8 @@ func TestLaneControl(t *testing.T) {
 			m: model{demand: 20e6, perLane: 4e6, link: 100e6, lossPer: 0.01}, want: 4},
 		{name: "bursts that overflow the queue: adds lanes", max: 4, start: 1, secs: 20,
 			m: model{demand: 6e6, perLane: 2e6, link: 100e6, lossPer: 0.03, burst: true}, want: 4},
+		{name: "random loss, a bad epoch after each addition: keeps what it added", max: 8, start: 1, secs: 10,
+			m: model{demand: 20e6, perLane: 4e6, link: 100e6, lossPer: 0.01, dip: true}, want: 7},
 		{name: "the link, not the window, limits: lanes removed again", max: 8, start: 1, secs: 10,
 			m: model{demand: 20e6, perLane: 4e6, link: 4.2e6, lossPer: 0.01}, want: 1},
 		{name: "inflated RTT is congestion: no lane", max: 8, start: 1, secs: 10,
@@ -76,6 +79,9 @@ func TestLaneControl(t *testing.T) {
 					}
 				}
 				capacity := min(float64(ctl.n)*c.m.perLane, c.m.link)
+				if c.m.dip && ctl.added > 0 && ctl.judged == 0 {
+					capacity = 0.7 * min(float64(ctl.n-ctl.added)*c.m.perLane, c.m.link)
+				}
 				sent := min(demand, capacity)
 				offered += demand * dt / 8
 				tx += sent * dt / 8

@@ -75,7 +75,7 @@ func newInprocessBed(o BedOptions) (*Bed, error) {
 	eo := tunnel.EdgeOptions{
 		ID: "demo-edge", Device: edgeDev, MTU: demoMTU, Concentrator: concAddr.String(), TLS: tlsConf,
 		Token: demoToken, Uplinks: uplinks, Paths: demoPathOptions, FEC: fopts, Picker: picker,
-		Rules: o.Rules, Classify: o.Classify,
+		Rules: o.Rules, Classify: o.Classify, Logger: demoLogger(),
 	}
 	err = applyRateControl(o.RateControl, &eo, nil)
 	var edge *tunnel.Edge
