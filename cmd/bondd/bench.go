@@ -66,7 +66,10 @@ plots (plots.json) into --out; bondd-plot draws the plots (PNG and SVG).
       at the sum of the links' capacity over the run (bond-udp), and one
       TCP flow (iperf3) over the bond (bond-tcp) and over each path alone
       (single-PATH-tcp). The TCP configurations need root (network
-      namespaces) and iperf3; without them they are skipped.
+      namespaces) and iperf3; without them they are skipped. Each
+      configuration reports the CPU the bench process used; --link-scale
+      F runs every link at F times its capacity, for a host too slow to
+      forward the links' real packet rate.
   video  legacy video (root, ffmpeg): an H.264 file of --duration sent by
       ffmpeg with -c copy as RTP and as MPEG-TS over UDP, through the bond
       and over the best single path, on three 1.5 %-loss paths (loss), the
@@ -147,6 +150,7 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 	f.BoolVar(&o.Sweep, "sweep", false, "s1: run adaptive FEC's sensitivity grid (α 1, 1.5, 2, 3 × k 10, 20, 40) and no-fec instead of the S1 configurations")
 	f.IntVar(&o.Runs, "runs", 1, "runs per configuration (seeds --seed, --seed+1, ...); results are medians with 95 % bootstrap intervals")
 	f.StringVar(&o.RateControl, "rate-control", tunnel.RateControlQUIC, "who decides each path's rate on both bonds: quic (quic-go's congestion control, the daemon's default) or bondd (pacing at bondd's per-path estimate; experimental, docs/evaluation.md)")
+	f.Float64Var(&o.LinkScale, "link-scale", 1, "capacity: every emulated link's capacity × this, in (0, 1] (a host too slow for the links' packet rate measures the bond on scaled links)")
 	f.BoolVar(&o.Align, "align", true, "s2, s2-isl: start each configuration at the same phase of the UTC minute's 15-s reconfiguration cycle (waits up to 15 s each)")
 	f.IntSliceVar(&o.ScaleBonds, "bonds", nil, "scale: the ramp of bond counts (default 1,10,100,250,500,1000)")
 	f.Float64Var(&o.ScalePPS, "pps", 0, fmt.Sprintf("scale: total packets per second of the active bonds (default %d)", bench.ScaleDefaultPPS))

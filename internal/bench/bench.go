@@ -125,6 +125,11 @@ type Options struct {
 	// the prefer rule set for the path faults only): the integration
 	// test's.
 	Short bool
+	// LinkScale (capacity only) scales every emulated link's capacity by
+	// this factor, 0 < LinkScale ≤ 1 (emu.Scenario.ScaleCapacity); 0
+	// means 1. On a host whose CPU cannot forward the links' real packet
+	// rate, a scaled bed measures the bond rather than the host.
+	LinkScale float64
 	// Profile, when set, is the prefix of the profiles (runtime/pprof)
 	// the scale scenario writes for each step of N bonds with every bond
 	// up and idle: the heap as Profile.heap.N and the CPU over the idle
@@ -198,6 +203,12 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return err
 	}
+	if o.LinkScale != 0 && o.LinkScale != 1 && o.Scenario != Capacity {
+		return fmt.Errorf("--link-scale is for scenario %s only", Capacity)
+	}
+	if o.LinkScale < 0 || o.LinkScale > 1 {
+		return fmt.Errorf("--link-scale %g must be in (0, 1]", o.LinkScale)
+	}
 	if o.Sweep && o.Scenario != S1 {
 		return fmt.Errorf("--sweep is for scenario %s only", S1)
 	}
@@ -259,6 +270,9 @@ func (o *Options) commandLine() string {
 	if o.RateControl != "" {
 		fmt.Fprintf(&b, " --rate-control %s", o.RateControl)
 	}
+	if o.LinkScale != 0 && o.LinkScale != 1 {
+		fmt.Fprintf(&b, " --link-scale %g", o.LinkScale)
+	}
 	if o.Scenario == Scale {
 		if len(o.ScaleBonds) > 0 {
 			var ns []string
@@ -313,6 +327,10 @@ type benchRun struct {
 	pathTxPackets       []uint64 // per path, datagrams handed to QUIC during the run
 	queueDrops          uint64   // datagrams dropped from send queues (full or expired)
 	wireBytes, wirePkts uint64   // sums of pathTxBytes and pathTxPackets
+	// cpuCores is the bench process's CPU time while the traffic ran over
+	// that wall time: cores busy with the sender, both bonds and the
+	// relays (in a netns bed too: they all run in this process).
+	cpuCores float64
 }
 
 // runOnBedAt builds a testbed from bo, waits for its paths, starts traffic
@@ -346,7 +364,11 @@ func runOnBedAt(ctx context.Context, o Options, bo demo.BedOptions, anchor time.
 	rctx, rcancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); bed.Recv(rctx, deliver) }()
+	cpu0, wall0 := cpuTime(), time.Now()
 	terr := traffic(ctx, bed, start)
+	if wall := time.Since(wall0); wall > 0 {
+		r.cpuCores = float64(cpuTime()-cpu0) / float64(wall)
+	}
 	if terr == nil {
 		terr = sleepUntil(ctx, time.Now().Add(o.Drain), nil)
 	}

@@ -572,6 +572,9 @@ func TestBenchOptionErrors(t *testing.T) {
 		{"runs", Options{Scenario: S1, Duration: time.Second, Runs: -1}},
 		{"rate control", Options{Scenario: S1, Duration: time.Second, RateControl: "cubic"}},
 		{"capacity config", Options{Scenario: Capacity, Duration: time.Second, Configs: []string{"single-metered-tcp"}}},
+		{"link scale outside capacity", Options{Scenario: S1, Duration: time.Second, LinkScale: 0.5}},
+		{"link scale above 1", Options{Scenario: Capacity, Duration: time.Second, LinkScale: 2}},
+		{"link scale negative", Options{Scenario: Capacity, Duration: time.Second, LinkScale: -0.5}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

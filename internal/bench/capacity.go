@@ -29,6 +29,7 @@ import (
 	"io"
 	"math"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +38,7 @@ import (
 	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/internal/demo"
 	"github.com/bondd/bondd/policy"
+	"github.com/bondd/bondd/tunnel"
 )
 
 // Capacity configuration names.
@@ -57,7 +59,8 @@ type capConfig struct {
 }
 
 // capacityScenario returns the four paths: S1's three cellular paths and
-// S2's Starlink path, without wall-clock alignment.
+// S2's Starlink path, without wall-clock alignment, their capacity scaled
+// by o.LinkScale.
 func capacityScenario(o Options) (emu.Scenario, error) {
 	cell, err := emu.CellularScenario(o.Traces, o.Seed)
 	if err != nil {
@@ -78,6 +81,9 @@ func capacityScenario(o Options) (emu.Scenario, error) {
 	sc.Paths = append(slices.Clone(cell.Paths), sat)
 	if leo.Source != "builtin" && cell.Source != "builtin" {
 		sc.Source = cell.Source + ", " + strings.Split(leo.Source, ", ")[0] // the Starlink trace; not the metered path's
+	}
+	if o.LinkScale != 0 {
+		return sc.ScaleCapacity(o.LinkScale)
 	}
 	return sc, nil
 }
@@ -106,20 +112,24 @@ func capConfigNames() []string {
 
 // capResult is one capacity configuration in results.json.
 type capResult struct {
-	Name         string    `json:"name"`
-	Description  string    `json:"description"`
-	CapacityMbps float64   `json:"capacity_mbps"` // Σ of the bed's links' capacity during the traffic window (edge→concentrator)
-	GoodputMbps  float64   `json:"goodput_mbps"`  // UDP: inner IP bytes received / duration; TCP: iperf3's received payload rate
-	Delivered    float64   `json:"delivered"`     // goodput / capacity
-	OfferedMbps  float64   `json:"offered_mbps,omitempty"`
-	OWDms        *owdStats `json:"owd_ms,omitempty"`    // UDP only
-	LossRate     float64   `json:"loss_rate,omitempty"` // UDP only: packets not received / sent
-	QueueDrops   uint64    `json:"queue_drops"`         // datagrams dropped from bondd's send queues
-	PathsMbps    []capPath `json:"paths"`               // per link of the bed
-	Skipped      string    `json:"skipped,omitempty"`   // why the configuration did not run
-	Runs         int       `json:"runs,omitempty"`      // runs the medians are taken over
-	CI95         ciMap     `json:"ci95,omitempty"`      // 95 % bootstrap intervals of the medians
-	owdSamples   []float64 // sorted one-way delays, ms (for the CDF)
+	Name         string  `json:"name"`
+	Description  string  `json:"description"`
+	CapacityMbps float64 `json:"capacity_mbps"` // Σ of the bed's links' capacity during the traffic window (edge→concentrator)
+	GoodputMbps  float64 `json:"goodput_mbps"`  // UDP: inner IP bytes received / duration; TCP: iperf3's received payload rate
+	Delivered    float64 `json:"delivered"`     // goodput / capacity
+	OfferedMbps  float64 `json:"offered_mbps,omitempty"`
+	// Bound is the share of the capacity that constant-rate UDP at
+	// OfferedMbps could get through at best (fluidBound): UDP only.
+	Bound      float64   `json:"fluid_bound,omitempty"`
+	OWDms      *owdStats `json:"owd_ms,omitempty"`    // UDP only
+	LossRate   float64   `json:"loss_rate,omitempty"` // UDP only: packets not received / sent
+	QueueDrops uint64    `json:"queue_drops"`         // datagrams dropped from bondd's send queues
+	CPUCores   float64   `json:"cpu_cores"`           // the bench process's CPU time over the traffic time: sender, both bonds and relays
+	PathsMbps  []capPath `json:"paths"`               // per link of the bed
+	Skipped    string    `json:"skipped,omitempty"`   // why the configuration did not run
+	Runs       int       `json:"runs,omitempty"`      // runs the medians are taken over
+	CI95       ciMap     `json:"ci95,omitempty"`      // 95 % bootstrap intervals of the medians
+	owdSamples []float64 // sorted one-way delays, ms (for the CDF)
 }
 
 // capPath is one link of a capacity bed.
@@ -134,6 +144,8 @@ type capPath struct {
 type capReport struct {
 	benchHeader
 	PacketBytes int         `json:"packet_bytes"`
+	LinkScale   float64     `json:"link_scale"` // every link's capacity × this (--link-scale)
+	CPUs        int         `json:"cpus"`       // the host's cores, for cpu_cores
 	Configs     []capResult `json:"configs"`
 	Targets     []target    `json:"targets"`
 }
@@ -151,6 +163,53 @@ func windowCapacity(sc emu.Scenario, seed uint64, from, to time.Duration) ([]flo
 		out[i] = c
 	}
 	return out, nil
+}
+
+// fluidBin is the time step of fluidBound.
+const fluidBin = 10 * time.Millisecond
+
+// fluidBound returns the share of the capacity of sc's links
+// (edge→concentrator, relay i seeded seed + i) over model time [from, to)
+// that a constant offered load of offeredMbps could use at best: an ideal
+// scheduler feeding every link's capacity from one shared queue that holds
+// up to maxWait of the offered load (bondd's send-queue limit), stepped in
+// fluidBin bins. What a link could carry while the queue was empty, or
+// what arrived when the queue was full, is lost to any scheduler; so
+// with links whose capacity swings (S1's cellular traces drop to zero
+// for seconds, the Starlink trace's second-by-second capacity spans
+// 45–183 Mbit/s) the bound is below 1 even when offered = Σ capacity.
+// 0..1; 0 when the links carry nothing.
+func fluidBound(sc emu.Scenario, seed uint64, from, to time.Duration, offeredMbps float64, maxWait time.Duration) (float64, error) {
+	n := int((to - from) / fluidBin)
+	if n <= 0 {
+		return 0, nil
+	}
+	capBits := make([]float64, n)
+	var total float64
+	for i, p := range sc.Paths {
+		lseed := emu.RelayLinkSeed(seed+uint64(i), emu.Up)
+		for k := range n {
+			c, err := emu.CapacityBits(p.Up, lseed, from+time.Duration(k)*fluidBin, from+time.Duration(k+1)*fluidBin)
+			if err != nil {
+				return 0, fmt.Errorf("path %s: %w", p.Name, err)
+			}
+			capBits[k] += c
+			total += c
+		}
+	}
+	if total <= 0 {
+		return 0, nil
+	}
+	in := offeredMbps * 1e6 * fluidBin.Seconds() // bits offered per bin
+	limit := offeredMbps * 1e6 * maxWait.Seconds()
+	var queue, served float64
+	for _, c := range capBits {
+		queue = min(queue+in, limit+in)
+		s := min(queue, c)
+		queue -= s
+		served += s
+	}
+	return served / total, nil
 }
 
 // baseOWD is a link's base one-way delay without queueing, ms: Delay plus
@@ -180,7 +239,10 @@ func runCapacity(ctx context.Context, o Options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep := capReport{benchHeader: o.header(scenarioTraces(sc, o.Traces)), PacketBytes: demo.PacketBytes}
+	rep := capReport{benchHeader: o.header(scenarioTraces(sc, o.Traces)), PacketBytes: demo.PacketBytes, LinkScale: 1, CPUs: runtime.NumCPU()}
+	if o.LinkScale != 0 {
+		rep.LinkScale = o.LinkScale
+	}
 	fmt.Fprintf(out, "bondd bench capacity: %d paths (%s), %s per configuration, %d run(s) from seed %d\n",
 		len(sc.Paths), sc.Source, o.Duration, o.runs(), o.Seed)
 	perRun := map[string][]capResult{}
@@ -301,6 +363,12 @@ func runCapConfig(ctx context.Context, o Options, sc emu.Scenario, c capConfig, 
 		res.CapacityMbps += caps[i]
 	}
 	res.QueueDrops = run.queueDrops
+	res.CPUCores = run.cpuCores
+	if !c.tcp {
+		if res.Bound, err = fluidBound(bo.Scenario, bo.Seed, from, from+o.Duration, offered, tunnel.DefaultMaxQueueDelay); err != nil {
+			return res, "", err
+		}
+	}
 	if c.tcp {
 		res.GoodputMbps = tcp.mbps
 	} else {
@@ -316,7 +384,10 @@ func runCapConfig(ctx context.Context, o Options, sc emu.Scenario, c capConfig, 
 	if res.CapacityMbps > 0 {
 		res.Delivered = res.GoodputMbps / res.CapacityMbps
 	}
-	line := fmt.Sprintf("  %-22s %s: capacity %.2f Mbit/s, goodput %.2f Mbit/s (%.1f %%)", c.name, run.mode, res.CapacityMbps, res.GoodputMbps, 100*res.Delivered)
+	line := fmt.Sprintf("  %-22s %s: capacity %.2f Mbit/s, goodput %.2f Mbit/s (%.1f %%), CPU %.2f cores", c.name, run.mode, res.CapacityMbps, res.GoodputMbps, 100*res.Delivered, res.CPUCores)
+	if res.Bound > 0 {
+		line += fmt.Sprintf(", fluid bound %.1f %%", 100*res.Bound)
+	}
 	if res.OWDms != nil {
 		line += fmt.Sprintf(", one-way delay p50 %.1f / p95 %.1f / p99 %.1f ms, loss %.2f %%", res.OWDms.P50, res.OWDms.P95, res.OWDms.P99, 100*res.LossRate)
 	}
@@ -449,17 +520,28 @@ func capTargets(cs []capResult) []target {
 	return ts
 }
 
+// cpuBoundShare is the share of the host's cores busy above which a
+// configuration is reported as limited by the host's CPU.
+const cpuBoundShare = 0.9
+
 // capMarkdown renders results.md of the capacity scenario.
 func capMarkdown(r *capReport) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Capacity: %d configurations, %s each, %s\n\n", len(r.Configs), time.Duration(r.DurationS*float64(time.Second)), r.Mode)
-	fmt.Fprintf(&b, "Command: `%s`. Traces: %s.\n\n", r.Command, strings.Join(r.Traces, ", "))
-	b.WriteString("| configuration | runs | Σ capacity Mbit/s | goodput Mbit/s | delivered | OWD p50 ms | p95 ms | p99 ms | loss % | per-path capacity Mbit/s |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	fmt.Fprintf(&b, "Command: `%s`. Traces: %s.", r.Command, strings.Join(r.Traces, ", "))
+	if r.LinkScale != 1 {
+		fmt.Fprintf(&b, " Every link's capacity × %g.", r.LinkScale)
+	}
+	b.WriteString("\n\n| configuration | runs | Σ capacity Mbit/s | goodput Mbit/s | delivered | fluid bound | OWD p50 ms | p95 ms | p99 ms | loss % | CPU cores | per-path capacity Mbit/s |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	var busy []string
 	for _, c := range r.Configs {
 		if c.Skipped != "" {
-			fmt.Fprintf(&b, "| %s | — | — | — | — | — | — | — | — | skipped: %s |\n", c.Name, c.Skipped)
+			fmt.Fprintf(&b, "| %s | — | — | — | — | — | — | — | — | — | — | skipped: %s |\n", c.Name, c.Skipped)
 			continue
+		}
+		if r.CPUs > 0 && c.CPUCores >= cpuBoundShare*float64(r.CPUs) {
+			busy = append(busy, c.Name)
 		}
 		owd, loss := "— | — | —", "—"
 		if c.OWDms != nil {
@@ -470,12 +552,23 @@ func capMarkdown(r *capReport) string {
 		for _, p := range c.PathsMbps {
 			ps = append(ps, fmt.Sprintf("%s %.2f", p.Name, p.CapacityMbps))
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.2f%s | %.2f%s | %.3f | %s | %s | %s |\n", c.Name, max(1, c.Runs), c.CapacityMbps, c.CI95.text("capacity_mbps"),
-			c.GoodputMbps, c.CI95.text("goodput_mbps"), c.Delivered, owd, loss, strings.Join(ps, ", "))
+		bound := "—"
+		if c.Bound > 0 {
+			bound = fmt.Sprintf("%.3f", c.Bound)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %.2f%s | %.2f%s | %.3f | %s | %s | %s | %.2f | %s |\n", c.Name, max(1, c.Runs), c.CapacityMbps, c.CI95.text("capacity_mbps"),
+			c.GoodputMbps, c.CI95.text("goodput_mbps"), c.Delivered, bound, owd, loss, c.CPUCores, strings.Join(ps, ", "))
 	}
 	b.WriteString("\nCapacity is what the emulator's bottlenecks could serve edge→concentrator during the traffic window (emu.CapacityBits: " +
 		"trace capacity less outages, IP bytes). UDP goodput counts inner IP packets (1200 bytes) received; bondd's and QUIC's headers " +
-		"(about 5 % of a 1200-byte packet) come out of the same capacity. TCP goodput is iperf3's received payload rate.\n")
+		"(about 5 % of a 1200-byte packet) come out of the same capacity. TCP goodput is iperf3's received payload rate. " +
+		"CPU cores is the bench process's CPU time over the traffic time: the sender, both bonds and the relays run in it (iperf3 does not). " +
+		"The fluid bound is the most of the capacity that the constant offered rate could use: an ideal scheduler feeding every link from one " +
+		"queue of up to 200 ms of the offered load, in 10-ms steps (what a link could carry while that queue was empty is lost to any scheduler).\n")
+	if len(busy) > 0 {
+		fmt.Fprintf(&b, "\n**The host's CPU limited %s** (≥ %.0f %% of its %d cores busy): the figures measure the host as much as the bond; "+
+			"--link-scale runs the same links at a fraction of their capacity.\n", strings.Join(busy, ", "), 100*cpuBoundShare, r.CPUs)
+	}
 	b.WriteString(targetsMarkdown(r.Targets))
 	return b.String()
 }

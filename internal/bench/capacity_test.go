@@ -108,6 +108,24 @@ func TestCapacityScenario(t *testing.T) {
 	if !slices.Equal(real, want) {
 		t.Errorf("configurations of the scenario %v, want %v", real, want)
 	}
+	// --link-scale scales every path's capacity over any window.
+	quarter, err := capacityScenario(Options{Traces: emu.DefaultTracesDir(), Seed: 1, LinkScale: 0.25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := windowCapacity(sc, 1, 3*time.Second, 13*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scaled, err := windowCapacity(quarter, 1, 3*time.Second, 13*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range full {
+		if full[i] <= 0 || math.Abs(scaled[i]-0.25*full[i]) > 0.01*full[i] {
+			t.Errorf("%s: %.2f Mbit/s scaled by 0.25 gave %.2f", sc.Paths[i].Name, full[i], scaled[i])
+		}
+	}
 }
 
 // TestBenchCapacity is the smoke test of bench capacity: bond-udp for a
@@ -165,5 +183,40 @@ func TestBenchCapacity(t *testing.T) {
 		if c["skipped"] != nil || good <= 0 || good > capMbps*(float64(d)+drainMax)/float64(d) {
 			t.Errorf("%s: goodput %v Mbit/s over %v Mbit/s of capacity (%v)", n, good, capMbps, c["skipped"])
 		}
+	}
+}
+
+// TestFluidBound checks the ideal scheduler's share on links whose
+// capacity is known in closed form.
+func TestFluidBound(t *testing.T) {
+	steady := emu.LinkConfig{Rate: 10 * emu.Mbps}
+	onOff := emu.LinkConfig{Series: &emu.Series{Name: "on-off", Interval: time.Second, Rate: []emu.BitRate{20 * emu.Mbps, 0}}}
+	path := func(l emu.LinkConfig) emu.PathModel { return emu.PathModel{Name: "p", Up: l, Down: l} }
+	cases := []struct {
+		name    string
+		paths   []emu.PathModel
+		offered float64 // Mbit/s
+		want    float64
+	}{
+		{"steady link, offered = capacity", []emu.PathModel{path(steady)}, 10, 1},
+		{"two steady links, offered = Σ", []emu.PathModel{path(steady), path(steady)}, 20, 1},
+		{"steady link, offered half", []emu.PathModel{path(steady)}, 5, 0.5},
+		// On for 1 s at 20, off for 1 s; offered 10 = the mean: each on
+		// second serves its own 10 and the 200 ms of the off second the
+		// queue kept, 12 of the 20 it could; the first, with nothing
+		// kept, 10: (10 + 4 × 12) / 100.
+		{"on-off link, offered = mean", []emu.PathModel{path(onOff)}, 10, 0.58},
+		{"nothing offered", []emu.PathModel{path(steady)}, 0, 0},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := fluidBound(emu.Scenario{Paths: tt.paths}, 1, 0, 10*time.Second, tt.offered, 200*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(got-tt.want) > 0.01 {
+				t.Errorf("bound %.4f, want %.2f", got, tt.want)
+			}
+		})
 	}
 }
