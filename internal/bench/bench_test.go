@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -627,5 +630,30 @@ func TestBenchLanes(t *testing.T) {
 	}
 	if ts, _ := rep["targets"].([]any); len(ts) != 4 {
 		t.Errorf("%d targets, want 4", len(ts))
+	}
+}
+
+// TestVideoEmit: a packet the host refuses is counted and its frame lost;
+// a closed socket ends the run.
+func TestVideoEmit(t *testing.T) {
+	cases := []struct {
+		name    string
+		err     error
+		wantErr bool
+		counted int
+	}{
+		{"sent", nil, false, 0},
+		{"message too long", fmt.Errorf("write udp: %w", syscall.EMSGSIZE), false, 1},
+		{"no buffer space", syscall.ENOBUFS, false, 1},
+		{"closed", fmt.Errorf("write udp: %w", net.ErrClosed), true, 0},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			v := &videoFlow{}
+			err := v.emit(func([]byte) error { return tt.err })([]byte{1})
+			if (err != nil) != tt.wantErr || v.sendErrors != tt.counted {
+				t.Errorf("err %v, %d counted; want error %v, %d counted", err, v.sendErrors, tt.wantErr, tt.counted)
+			}
+		})
 	}
 }

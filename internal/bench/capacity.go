@@ -112,24 +112,22 @@ func capConfigNames() []string {
 
 // capResult is one capacity configuration in results.json.
 type capResult struct {
-	Name         string  `json:"name"`
-	Description  string  `json:"description"`
-	CapacityMbps float64 `json:"capacity_mbps"` // Σ of the bed's links' capacity during the traffic window (edge→concentrator)
-	GoodputMbps  float64 `json:"goodput_mbps"`  // UDP: inner IP bytes received / duration; TCP: iperf3's received payload rate
-	Delivered    float64 `json:"delivered"`     // goodput / capacity
-	OfferedMbps  float64 `json:"offered_mbps,omitempty"`
-	// Bound is the share of the capacity that constant-rate UDP at
-	// OfferedMbps could get through at best (fluidBound): UDP only.
-	Bound      float64   `json:"fluid_bound,omitempty"`
-	OWDms      *owdStats `json:"owd_ms,omitempty"`    // UDP only
-	LossRate   float64   `json:"loss_rate,omitempty"` // UDP only: packets not received / sent
-	QueueDrops uint64    `json:"queue_drops"`         // datagrams dropped from bondd's send queues
-	CPUCores   float64   `json:"cpu_cores"`           // the bench process's CPU time over the traffic time: sender, both bonds and relays
-	PathsMbps  []capPath `json:"paths"`               // per link of the bed
-	Skipped    string    `json:"skipped,omitempty"`   // why the configuration did not run
-	Runs       int       `json:"runs,omitempty"`      // runs the medians are taken over
-	CI95       ciMap     `json:"ci95,omitempty"`      // 95 % bootstrap intervals of the medians
-	owdSamples []float64 // sorted one-way delays, ms (for the CDF)
+	Name         string    `json:"name"`
+	Description  string    `json:"description"`
+	CapacityMbps float64   `json:"capacity_mbps"` // Σ of the bed's links' capacity during the traffic window (edge→concentrator)
+	GoodputMbps  float64   `json:"goodput_mbps"`  // UDP: inner IP bytes received / duration; TCP: iperf3's received payload rate
+	Delivered    float64   `json:"delivered"`     // goodput / capacity
+	OfferedMbps  float64   `json:"offered_mbps,omitempty"`
+	Bound        float64   `json:"fluid_bound,omitempty"` // UDP only: the most of the capacity that OfferedMbps could use (fluidBound)
+	OWDms        *owdStats `json:"owd_ms,omitempty"`      // UDP only
+	LossRate     float64   `json:"loss_rate,omitempty"`   // UDP only: packets not received / sent
+	QueueDrops   uint64    `json:"queue_drops"`           // datagrams dropped from bondd's send queues
+	CPUCores     float64   `json:"cpu_cores"`             // the bench process's CPU time over the traffic time: sender, both bonds and relays
+	PathsMbps    []capPath `json:"paths"`                 // per link of the bed
+	Skipped      string    `json:"skipped,omitempty"`     // why the configuration did not run
+	Runs         int       `json:"runs,omitempty"`        // runs the medians are taken over
+	CI95         ciMap     `json:"ci95,omitempty"`        // 95 % bootstrap intervals of the medians
+	owdSamples   []float64 // sorted one-way delays, ms (for the CDF)
 }
 
 // capPath is one link of a capacity bed.

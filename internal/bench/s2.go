@@ -167,6 +167,9 @@ type s2Result struct {
 	CodingRate   float64             `json:"coding_rate"` // adaptive FEC, k/(k+r)
 	Recovered    uint64              `json:"recovered"`
 	QueueDrops   uint64              `json:"queue_drops"`
+	SendErrors   int                 `json:"send_errors"`         // video packets the sender's host refused (EMSGSIZE, ...)
+	MTUChanges   uint64              `json:"mtu_changes"`         // the edge bond's MTU changes by path MTU discovery
+	ICMPSent     uint64              `json:"icmp_sent"`           // "fragmentation needed" replies the edge wrote into its TUN
 	RuleHits     []tunnel.RuleHits   `json:"rule_hits,omitempty"` // packets each rule matched on the edge
 	Paths        []benchPath         `json:"paths"`
 	Runs         int                 `json:"runs"` // runs the numbers are medians over (buffer_ms: over their windows)
@@ -444,6 +447,7 @@ func runS2Config(ctx context.Context, o Options, sc emu.Scenario, c s2Config, ou
 		FCTByTypeMs: map[string]fctStats{"IDR": summariseFCT(vs.fctI), "P": summariseFCT(vs.fctP)},
 		BufferMs:    vs.bufferMs, BufferMaxMs: vs.bufferMaxMs, BufferRunMs: vs.bufferWholeMs, Windows: vs.windows,
 		Frames: vs.frames, FramesLost: vs.lost, WireBytes: run.wireBytes, QueueDrops: run.queueDrops,
+		SendErrors: vs.sendErrors, MTUChanges: run.edge1.MTUChanges - run.edge0.MTUChanges, ICMPSent: run.edge1.ICMPSent - run.edge0.ICMPSent,
 		Paths: run.paths(), video: vs}
 	for _, p := range res.Paths {
 		if p.Name == s2Metered {
@@ -456,6 +460,10 @@ func runS2Config(ctx context.Context, o Options, sc emu.Scenario, c s2Config, ou
 	}
 	fmt.Fprintf(out, "  %-16s %s: FCT p50 %.1f / p99 %.1f / p99.9 %.1f ms, buffer %.1f ms, metered %.1f %%, %d/%d frames lost\n",
 		c.name, run.mode, res.FCTms.P50, res.FCTms.P99, res.FCTms.P999, res.BufferMs, 100*res.MeteredShare, res.FramesLost, res.Frames)
+	if res.SendErrors > 0 || res.MTUChanges > 0 {
+		fmt.Fprintf(out, "  %-16s warning: the bond's MTU changed %d times, %d \"fragmentation needed\" replies, the sender's host refused %d packets\n",
+			c.name, res.MTUChanges, res.ICMPSent, res.SendErrors)
+	}
 	return res, run.mode, nil
 }
 

@@ -26,7 +26,9 @@ package bench
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"time"
 
@@ -269,7 +271,8 @@ type videoFlow struct {
 	pk     *videoPacketiser
 	start  time.Time
 
-	sentAt []int64 // sender's: Unix ns when frame i's first packet was sent; 0: not sent
+	sentAt     []int64 // sender's: Unix ns when frame i's first packet was sent; 0: not sent
+	sendErrors int     // sender's: packets the host refused to send (their frames are lost)
 
 	got    []bool  // receiver's, by packet index of the run
 	count  []int32 // receiver's, packets of frame i received
@@ -299,11 +302,27 @@ func (v *videoFlow) send(ctx context.Context, bed *demo.Bed, start time.Time) er
 			return err
 		}
 		v.sentAt[i] = time.Now().UnixNano()
-		if err := v.pk.frame(i, &v.frames[i], bed.Send); err != nil {
+		if err := v.pk.frame(i, &v.frames[i], v.emit(bed.Send)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// emit returns send as the packetiser's emit: a packet the host refuses
+// (EMSGSIZE after an ICMP "fragmentation needed" from the tunnel lowered
+// the path MTU, ENOBUFS, an ICMP error on the connected socket) is
+// counted in sendErrors and its frame is lost, as it would be for a
+// legacy sender; only a closed socket ends the run.
+func (v *videoFlow) emit(send func([]byte) error) func([]byte) error {
+	return func(p []byte) error {
+		err := send(p)
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			v.sendErrors++
+			return nil
+		}
+		return err
+	}
 }
 
 // deliver records one received RTP packet: the frame by its RTP timestamp,
@@ -333,6 +352,7 @@ func (v *videoFlow) deliver(p []byte, now time.Time) {
 type videoStats struct {
 	fctAll, fctI, fctP []float64 // frame completion times of complete frames, ms, sorted
 	frames, lost       int       // frames sent, frames incomplete at the end
+	sendErrors         int       // packets the host refused to send
 	bufferMs           float64   // median over windows of the minimum playback buffer, ms
 	bufferMaxMs        float64   // the largest window's
 	bufferWholeMs      float64   // over the whole run as one window
@@ -362,7 +382,7 @@ const videoBufferWindow = 10 * time.Second
 // 2's "minimum-maximum buffer" of the live evaluation (§5.1, A.6.2). Lost
 // frames are skipped (concealed), not waited for.
 func (v *videoFlow) stats() videoStats {
-	s := videoStats{frames: len(v.frames)}
+	s := videoStats{frames: len(v.frames), sendErrors: v.sendErrors}
 	perWindow := int(videoBufferWindow / videoFrameInterval)
 	var bufs []float64
 	lo, hi, inWin := 0.0, 0.0, 0
