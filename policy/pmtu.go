@@ -21,7 +21,10 @@ import (
 //     §14.1), which holds Max. Black-hole detection (§4.3) runs: when
 //     BlackHoleLosses datagrams larger than Base are declared lost in a
 //     row, with no datagram at least as large as the smallest of them
-//     acknowledged meanwhile, while the peer acknowledges smaller packets,
+//     acknowledged meanwhile and no smaller packet declared lost with
+//     them (PMTUSample.LostSmall), over at least two smoothed RTTs (100 ms
+//     or more: a burst that overflowed a byte-limited queue is over by
+//     then), while the peer acknowledges smaller packets,
 //     the path is in a black hole for large datagrams: the budget falls to
 //     Base at once (BASE). So does [PMTU.OnSuspect], for a hole that eats
 //     every ack-eliciting packet (QUIC then declares nothing lost); until
@@ -129,6 +132,14 @@ type PMTUSample struct {
 	// Lost counts the datagrams larger than [PMTU.Watch] declared lost;
 	// LostMin is the smallest of them.
 	Lost, LostMin int
+	// LostSmall counts the packets declared lost whose datagrams were not
+	// larger than Watch's lower bound (or that carried none). Small and
+	// large packets lost together are an outage or a queue overflowing (a
+	// Starlink reconfiguration), not a size the path refuses: such a
+	// sample's large losses do not count toward a black hole, and the run
+	// starts again (RFC 8899 §4.3: a black hole is to be told from
+	// congestion).
+	LostSmall int
 }
 
 // PMTUCause says why a path's budget last changed.
@@ -202,6 +213,7 @@ type PMTU struct {
 	run struct {
 		n, min int
 		alive  bool
+		since  time.Time // the run's first loss
 	}
 	// suspectRun is run.n when OnSuspect cleared it: losses that count
 	// as the black hole's if the search confirms one.
@@ -242,12 +254,14 @@ func (m *PMTU) Budget() int {
 }
 
 // Confirmed returns the budget, bytes, that evidence supports: Budget,
-// except after [PMTU.OnSuspect] while nothing is confirmed (BASE, or
-// ERROR with no answer at all), where
-// nothing says the path carries less than Max (a plain outage looks the
-// same), so Max. The bond's MTU follows it; the scheduler follows Budget.
+// except where nothing says the path carries less than Max — after
+// [PMTU.OnSuspect] while nothing is confirmed (BASE, or ERROR with no
+// answer at all: a plain outage looks the same), and in a SEARCH in which
+// no size has failed yet (acknowledged datagrams raise the budget toward
+// Max before Max is probed) — so Max. The bond's MTU follows it; the
+// scheduler follows Budget.
 func (m *PMTU) Confirmed() int {
-	if m.suspected {
+	if m.suspected || m.state == PMTUSearch && m.hi > m.cfg.Max {
 		return m.cfg.Max
 	}
 	return m.Budget()
@@ -430,11 +444,20 @@ func (m *PMTU) observe(now time.Time, s PMTUSample) {
 		return
 	}
 	if m.state == PMTUSearchComplete && !m.raising {
+		if s.LostSmall > 0 {
+			// Every size was lost: no evidence about size. The run
+			// starts again.
+			m.run.n, m.run.min = 0, 0
+			return
+		}
+		if m.run.n == 0 {
+			m.run.since = now
+		}
 		if m.run.n == 0 || s.LostMin < m.run.min {
 			m.run.min = s.LostMin
 		}
 		m.run.n += s.Lost
-		if m.run.n >= m.cfg.BlackHoleLosses && m.run.alive {
+		if m.run.n >= m.cfg.BlackHoleLosses && m.run.alive && now.Sub(m.run.since) >= m.holdRun() {
 			m.blackHole(now)
 		}
 		return
@@ -445,6 +468,16 @@ func (m *PMTU) observe(now time.Time, s PMTUSample) {
 	if m.sent > 0 && now.Sub(m.candAt) >= m.srtt {
 		m.failed += s.Lost
 	}
+}
+
+// holdRun is how long a run of large losses must last before it is a
+// black hole: two smoothed RTTs, at least PMTUProbeTimeoutMin. A black
+// hole goes on losing what the path sends it; a drop-tail queue that a
+// burst overflowed (a byte-limited queue refuses large packets first and
+// still takes small ones) has drained by then, and a datagram as large
+// arrives and ends the run.
+func (m *PMTU) holdRun() time.Duration {
+	return max(2*m.srtt, PMTUProbeTimeoutMin)
 }
 
 // blackHole enters BASE on a black hole (RFC 8899 §4.3, §5.2).

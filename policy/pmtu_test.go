@@ -69,6 +69,8 @@ func (s *pmtuSim) step() {
 				smp.LostMin = o.size
 			}
 			smp.Lost++
+		case o.size <= above:
+			smp.LostSmall++
 		}
 	}
 	s.pending = keep
@@ -288,7 +290,10 @@ func TestPMTUHoleLosses(t *testing.T) {
 				return m.Tick(now, srtt, s)
 			}
 			tick(PMTUSample{Acked: true, DeliveredMax: 300})
-			tick(PMTUSample{Acked: true, Lost: c.lostRun, LostMin: maxSize})
+			// The run, over the black hole's hold (PMTU.holdRun).
+			tick(PMTUSample{Acked: true, Lost: c.lostRun - 1, LostMin: maxSize})
+			now = now.Add(PMTUProbeTimeoutMin)
+			tick(PMTUSample{Acked: true, Lost: 1, LostMin: maxSize})
 			if !c.suspect {
 				if m.State() != PMTUBase || m.HoleLosses() != c.want {
 					t.Fatalf("state %s, hole losses %d; want BASE, %d", m.State(), m.HoleLosses(), c.want)
@@ -314,5 +319,73 @@ func TestPMTUHoleLosses(t *testing.T) {
 				t.Fatalf("hole losses %d (%s, budget %d), want %d", m.HoleLosses(), m.State(), m.Budget(), c.want)
 			}
 		})
+	}
+}
+
+// TestPMTUMixedLoss: losses of every size at once (an outage) are no
+// evidence about size, and a run of large losses shorter than the hold (a
+// burst that overflowed a byte-limited queue) is no black hole.
+func TestPMTUMixedLoss(t *testing.T) {
+	const base, maxSize, srtt = 1163, 1322, 10 * time.Millisecond
+	cases := []struct {
+		name      string
+		samples   []PMTUSample
+		wantState PMTUState
+	}{
+		{"large only, over 110 ms: a black hole", []PMTUSample{
+			{Acked: true, Lost: 25, LostMin: maxSize},
+			{Acked: true, Lost: 5, LostMin: maxSize}}, PMTUBase},
+		{"large only, at once: a burst, not yet a black hole", []PMTUSample{{Acked: true, Lost: 30, LostMin: maxSize}}, PMTUSearchComplete},
+		{"a burst, then a large datagram arrives", []PMTUSample{
+			{Acked: true, Lost: 30, LostMin: maxSize},
+			{Acked: true, DeliveredMax: maxSize}}, PMTUSearchComplete},
+		{"large and small together: an outage", []PMTUSample{
+			{Acked: true, Lost: 30, LostMin: maxSize, LostSmall: 2},
+			{Acked: true, Lost: 30, LostMin: maxSize, LostSmall: 1}}, PMTUSearchComplete},
+		{"an outage, then large only: the run starts again", []PMTUSample{
+			{Acked: true, Lost: 4, LostMin: maxSize, LostSmall: 1},
+			{Acked: true, Lost: 4, LostMin: maxSize}}, PMTUSearchComplete},
+		{"an outage, then five large over 110 ms", []PMTUSample{
+			{Acked: true, Lost: 4, LostMin: maxSize, LostSmall: 1},
+			{Acked: true, Lost: 3, LostMin: maxSize},
+			{Acked: true, Lost: 2, LostMin: maxSize}}, PMTUBase},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			now := time.Unix(1_700_000_000, 0)
+			m := NewPMTU(PMTUConfig{Base: base, Max: maxSize}, now)
+			for _, s := range tt.samples {
+				now = now.Add(110 * time.Millisecond) // > the run's hold, max(2 sRTT, 100 ms)
+				m.Tick(now, srtt, s)
+			}
+			if m.State() != tt.wantState {
+				t.Errorf("state %s, want %s (%s)", m.State(), tt.wantState, m.Reason())
+			}
+		})
+	}
+}
+
+// TestPMTUConfirmedDuringSearch: after a suspicion, datagrams acknowledged
+// on the way up do not lower the confirmed budget (the bond's MTU) until
+// a size has failed.
+func TestPMTUConfirmedDuringSearch(t *testing.T) {
+	const base, maxSize, srtt = 1163, 1322, 10 * time.Millisecond
+	now := time.Unix(1_700_000_000, 0)
+	m := NewPMTU(PMTUConfig{Base: base, Max: maxSize}, now)
+	tick := func(s PMTUSample) int {
+		now = now.Add(5 * time.Millisecond)
+		return m.Tick(now, srtt, s)
+	}
+	m.OnSuspect(now)
+	tick(PMTUSample{Acked: true, DeliveredMax: base}) // Base confirmed: SEARCH
+	tick(PMTUSample{Acked: true, DeliveredMax: 1226})
+	if m.State() != PMTUSearch || m.Budget() != 1226 || m.Confirmed() != maxSize {
+		t.Fatalf("state %s, budget %d, confirmed %d; want SEARCH, 1226, %d", m.State(), m.Budget(), m.Confirmed(), maxSize)
+	}
+	for range 60 { // Max's probes are lost, smaller datagrams arrive
+		tick(PMTUSample{Acked: true, DeliveredMax: 1000, Lost: 1, LostMin: maxSize})
+	}
+	if m.Budget() >= maxSize || m.Confirmed() != m.Budget() {
+		t.Fatalf("after Max failed: state %s, budget %d, confirmed %d", m.State(), m.Budget(), m.Confirmed())
 	}
 }

@@ -55,10 +55,12 @@ var pmtuProbe [1452]byte
 type pathPMTU struct {
 	// Outcomes since the last tick, written by the recorders of the
 	// path's connections: an acknowledgement seen, the largest datagram
-	// acknowledged, the datagrams lost in (above, upTo] and the smallest.
+	// acknowledged, the datagrams lost in (above, upTo] and the smallest,
+	// and the packets lost at or below above.
 	acked         atomic.Bool
 	dlvMax        atomic.Int64
 	lost, lostMin atomic.Int64
+	lostSmall     atomic.Int64 // packets lost whose datagrams were at most above (or none)
 	above, upTo   atomic.Int64 // the machine's Watch
 	// budget is the machine's Budget, bytes: read per packet; confirmed
 	// its Confirmed, which the bond's MTU follows.
@@ -108,7 +110,11 @@ func (pm *pathPMTU) onDelivered(size int) {
 // onLost records a lost packet whose largest datagram was size bytes.
 func (pm *pathPMTU) onLost(size int) {
 	s := int64(size)
-	if s <= pm.above.Load() || s > pm.upTo.Load() {
+	if s <= pm.above.Load() {
+		pm.lostSmall.Add(1)
+		return
+	}
+	if s > pm.upTo.Load() {
 		return
 	}
 	pm.lost.Add(1)
@@ -169,7 +175,7 @@ func (p *path) pmtuTick(l *lane, conn *quic.Conn, now time.Time) {
 	}
 	pm.tickAt = now
 	s := policy.PMTUSample{Acked: pm.acked.Swap(false), DeliveredMax: int(pm.dlvMax.Swap(0)),
-		Lost: int(pm.lost.Swap(0)), LostMin: int(pm.lostMin.Swap(0))}
+		Lost: int(pm.lost.Swap(0)), LostMin: int(pm.lostMin.Swap(0)), LostSmall: int(pm.lostSmall.Swap(0))}
 	before, confBefore, lostBefore := pm.m.Budget(), pm.m.Confirmed(), pm.m.HoleLosses()
 	// Large datagrams unanswered for the liveness bound while the peer
 	// may still be heard (a one-way black hole leaves the peer's own
