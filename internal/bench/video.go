@@ -297,12 +297,13 @@ func (v *videoFlow) send(ctx context.Context, bed *demo.Bed, start time.Time) er
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	timer.Stop()
+	emit := v.emit(bed.Send)
 	for i := range v.frames {
 		if err := sleepUntil(ctx, start.Add(time.Duration(i)*videoFrameInterval), timer); err != nil {
 			return err
 		}
 		v.sentAt[i] = time.Now().UnixNano()
-		if err := v.pk.frame(i, &v.frames[i], v.emit(bed.Send)); err != nil {
+		if err := v.pk.frame(i, &v.frames[i], emit); err != nil {
 			return err
 		}
 	}
