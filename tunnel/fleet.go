@@ -150,15 +150,7 @@ func (m *moveSignal) fire() {
 // cancelOnMove calls cancel when the edge moves to another node, until
 // the returned stop is called.
 func (e *Edge) cancelOnMove(cancel context.CancelFunc) (stop func()) {
-	mv, done := e.moved.wait(), make(chan struct{})
-	go func() {
-		select {
-		case <-mv:
-			cancel()
-		case <-done:
-		}
-	}()
-	return func() { close(done) }
+	return cancelWhen(e.moved.wait(), cancel)
 }
 
 // Concentrator returns the node the edge's paths dial now:

@@ -85,9 +85,8 @@ func benchConfigs(t *testing.T, rep map[string]any, keys ...string) map[string]m
 	return by
 }
 
-// checkPlots checks that dir/PlotsFile holds the named plots, each with
-// at least one line of points.
-func checkPlots(t *testing.T, dir string, names ...string) {
+// readPlots reads dir/PlotsFile.
+func readPlots(t *testing.T, dir string) Plots {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, PlotsFile))
 	if err != nil {
@@ -97,6 +96,14 @@ func checkPlots(t *testing.T, dir string, names ...string) {
 	if err := json.Unmarshal(b, &ps); err != nil {
 		t.Fatal(err)
 	}
+	return ps
+}
+
+// checkPlots checks that dir/PlotsFile holds the named plots, each with
+// at least one line of points.
+func checkPlots(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	ps := readPlots(t, dir)
 	by := map[string]CDFPlot{}
 	for _, p := range ps.Plots {
 		by[p.Name] = p
@@ -273,14 +280,7 @@ func TestBenchS2Paper(t *testing.T) {
 			t.Errorf("%s: frame completion %v", n, f)
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(dir, PlotsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ps Plots
-	if err := json.Unmarshal(b, &ps); err != nil {
-		t.Fatal(err)
-	}
+	ps := readPlots(t, dir)
 	if len(ps.Boxes) != 1 || ps.Boxes[0].Name != "s2-buffer-box" || len(ps.Boxes[0].Series) != 2 || len(ps.Boxes[0].Series[0].Values) != 2 {
 		t.Errorf("box plots %+v", ps.Boxes)
 	}

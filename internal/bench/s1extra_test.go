@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -151,14 +150,7 @@ func TestBenchS1Sweep(t *testing.T) {
 	if f := rep["pareto"].([]any); len(f) != 1 || f[0] != "a2-k10" {
 		t.Errorf("pareto %v", f)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, PlotsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ps Plots
-	if err := json.Unmarshal(b, &ps); err != nil {
-		t.Fatal(err)
-	}
+	ps := readPlots(t, dir)
 	if len(ps.Lines) != 1 || ps.Lines[0].Name != "s1-sweep-pareto" || len(ps.Lines[0].Series) < 2 {
 		t.Errorf("plots %+v", ps.Lines)
 	}
