@@ -22,7 +22,7 @@ import (
 //     BlackHoleLosses datagrams larger than Base are declared lost in a
 //     row, with no datagram at least as large as the smallest of them
 //     acknowledged meanwhile and no smaller packet declared lost with
-//     them (PMTUSample.LostSmall), over at least two smoothed RTTs (100 ms
+//     them (PMTUSample.LostSmall), over at least two smoothed RTTs (10 ms
 //     or more: a burst that overflowed a byte-limited queue is over by
 //     then), while the peer acknowledges smaller packets,
 //     the path is in a black hole for large datagrams: the budget falls to
@@ -471,14 +471,19 @@ func (m *PMTU) observe(now time.Time, s PMTUSample) {
 }
 
 // holdRun is how long a run of large losses must last before it is a
-// black hole: two smoothed RTTs, at least PMTUProbeTimeoutMin. A black
-// hole goes on losing what the path sends it; a drop-tail queue that a
-// burst overflowed (a byte-limited queue refuses large packets first and
-// still takes small ones) has drained by then, and a datagram as large
-// arrives and ends the run.
+// black hole: two smoothed RTTs, at least PMTUHoldMin. A black hole goes
+// on losing what the path sends it; a drop-tail queue that a burst
+// overflowed (a byte-limited queue refuses large packets first and still
+// takes small ones) has drained by then, and a datagram as large arrives
+// and ends the run.
 func (m *PMTU) holdRun() time.Duration {
-	return max(2*m.srtt, PMTUProbeTimeoutMin)
+	return max(2*m.srtt, PMTUHoldMin)
 }
+
+// PMTUHoldMin is the shortest run of large losses that is a black hole:
+// on a sub-millisecond path the traffic leaves a hole within a few tens of
+// milliseconds, and the losses must be explained by then.
+const PMTUHoldMin = 10 * time.Millisecond
 
 // blackHole enters BASE on a black hole (RFC 8899 §4.3, §5.2).
 func (m *PMTU) blackHole(now time.Time) {

@@ -292,7 +292,7 @@ func TestPMTUHoleLosses(t *testing.T) {
 			tick(PMTUSample{Acked: true, DeliveredMax: 300})
 			// The run, over the black hole's hold (PMTU.holdRun).
 			tick(PMTUSample{Acked: true, Lost: c.lostRun - 1, LostMin: maxSize})
-			now = now.Add(PMTUProbeTimeoutMin)
+			now = now.Add(2 * srtt) // the run's hold
 			tick(PMTUSample{Acked: true, Lost: 1, LostMin: maxSize})
 			if !c.suspect {
 				if m.State() != PMTUBase || m.HoleLosses() != c.want {
@@ -332,7 +332,7 @@ func TestPMTUMixedLoss(t *testing.T) {
 		samples   []PMTUSample
 		wantState PMTUState
 	}{
-		{"large only, over 110 ms: a black hole", []PMTUSample{
+		{"large only, over 25 ms: a black hole", []PMTUSample{
 			{Acked: true, Lost: 25, LostMin: maxSize},
 			{Acked: true, Lost: 5, LostMin: maxSize}}, PMTUBase},
 		{"large only, at once: a burst, not yet a black hole", []PMTUSample{{Acked: true, Lost: 30, LostMin: maxSize}}, PMTUSearchComplete},
@@ -345,7 +345,7 @@ func TestPMTUMixedLoss(t *testing.T) {
 		{"an outage, then large only: the run starts again", []PMTUSample{
 			{Acked: true, Lost: 4, LostMin: maxSize, LostSmall: 1},
 			{Acked: true, Lost: 4, LostMin: maxSize}}, PMTUSearchComplete},
-		{"an outage, then five large over 110 ms", []PMTUSample{
+		{"an outage, then five large over 25 ms", []PMTUSample{
 			{Acked: true, Lost: 4, LostMin: maxSize, LostSmall: 1},
 			{Acked: true, Lost: 3, LostMin: maxSize},
 			{Acked: true, Lost: 2, LostMin: maxSize}}, PMTUBase},
@@ -355,7 +355,7 @@ func TestPMTUMixedLoss(t *testing.T) {
 			now := time.Unix(1_700_000_000, 0)
 			m := NewPMTU(PMTUConfig{Base: base, Max: maxSize}, now)
 			for _, s := range tt.samples {
-				now = now.Add(110 * time.Millisecond) // > the run's hold, max(2 sRTT, 100 ms)
+				now = now.Add(25 * time.Millisecond) // > the run's hold, max(2 sRTT, 10 ms)
 				m.Tick(now, srtt, s)
 			}
 			if m.State() != tt.wantState {
