@@ -175,6 +175,58 @@ func (p *Path) HasWindow() bool {
 	return cwnd == 0 || p.queueB.Load()+p.inflight.Load() < cwnd
 }
 
+// sendDelay estimates the one-way delay of a packet sent on the path now
+// from the sender's own state (RFC 9002 §5): half the minimum RTT
+// (propagation) plus the queueing delay (queueDelay); 0 before the first
+// sample. The pickers rank paths without rate control by it rather than
+// by the smoothed RTT: the earliest-arrival choice of ECF (Lim et al.,
+// "ECF: An MPTCP Path Scheduler to Manage Heterogeneous Paths", CoNEXT
+// 2017), so a fast path whose bottleneck holds a standing queue longer
+// than the one-way gap to a slower path stops being the first choice.
+func (p *Path) sendDelay() time.Duration {
+	srtt := p.SmoothedRTT()
+	if srtt <= 0 {
+		return 0
+	}
+	return OneWayDelay(p.MinRTT(), srtt, p.queueDelay())
+}
+
+// queueDelay estimates the queueing delay a packet sent on the path now
+// meets, from the sender's state: smoothed_rtt − min_rtt, but at most the
+// time the bytes ahead (queued and in flight) take at cwnd per smoothed
+// RTT, so that an idle path has none, whatever its last samples said
+// (they also carry the peer's ACK delay for lone packets: 10 ms and more
+// above the minimum RTT on an idle emulated path).
+func (p *Path) queueDelay() time.Duration {
+	srtt := p.SmoothedRTT()
+	queue := srtt - p.MinRTT()
+	if cwnd := p.cwnd.Load(); cwnd > 0 {
+		ahead := p.queueB.Load() + p.inflight.Load()
+		queue = min(queue, time.Duration(float64(srtt)*float64(ahead)/float64(cwnd)))
+	}
+	return max(queue, 0)
+}
+
+// QueueFullMin is the least standing queue that makes a path full for the
+// default scheduler (Path.Saturated): 10 ms.
+const QueueFullMin = 10 * time.Millisecond
+
+// Saturated reports whether the path's bottleneck holds a standing queue
+// (queueDelay) of at least max(QueueFullMin, min_rtt/2): more sent on it
+// now only waits in that queue, and a path with room should take it.
+// LowestRTT and RateSpread treat a saturated path as one without window
+// room. It matters when the inner flow paces itself below the congestion
+// window quic-go grew in slow start (TCP BBR does: its bandwidth probes
+// would go into the fast path's queue, it would see no more bandwidth and
+// never spill onto the other paths). Always false for a rate-controlled
+// path, whose pacer keeps the queue (pathrate.go).
+func (p *Path) Saturated() bool {
+	if p.rate.on.Load() || p.SmoothedRTT() <= 0 {
+		return false
+	}
+	return p.queueDelay() >= max(QueueFullMin, p.MinRTT()/2)
+}
+
 // ExpectedDelivery estimates how long a packet queued now takes to reach the
 // peer: the bytes ahead of it (queued plus in flight) drained at the path's
 // rate, cwnd per smoothed RTT, plus half the smoothed RTT (the one-way

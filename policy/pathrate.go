@@ -118,9 +118,20 @@ func (p *Path) rateExpectedDelivery(now time.Time) time.Duration {
 }
 
 // pickLess orders two paths for the pickers: by expected delivery when
-// both are rate-controlled and have an RTT sample, else by smoothed RTT
-// (rttLess).
+// both are rate-controlled and have an RTT sample, else by the one-way
+// delay a packet sent now can expect (sendDelay; rttLess puts a path
+// without a sample last).
 func pickLess(a, b *Path, now time.Time) bool {
+	if a.RateControlled() && b.RateControlled() && a.SmoothedRTT() > 0 && b.SmoothedRTT() > 0 {
+		return a.expectedDeliveryAt(now) < b.expectedDeliveryAt(now)
+	}
+	return rttLess(a.sendDelay(), b.sendDelay())
+}
+
+// baselineLess is pickLess for the baseline schedulers (MinRTT, BLEST),
+// which their papers define on the smoothed RTT: by expected delivery when
+// both paths are rate-controlled, else by smoothed RTT.
+func baselineLess(a, b *Path, now time.Time) bool {
 	if a.RateControlled() && b.RateControlled() && a.SmoothedRTT() > 0 && b.SmoothedRTT() > 0 {
 		return a.expectedDeliveryAt(now) < b.expectedDeliveryAt(now)
 	}

@@ -10,14 +10,16 @@ type Picker interface {
 	Pick(paths []*Path, now time.Time, out []int) int
 }
 
-// LowestRTT sends each packet on the ACTIVE path with the lowest smoothed
-// RTT whose congestion window has room (queued plus in-flight bytes below
-// cwnd), so a path's send queue does not grow while another path could send
-// at once. When no path has window room it picks the path with the earliest
-// expected delivery (Path.ExpectedDelivery), which spreads a load above any
-// one path's rate in proportion to the paths' rates. DEGRADED paths are used
-// only when no path is ACTIVE. Rate-controlled paths (pathrate.go) are
-// ranked by expected delivery, loss included, instead of smoothed RTT. It is the default scheduler
+// LowestRTT sends each packet on the ACTIVE path with the lowest expected
+// one-way delay (half the minimum RTT plus the standing queue the smoothed
+// RTT shows) whose congestion window has room (queued plus in-flight bytes
+// below cwnd) and whose bottleneck is not Saturated, so a path's queues do
+// not grow while another path could send at once. When no path has room it
+// picks the path with the earliest expected delivery
+// (Path.ExpectedDelivery), which spreads a load above any one path's rate
+// in proportion to the paths' rates. DEGRADED paths are used only when no
+// path is ACTIVE. Rate-controlled paths (pathrate.go) are ranked by
+// expected delivery, loss included. It is the default scheduler
 // (SchedulerLowestRTT), the base choice under the rules (Select).
 type LowestRTT struct{}
 
@@ -30,7 +32,7 @@ func (LowestRTT) Pick(paths []*Path, now time.Time, out []int) int {
 			if p.Status(now) != want {
 				continue
 			}
-			if p.HasWindow() && p.HasRoom() && (best < 0 || pickLess(p, paths[best], now)) {
+			if p.HasWindow() && !p.Saturated() && p.HasRoom() && (best < 0 || pickLess(p, paths[best], now)) {
 				best = i
 			}
 			if d := p.expectedDeliveryAt(now); bestEDT < 0 || d < bestDelivery {

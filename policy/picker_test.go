@@ -82,3 +82,74 @@ func TestPickAllocs(t *testing.T) {
 		t.Fatalf("Pick allocates %v times", a)
 	}
 }
+
+// TestStandingQueue covers the cwnd view's queueing delay (queueDelay),
+// Saturated and the one-way delay the pickers rank by (sendDelay), and
+// LowestRTT's spill from a fast path whose bottleneck holds a standing
+// queue while its congestion window still has room: the state in which a
+// paced TCP sender (BBR) stayed on one path of two.
+func TestStandingQueue(t *testing.T) {
+	now := time.Unix(1000, 0)
+	ms := time.Millisecond
+	type ps struct {
+		srtt, minRTT     time.Duration
+		cwnd, inflight   int
+		queued           int
+		queue, sendDelay time.Duration // want
+		saturated        bool          // want
+	}
+	// fast: 30 ms base RTT; slow: 90 ms, idle, its sRTT 10 ms above the
+	// minimum (the peer's ACK delay for lone packets).
+	fastQueued := ps{55 * ms, 30 * ms, 200000, 130000, 0, 25 * ms, 40 * ms, true}
+	fastShort := ps{38 * ms, 30 * ms, 200000, 130000, 0, 8 * ms, 23 * ms, false}
+	fastLight := ps{55 * ms, 30 * ms, 200000, 20000, 0, 5500 * time.Microsecond, 20500 * time.Microsecond, false}
+	slowIdle := ps{100 * ms, 90 * ms, 70000, 0, 0, 0, 45 * ms, false}
+	slowFull := ps{100 * ms, 90 * ms, 70000, 70000, 0, 10 * ms, 55 * ms, false}
+	tests := []struct {
+		name  string
+		paths []ps
+		want  int
+	}{
+		{"standing queue: spill to the idle slow path", []ps{fastQueued, slowIdle}, 1},
+		{"short queue: stay on the fast path", []ps{fastShort, slowIdle}, 0},
+		{"light load on a path with old samples: stay", []ps{fastLight, slowIdle}, 0},
+		{"slow path without window: earliest delivery", []ps{fastQueued, slowFull}, 0},
+		// sendDelay ranks: the fast path's 25-ms queue puts it 5 ms behind
+		// a slow path 15 ms farther away (neither saturated: 25 < 60/2).
+		{"queue beyond the one-way gap: the farther path", []ps{{85 * ms, 60 * ms, 200000, 130000, 0, 25 * ms, 55 * ms, false}, {80 * ms, 80 * ms, 70000, 0, 0, 0, 40 * ms, false}}, 1},
+		{"queued at bondd counts as ahead", []ps{{55 * ms, 30 * ms, 200000, 0, 130000, 25 * ms, 40 * ms, true}, slowIdle}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var paths []*Path
+			for i, s := range tt.paths {
+				p := NewPath(string(rune('a'+i)), nil, 1000)
+				p.SetConnected(true, now)
+				p.OnMetrics(s.srtt, s.minRTT, s.cwnd, s.inflight)
+				p.SetQueueLen(s.queued/1250, s.queued)
+				if q := p.queueDelay(); q != s.queue {
+					t.Errorf("path %d: queueDelay %v, want %v", i, q, s.queue)
+				}
+				if d := p.sendDelay(); d != s.sendDelay {
+					t.Errorf("path %d: sendDelay %v, want %v", i, d, s.sendDelay)
+				}
+				if got := p.Saturated(); got != s.saturated {
+					t.Errorf("path %d: Saturated %v, want %v", i, got, s.saturated)
+				}
+				paths = append(paths, p)
+			}
+			out := make([]int, len(paths))
+			if n := (LowestRTT{}).Pick(paths, now, out); n != 1 || out[0] != tt.want {
+				t.Fatalf("picked %v, want %d", out[:n], tt.want)
+			}
+		})
+	}
+	// A rate-controlled path's pacer keeps its queue: never Saturated.
+	p := NewPath("r", nil, 1000)
+	p.SetConnected(true, now)
+	p.OnMetrics(55*ms, 30*ms, 200000, 130000)
+	p.SetRateControl(true)
+	if p.Saturated() {
+		t.Error("a rate-controlled path reports Saturated")
+	}
+}

@@ -75,7 +75,8 @@ func PathRate(p *Path) float64 {
 // candidates' total weight from it, so over any run of picks each
 // candidate's share stays within one packet of its weight's share.
 // Candidates are the paths of the best usable status (ACTIVE, else
-// DEGRADED) with queue room and window room (Path.HasWindow); when none has
+// DEGRADED) with queue room and window room (Path.HasWindow, and not
+// Path.Saturated); when none has
 // window room, the packet goes to the path with the earliest expected
 // delivery, as with LowestRTT, so that a load above the paths' windows does
 // not pile into a slow path's queue. A path without a rate estimate weighs
@@ -120,7 +121,7 @@ func (r *RateSpread) Pick(paths []*Path, now time.Time, out []int) int {
 
 // candidate reports whether p may take a packet of status want now.
 func candidate(p *Path, now time.Time, want Status) bool {
-	return p.Status(now) == want && p.HasRoom() && p.HasWindow()
+	return p.Status(now) == want && p.HasRoom() && p.HasWindow() && !p.Saturated()
 }
 
 // pickLocked is one round of smooth weighted round-robin over the

@@ -46,10 +46,10 @@ func (MinRTT) Pick(paths []*Path, now time.Time, out []int) int {
 			if p.Status(now) != want {
 				continue
 			}
-			if p.HasWindow() && p.HasRoom() && (best < 0 || pickLess(p, paths[best], now)) {
+			if p.HasWindow() && p.HasRoom() && (best < 0 || baselineLess(p, paths[best], now)) {
 				best = i
 			}
-			if bestAny < 0 || pickLess(p, paths[bestAny], now) {
+			if bestAny < 0 || baselineLess(p, paths[bestAny], now) {
 				bestAny = i
 			}
 		}
@@ -90,7 +90,7 @@ func (s BLEST) Pick(paths []*Path, now time.Time, out []int) int {
 	for _, want := range [...]Status{StatusActive, StatusDegraded} {
 		fast := -1
 		for i, p := range paths {
-			if p.Status(now) == want && (fast < 0 || pickLess(p, paths[fast], now)) {
+			if p.Status(now) == want && (fast < 0 || baselineLess(p, paths[fast], now)) {
 				fast = i
 			}
 		}
@@ -106,7 +106,7 @@ func (s BLEST) Pick(paths []*Path, now time.Time, out []int) int {
 		slow := -1
 		for i, p := range paths {
 			if i != fast && p.Status(now) == want && p.HasWindow() && p.HasRoom() &&
-				(slow < 0 || pickLess(p, paths[slow], now)) {
+				(slow < 0 || baselineLess(p, paths[slow], now)) {
 				slow = i
 			}
 		}
