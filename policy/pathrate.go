@@ -122,7 +122,7 @@ func (p *Path) rateExpectedDelivery(now time.Time) time.Duration {
 // delay a packet sent now can expect (sendDelay; rttLess puts a path
 // without a sample last).
 func pickLess(a, b *Path, now time.Time) bool {
-	if a.RateControlled() && b.RateControlled() && a.SmoothedRTT() > 0 && b.SmoothedRTT() > 0 {
+	if bothRated(a, b) {
 		return a.expectedDeliveryAt(now) < b.expectedDeliveryAt(now)
 	}
 	return rttLess(a.sendDelay(), b.sendDelay())
@@ -132,8 +132,14 @@ func pickLess(a, b *Path, now time.Time) bool {
 // which their papers define on the smoothed RTT: by expected delivery when
 // both paths are rate-controlled, else by smoothed RTT.
 func baselineLess(a, b *Path, now time.Time) bool {
-	if a.RateControlled() && b.RateControlled() && a.SmoothedRTT() > 0 && b.SmoothedRTT() > 0 {
+	if bothRated(a, b) {
 		return a.expectedDeliveryAt(now) < b.expectedDeliveryAt(now)
 	}
 	return rttLess(a.SmoothedRTT(), b.SmoothedRTT())
+}
+
+// bothRated reports whether a and b are both rate-controlled and have an
+// RTT sample: the pickers then compare their expected deliveries.
+func bothRated(a, b *Path) bool {
+	return a.RateControlled() && b.RateControlled() && a.SmoothedRTT() > 0 && b.SmoothedRTT() > 0
 }

@@ -114,8 +114,8 @@ func TestStandingQueue(t *testing.T) {
 		{"short queue: stay on the fast path", []ps{fastShort, slowIdle}, 0},
 		{"light load on a path with old samples: stay", []ps{fastLight, slowIdle}, 0},
 		{"slow path without window: earliest delivery", []ps{fastQueued, slowFull}, 0},
-		// sendDelay ranks: the fast path's 25-ms queue puts it 5 ms behind
-		// a slow path 15 ms farther away (neither saturated: 25 < 60/2).
+		// sendDelay ranks: the fast path's 25-ms queue puts it 15 ms behind
+		// a path 10 ms farther away (neither saturated: 25 < 60/2).
 		{"queue beyond the one-way gap: the farther path", []ps{{85 * ms, 60 * ms, 200000, 130000, 0, 25 * ms, 55 * ms, false}, {80 * ms, 80 * ms, 70000, 0, 0, 0, 40 * ms, false}}, 1},
 		{"queued at bondd counts as ahead", []ps{{55 * ms, 30 * ms, 200000, 0, 130000, 25 * ms, 40 * ms, true}, slowIdle}, 1},
 	}

@@ -76,10 +76,9 @@ func PathRate(p *Path) float64 {
 // candidate's share stays within one packet of its weight's share.
 // Candidates are the paths of the best usable status (ACTIVE, else
 // DEGRADED) with queue room and window room (Path.HasWindow, and not
-// Path.Saturated); when none has
-// window room, the packet goes to the path with the earliest expected
-// delivery, as with LowestRTT, so that a load above the paths' windows does
-// not pile into a slow path's queue. A path without a rate estimate weighs
+// Path.Saturated); when none has window room, the packet goes to the path
+// with the earliest expected delivery, as with LowestRTT, so that a load
+// above the paths' windows does not pile into a slow path's queue. A path without a rate estimate weighs
 // as the slowest that has one (1 when none has). Safe for concurrent use
 // (one mutex: the TUN reader picks data, the FEC flush routine parity);
 // it allocates only when the number of paths grows.
