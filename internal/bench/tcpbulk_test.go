@@ -85,8 +85,8 @@ func tcpCongestionControls(ccs ...string) []string {
 }
 
 // TestNetnsTCPBulk measures one bulk TCP transfer over paths of 15 and 45
-// ms one way, 20 Mbit/s each, with each of the senders' congestion
-// controls CUBIC (loss-based, Linux's default) and BBR (paced at its
+// ms one way, 20 Mbit/s each, with the sender's congestion control set to
+// CUBIC (loss-based, Linux's default) and then to BBR (paced at its
 // bandwidth estimate: it never fills quic-go's window, so the bond must see
 // the fast path's standing queue to spill, policy.Path.Saturated): over
 // the 15-ms path alone, through the bond as configured by default (TCP is
@@ -145,7 +145,9 @@ func TestNetnsTCPBulk(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			for tick := time.NewTicker(500 * time.Millisecond); ; {
+			tick := time.NewTicker(500 * time.Millisecond)
+			defer tick.Stop()
+			for {
 				select {
 				case <-sctx.Done():
 					return
