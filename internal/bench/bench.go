@@ -441,6 +441,21 @@ func (r *benchRun) fecDelta() (rate float64, parity, recovered uint64) {
 	return rate, parity, recovered
 }
 
+// every calls f every d until ctx is done; f runs on the caller's
+// goroutine, one call at a time.
+func every(ctx context.Context, d time.Duration, f func()) {
+	tick := time.NewTicker(d)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			f()
+		}
+	}
+}
+
 // sleepUntil waits until t or ctx is done (then it returns ctx.Err()).
 // timer is a stopped, drained timer to reuse, or nil for a new one.
 func sleepUntil(ctx context.Context, t time.Time, timer *time.Timer) error {

@@ -213,27 +213,18 @@ func runLanesConfig(ctx context.Context, o Options, sc emu.Scenario, lanes int, 
 	traffic := func(ctx context.Context, bed *demo.Bed, start time.Time) error {
 		sctx, stop := context.WithCancel(ctx)
 		defer stop()
-		go func() {
-			tick := time.NewTicker(100 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-sctx.Done():
-					return
-				case <-tick.C:
-					if time.Now().Before(start) {
-						continue
-					}
-					p := bed.Edge.Stats().Paths[0]
-					mu.Lock()
-					cwndSum += float64(p.CongestionWindow)
-					lanesSum += float64(len(p.Lanes))
-					samples++
-					lastLanes = len(p.Lanes)
-					mu.Unlock()
-				}
+		go every(sctx, 100*time.Millisecond, func() {
+			if time.Now().Before(start) {
+				return
 			}
-		}()
+			p := bed.Edge.Stats().Paths[0]
+			mu.Lock()
+			cwndSum += float64(p.CongestionWindow)
+			lanesSum += float64(len(p.Lanes))
+			samples++
+			lastLanes = len(p.Lanes)
+			mu.Unlock()
+		})
 		return flow.send(ctx, bed, start)
 	}
 	run, err := runOnBedAt(ctx, o, bo, time.Time{}, out, traffic, flow.deliver)

@@ -145,21 +145,14 @@ func TestNetnsTCPBulk(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			tick := time.NewTicker(500 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-sctx.Done():
-					return
-				case <-tick.C:
-				}
+			every(sctx, 500*time.Millisecond, func() {
 				line := ""
 				for _, p := range bed.Edge.Stats().Paths {
 					line += fmt.Sprintf(" [%s %s srtt %v min %v cwnd %d inflight %d queue %d tx %d]", p.Name, p.Status,
 						p.SmoothedRTT.Round(time.Millisecond), p.MinRTT.Round(time.Millisecond), p.CongestionWindow, p.BytesInFlight, p.QueueLen, p.TxBytes)
 				}
 				trace = append(trace, line)
-			}
+			})
 		}()
 		mbps = tcpBulk(ctx, t, bed, 8*time.Second, cc)
 		stop()
