@@ -18,20 +18,45 @@ import (
 // remove lanes. It is fed a sample of the path every LaneSampleEvery.
 //
 // It adds lanes when, over the last decision epoch (LaneEpoch, at least 8
-// smoothed RTTs), the path was window-limited in at least half of the
-// samples (frames waiting in its queue, or bytes in flight within two
-// packets of the window) or dropped queued frames (a burst, such as a video
-// keyframe, that waited too long), QUIC declared packets lost, and the smoothed RTT
-// stayed within LaneInflation(minRTT) of the minimum RTT: loss without
-// queueing delay, which a loss-based controller misreads as congestion. It
-// adds as many lanes as the demand asks for with LaneHeadroom to spare —
+// smoothed RTTs), the path was never in an outage, the smoothed RTT stayed
+// within LaneInflation of the path's base RTT in more than half of the
+// samples (no standing queue at a bottleneck: a standing queue inflates
+// most samples, a burst's own queue only those it passes through), and
+// either
+//
+//   - the path was window-limited in at least half of the samples (frames
+//     waiting in its queue, or bytes in flight within two packets of the
+//     window) and QUIC declared packets lost: loss without queueing delay,
+//     which a loss-based controller misreads as congestion; or
+//   - it dropped queued frames (a burst, such as a video keyframe, that
+//     waited too long for the window) and QUIC declared packets lost in
+//     that epoch or within LaneLossMemory before it. A window cut by loss
+//     regrows slowly: Cubic takes K = ∛(W·β/C) seconds back to its old
+//     size (RFC 9438 §4.2; about 5 s from 150 packets), and longer on a
+//     path that is application-limited between bursts, where each
+//     application-limited acknowledgement restarts Cubic's epoch
+//     (RFC 9438 §5.8). Meanwhile every burst waits for the cut window.
+//
+// It adds as many lanes as the demand asks for with LaneHeadroom to spare —
 // n·1.25·demand/capacity, where demand is the rate pushed onto the path and
-// capacity its summed cwnd/srtt — but at most LaneGrowth times as many
-// per epoch: the new lanes' windows are still in slow start when the next
-// epoch measures them. The headroom keeps the queue empty through Cubic's
-// sawtooth. It does not add while the RTT is inflated: that loss is a full
-// bottleneck, and more lanes would only take capacity from other flows
-// there.
+// capacity its summed cwnd/srtt — and, when queued frames were dropped, as
+// many as the epoch's largest burst asks for: n·1.25·(demand·srtt +
+// burst)/cwnd, the burst being the most bytes pushed onto the path between
+// two samples beyond the steady demand's share (a keyframe). At most
+// LaneGrowth times as many per epoch: the new lanes' windows are still in
+// slow start when the next epoch measures them. The headroom keeps the
+// queue empty through Cubic's sawtooth. It does not add while the RTT is
+// inflated: that loss is a full bottleneck, and more lanes would only take
+// capacity from other flows there. With no loss at all it never adds: a
+// window that no loss has cut grows by itself.
+//
+// The base RTT is QUIC's minimum RTT (RFC 9002 §5.2). On a path with a LEO
+// reconfiguration schedule (LaneSample.LEO) it is at least the least
+// smoothed RTT since the last reconfiguration window: a LEO path's
+// propagation delay changes when the satellite serving it does (the
+// Starlink trace's one-way delay moves between 20 and 40 ms from one
+// 15-s slot to the next), and a path whose new satellite is farther would
+// otherwise read as one with a standing queue for the rest of its life.
 //
 // Lanes must pay off. A capacity limit — a bottleneck whose queue is too
 // short to inflate the RTT past the guard above — holds the lanes' rate
@@ -56,9 +81,15 @@ type LaneController struct {
 
 	epochStart, lastChange, lastLimited time.Time
 	samples, limited                    int
-	inflated, primed                    bool
-	lostAt, txAt, offeredAt, dropsAt    uint64 // counters at the epoch start
-	idleTxAt                            uint64 // tx bytes when the idle stretch began
+	queued                              int           // of the epoch's samples, those whose smoothed RTT was inflated
+	outage, primed                      bool          // outage: a sample of the epoch was not Active
+	lostAt, txAt, offeredAt, dropsAt    uint64        // counters at the epoch start
+	idleTxAt                            uint64        // tx bytes when the idle stretch began
+	lostSeen                            uint64        // Lost of the previous sample
+	lastLoss                            time.Time     // the last sample whose Lost grew; zero: none yet
+	slotMin                             time.Duration // LEO: least SRTT since the last reconfiguration window; 0: none yet
+	offeredSeen                         uint64        // OfferedBytes of the previous sample
+	burst                               uint64        // the epoch's most bytes pushed onto the path between two samples
 
 	added      int       // lanes added at the last addition while it is judged, else 0
 	judged     int       // epochs judged since that addition
@@ -80,6 +111,9 @@ type LaneSample struct {
 	TxBytes        uint64 // bytes handed to the lanes, total
 	OfferedBytes   uint64 // bytes pushed onto the path's queue, total
 	QueueDrops     uint64 // frames dropped from the path's queue (full, expired, deadline), total
+	// LEO reports that the path has a LEO reconfiguration schedule
+	// (Path.SetLEOReconf); Reconf that Now is inside one of its windows.
+	LEO, Reconf bool
 }
 
 // Lanes returns the number of lanes the controller wants now, 1..max.
@@ -117,6 +151,9 @@ const (
 	LaneSampleEvery = 100 * time.Millisecond
 	LaneEpoch       = 500 * time.Millisecond
 	LaneIdle        = 30 * time.Second
+	// LaneLossMemory is how long after QUIC declared a loss dropped
+	// queued frames still count as the work of a window that loss cut.
+	LaneLossMemory = 30 * time.Second
 )
 
 // NewLaneController returns a controller of one path that starts with one
@@ -145,7 +182,7 @@ type LaneDecision struct {
 func (c *LaneController) Sample(s LaneSample) LaneDecision {
 	if !c.primed { // the first epoch starts at the first sample
 		c.lostAt, c.txAt, c.offeredAt, c.dropsAt, c.idleTxAt = s.Lost, s.TxBytes, s.OfferedBytes, s.QueueDrops, s.TxBytes
-		c.epochStart, c.primed = s.Now, true
+		c.lostSeen, c.offeredSeen, c.epochStart, c.primed = s.Lost, s.OfferedBytes, s.Now, true
 		return LaneDecision{}
 	}
 	c.samples++
@@ -154,11 +191,17 @@ func (c *LaneController) Sample(s LaneSample) LaneDecision {
 		c.lastLimited = s.Now
 		c.idleTxAt = s.TxBytes
 	}
-	if s.MinRTT > 0 && s.SRTT-s.MinRTT > LaneInflation(s.MinRTT) {
-		c.inflated = true
+	c.burst = max(c.burst, s.OfferedBytes-c.offeredSeen)
+	c.offeredSeen = s.OfferedBytes
+	if s.Lost > c.lostSeen {
+		c.lastLoss = s.Now
+	}
+	c.lostSeen = s.Lost
+	if base := c.baseRTT(s); base > 0 && s.SRTT-base > LaneInflation(base) {
+		c.queued++
 	}
 	if !s.Active {
-		c.inflated = true // an outage is not random loss either
+		c.outage = true // an outage is not random loss either
 	}
 	epoch := max(LaneEpoch, 8*s.SRTT)
 	if s.Now.Sub(c.epochStart) < epoch {
@@ -175,6 +218,10 @@ func (c *LaneController) Sample(s LaneSample) LaneDecision {
 	}
 	d.UsedBps, d.DemandBps = float64(tx)*8/elapsed, float64(offered)*8/elapsed
 	ready := s.Now.Sub(c.lastChange) >= epoch
+	dropped := s.QueueDrops > c.dropsAt
+	// A standing queue inflates most of the epoch's samples; a burst's own
+	// queue (a keyframe's) only the one or two it passes through.
+	inflated := c.outage || 2*c.queued >= c.samples
 	judging := false
 	if c.added > 0 {
 		c.judged++
@@ -196,18 +243,29 @@ func (c *LaneController) Sample(s LaneSample) LaneDecision {
 	}
 	switch {
 	case d.Delta != 0 || judging:
-	case ready && c.n < c.max && !s.Now.Before(c.noAddUntil) &&
-		(d.Limited >= 0.5 || s.QueueDrops > c.dropsAt) && lost > 0 && tx > 0 && !c.inflated:
+	case ready && c.n < c.max && !s.Now.Before(c.noAddUntil) && tx > 0 && !inflated &&
+		(d.Limited >= 0.5 && lost > 0 || dropped && (lost > 0 || c.lossWithin(s.Now, LaneLossMemory))):
 		// tx > 0: a path that carried nothing in the epoch (stalled, its
 		// queue expiring) has no window to widen.
 		want := c.n + 1
 		if d.CapacityBps > 0 {
 			want = max(want, int(math.Ceil(float64(c.n)*LaneHeadroom*d.DemandBps/d.CapacityBps)))
 		}
+		if dropped && s.Cwnd > 0 && s.SRTT > 0 {
+			// The window a burst needs: what the steady demand keeps in
+			// flight plus the burst above it.
+			steady := d.DemandBps / 8 * LaneSampleEvery.Seconds()
+			need := d.DemandBps/8*s.SRTT.Seconds() + max(float64(c.burst)-steady, 0)
+			want = max(want, int(math.Ceil(float64(c.n)*LaneHeadroom*need/float64(s.Cwnd))))
+		}
 		d.Delta = min(want, LaneGrowth*c.n, c.max) - c.n
-		d.Reason = "window-limited with loss and no RTT inflation"
-		if d.Limited < 0.5 {
+		switch {
+		case d.Limited >= 0.5 && lost > 0:
+			d.Reason = "window-limited with loss and no RTT inflation"
+		case lost > 0:
 			d.Reason = "queued frames dropped, with loss and no RTT inflation"
+		default:
+			d.Reason = "queued frames dropped since a loss cut the window, no RTT inflation"
 		}
 		c.added, c.usedAtAdd, c.judged, c.flat = d.Delta, d.UsedBps, 0, 0
 	case ready && c.n > 1 && s.Now.Sub(c.lastLimited) >= LaneIdle && d.CapacityBps > 0:
@@ -221,7 +279,30 @@ func (c *LaneController) Sample(s LaneSample) LaneDecision {
 		c.n += d.Delta
 		c.lastChange = s.Now
 	}
-	c.epochStart, c.samples, c.limited, c.inflated = s.Now, 0, 0, false
+	c.epochStart, c.samples, c.limited, c.queued, c.outage, c.burst = s.Now, 0, 0, 0, false, 0
 	c.lostAt, c.txAt, c.offeredAt, c.dropsAt = s.Lost, s.TxBytes, s.OfferedBytes, s.QueueDrops
 	return d
+}
+
+// baseRTT returns the RTT against which s's smoothed RTT counts as
+// inflated: the minimum RTT, and on a LEO path at least the least smoothed
+// RTT since the last reconfiguration window (the type's comment has why).
+// It updates that least value from s.
+func (c *LaneController) baseRTT(s LaneSample) time.Duration {
+	if !s.LEO {
+		return s.MinRTT
+	}
+	switch {
+	case s.Reconf:
+		c.slotMin = 0 // the satellite, and the propagation delay, may change here
+		return s.MinRTT
+	case s.SRTT > 0 && (c.slotMin == 0 || s.SRTT < c.slotMin):
+		c.slotMin = s.SRTT
+	}
+	return max(s.MinRTT, c.slotMin)
+}
+
+// lossWithin reports whether QUIC declared a loss within d before now.
+func (c *LaneController) lossWithin(now time.Time, d time.Duration) bool {
+	return !c.lastLoss.IsZero() && now.Sub(c.lastLoss) <= d
 }

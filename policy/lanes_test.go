@@ -137,3 +137,84 @@ func TestLaneControlStalled(t *testing.T) {
 		}
 	}
 }
+
+// TestLaneControlBursts drives LaneController with a video-like path: a
+// steady 6.7 Mbit/s with a 200-KB burst (a keyframe) every second, on a
+// window that a loss cut to 60 KB, so that each burst waits and some of it
+// expires from the queue. The lanes added after the loss end the drops;
+// there are as many as the burst needs (1.25 × 230 KB over 60 KB of
+// window, at most LaneGrowth at once).
+// On a LEO path the base RTT steps up at a reconfiguration, which a path
+// without a schedule reads as a standing queue.
+func TestLaneControlBursts(t *testing.T) {
+	const minRTT = 46 * time.Millisecond
+	const reconfAt = 9 * time.Second
+	cases := []struct {
+		name       string
+		lossAt     time.Duration // QUIC declares 100 packets lost then; < 0: never
+		burstsFrom time.Duration // bursts drop queued frames from then on, while one lane
+		leo        bool          // the path has a reconfiguration schedule: a window at reconfAt
+		step       time.Duration // the base RTT steps up by this at reconfAt
+		spike      time.Duration // each burst adds this to the smoothed RTT of its sample
+		secs       int
+		want       int // lanes at the end
+		reason     string
+	}{
+		{name: "a loss cut the window, then bursts expire: adds lanes", lossAt: reconfAt, burstsFrom: 10 * time.Second,
+			secs: 20, want: 4, reason: "queued frames dropped since a loss cut the window, no RTT inflation"},
+		{name: "bursts expire, no loss ever: no lane", lossAt: -1, burstsFrom: 10 * time.Second, secs: 20, want: 1},
+		{name: "the loss was too long ago: no lane", lossAt: time.Second, burstsFrom: time.Second + LaneLossMemory + time.Second, secs: 45, want: 1},
+		{name: "LEO: the base RTT steps up at a reconfiguration: adds lanes", lossAt: reconfAt, burstsFrom: 10 * time.Second,
+			leo: true, step: 25 * time.Millisecond, secs: 20, want: 4, reason: "queued frames dropped since a loss cut the window, no RTT inflation"},
+		{name: "each burst's own queue inflates its sample: adds lanes", lossAt: reconfAt, burstsFrom: 10 * time.Second,
+			spike: 50 * time.Millisecond, secs: 20, want: 4, reason: "queued frames dropped since a loss cut the window, no RTT inflation"},
+		{name: "no schedule: the same step reads as a standing queue: no lane", lossAt: reconfAt, burstsFrom: 10 * time.Second,
+			step: 25 * time.Millisecond, secs: 20, want: 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t0 := time.Unix(1_700_000_000, 0)
+			ctl := NewLaneController(8, t0)
+			var lost, drops, offered, tx uint64
+			var reason string
+			for i := 0; i <= c.secs*int(time.Second/LaneSampleEvery); i++ {
+				at := time.Duration(i) * LaneSampleEvery
+				s := LaneSample{Now: t0.Add(at), Active: true, MinRTT: minRTT, SRTT: minRTT + 2*time.Millisecond,
+					Cwnd: 60_000, Inflight: 40_000, LEO: c.leo}
+				if at >= reconfAt {
+					s.SRTT += c.step
+				}
+				s.Reconf = c.leo && (at-reconfAt).Abs() <= DefaultLEOWindow
+				if c.lossAt >= 0 && at == c.lossAt {
+					lost += 100
+				}
+				sent := uint64(84_000) // 6.7 Mbit/s per 100 ms
+				if at%time.Second == 0 && at >= c.burstsFrom {
+					sent += 200_000
+					if ctl.Lanes() == 1 { // the cut window: the burst waits, and its tail expires
+						s.QueueBytes, s.Inflight = 200_000, s.Cwnd
+						s.SRTT += c.spike
+						drops += 20
+						sent -= 20 * 1200
+						offered += 20 * 1200
+					}
+				}
+				offered += sent
+				tx += sent
+				s.Lost, s.QueueDrops, s.OfferedBytes, s.TxBytes = lost, drops, offered, tx
+				if d := ctl.Sample(s); d.Delta > 0 && reason == "" {
+					reason = d.Reason
+					if testing.Verbose() {
+						t.Logf("%s: %+d → %d (%s)", at, d.Delta, ctl.Lanes(), d.Reason)
+					}
+				}
+			}
+			if ctl.Lanes() != c.want {
+				t.Fatalf("lanes %d after %d s (first addition: %q), want %d", ctl.Lanes(), c.secs, reason, c.want)
+			}
+			if c.want > 1 && reason != c.reason {
+				t.Fatalf("added for %q, want %q", reason, c.reason)
+			}
+		})
+	}
+}

@@ -210,10 +210,12 @@ func (p *path) laneSample(now time.Time) policy.LaneSample {
 	// epoch. An outage proper is DEGRADED for silence (or UNAVAILABLE).
 	st := p.state.Status(now)
 	active := st == policy.StatusActive || st == policy.StatusDegraded && p.state.StatusReason(now) == policy.ReasonSuspect
+	leo := p.state.LEOReconf()
 	return policy.LaneSample{Now: now, Active: active,
 		QueueBytes: p.state.QueueBytes(), Cwnd: p.state.CongestionWindow(), Inflight: p.state.BytesInFlight(),
 		SRTT: p.state.SmoothedRTT(), MinRTT: p.state.MinRTT(), Lost: p.state.PacketsLost(), TxBytes: p.txBytes.Load(),
-		OfferedBytes: p.queue.offeredBytes(), QueueDrops: drops}
+		OfferedBytes: p.queue.offeredBytes(), QueueDrops: drops,
+		LEO: leo != nil, Reconf: leo != nil && leo.Active(now)}
 }
 
 // routineDial keeps one lane of an uplink connected until ctx ends: dial,
