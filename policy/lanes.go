@@ -35,14 +35,19 @@ import (
 //     size (RFC 9438 §4.2; about 5 s from 150 packets), and longer on a
 //     path that is application-limited between bursts, where each
 //     application-limited acknowledgement restarts Cubic's epoch
-//     (RFC 9438 §5.8). Meanwhile every burst waits for the cut window.
+//     (RFC 9438 §5.8). Meanwhile every burst waits for the cut window;
+//   - or, ahead of the next burst: QUIC declared a loss in the last two
+//     epochs, after the last change of lanes, and the window left is below
+//     1.25 × what the steady demand and the largest burst of the last
+//     LaneBurstMemory need, bursts making up at least half of that.
 //
 // It adds as many lanes as the demand asks for with LaneHeadroom to spare —
 // n·1.25·demand/capacity, where demand is the rate pushed onto the path and
-// capacity its summed cwnd/srtt — and, when queued frames were dropped, as
-// many as the epoch's largest burst asks for: n·1.25·(demand·srtt +
-// burst)/cwnd, the burst being the most bytes pushed onto the path between
-// two samples beyond the steady demand's share (a keyframe). At most
+// capacity its summed cwnd/srtt — and, when queued frames were dropped or
+// ahead of a burst, as many as the largest burst of the last
+// LaneBurstMemory asks for: n·1.25·(demand·srtt + burst)/cwnd, the burst
+// being the most bytes pushed onto the path between two samples beyond
+// the steady demand's share (a keyframe). At most
 // LaneGrowth times as many per epoch: the new lanes' windows are still in
 // slow start when the next epoch measures them. The headroom keeps the
 // queue empty through Cubic's sawtooth. It does not add while the RTT is
@@ -90,6 +95,8 @@ type LaneController struct {
 	slotMin                             time.Duration // LEO: least SRTT since the last reconfiguration window; 0: none yet
 	offeredSeen                         uint64        // OfferedBytes of the previous sample
 	burst                               uint64        // the epoch's most bytes pushed onto the path between two samples
+	excess                              float64       // the largest burst above the steady demand of the last LaneBurstMemory, bytes
+	excessAt                            time.Time     // when excess was seen
 
 	added      int       // lanes added at the last addition while it is judged, else 0
 	judged     int       // epochs judged since that addition
@@ -154,6 +161,9 @@ const (
 	// LaneLossMemory is how long after QUIC declared a loss dropped
 	// queued frames still count as the work of a window that loss cut.
 	LaneLossMemory = 30 * time.Second
+	// LaneBurstMemory is how long the largest burst is remembered: a
+	// few keyframe intervals.
+	LaneBurstMemory = 10 * time.Second
 )
 
 // NewLaneController returns a controller of one path that starts with one
@@ -222,6 +232,15 @@ func (c *LaneController) Sample(s LaneSample) LaneDecision {
 	// A standing queue inflates most of the epoch's samples; a burst's own
 	// queue (a keyframe's) only the one or two it passes through.
 	inflated := c.outage || 2*c.queued >= c.samples
+	if s.SRTT > 0 { // the burst above the steady demand's share of a sample interval
+		e := float64(c.burst) - d.DemandBps/8*LaneSampleEvery.Seconds()
+		if e >= c.excess || s.Now.Sub(c.excessAt) > LaneBurstMemory {
+			c.excess, c.excessAt = max(e, 0), s.Now
+		}
+	}
+	// need is the window, bytes, that carries the steady demand and the
+	// largest recent burst within one smoothed RTT.
+	need := d.DemandBps/8*s.SRTT.Seconds() + c.excess
 	judging := false
 	if c.added > 0 {
 		c.judged++
@@ -251,11 +270,7 @@ func (c *LaneController) Sample(s LaneSample) LaneDecision {
 		if d.CapacityBps > 0 {
 			want = max(want, int(math.Ceil(float64(c.n)*LaneHeadroom*d.DemandBps/d.CapacityBps)))
 		}
-		if dropped && s.Cwnd > 0 && s.SRTT > 0 {
-			// The window a burst needs: what the steady demand keeps in
-			// flight plus the burst above it.
-			steady := d.DemandBps / 8 * LaneSampleEvery.Seconds()
-			need := d.DemandBps/8*s.SRTT.Seconds() + max(float64(c.burst)-steady, 0)
+		if dropped && s.Cwnd > 0 {
 			want = max(want, int(math.Ceil(float64(c.n)*LaneHeadroom*need/float64(s.Cwnd))))
 		}
 		d.Delta = min(want, LaneGrowth*c.n, c.max) - c.n
@@ -267,6 +282,16 @@ func (c *LaneController) Sample(s LaneSample) LaneDecision {
 		default:
 			d.Reason = "queued frames dropped since a loss cut the window, no RTT inflation"
 		}
+		c.added, c.usedAtAdd, c.judged, c.flat = d.Delta, d.UsedBps, 0, 0
+	case ready && c.n < c.max && !s.Now.Before(c.noAddUntil) && tx > 0 && !inflated &&
+		c.lossWithin(s.Now, 2*epoch) && c.lastLoss.After(c.lastChange) &&
+		2*c.excess >= need && s.Cwnd > 0 && LaneHeadroom*need > float64(s.Cwnd):
+		// Ahead of the next burst: a loss has just cut the window (since
+		// the last change of lanes) below what the recent bursts need,
+		// and bursts, not a steady rate, make up most of that need.
+		want := max(c.n+1, int(math.Ceil(float64(c.n)*LaneHeadroom*need/float64(s.Cwnd))))
+		d.Delta = min(want, LaneGrowth*c.n, c.max) - c.n
+		d.Reason = "a loss cut the window below what the last bursts need"
 		c.added, c.usedAtAdd, c.judged, c.flat = d.Delta, d.UsedBps, 0, 0
 	case ready && c.n > 1 && s.Now.Sub(c.lastLimited) >= LaneIdle && d.CapacityBps > 0:
 		idleBps := float64(s.TxBytes-c.idleTxAt) * 8 / s.Now.Sub(c.lastLimited).Seconds()

@@ -105,7 +105,10 @@ func TestLaneControl(t *testing.T) {
 					if d.Reason == "" {
 						t.Fatal("change without a reason for the log")
 					}
-					if d.Delta > 0 && (d.LossRate <= 0 || (d.Limited < 0.5) == strings.HasPrefix(d.Reason, "window-limited")) {
+					switch {
+					case d.Delta <= 0:
+					case strings.HasPrefix(d.Reason, "window-limited") && (d.Limited < 0.5 || d.LossRate <= 0),
+						strings.HasPrefix(d.Reason, "queued frames dropped, with loss") && d.LossRate <= 0:
 						t.Fatalf("reason %q contradicts window_limited=%.2f loss_rate=%g", d.Reason, d.Limited, d.LossRate)
 					}
 					changes++
@@ -143,7 +146,9 @@ func TestLaneControlStalled(t *testing.T) {
 // window that a loss cut to 60 KB, so that each burst waits and some of it
 // expires from the queue. The lanes added after the loss end the drops;
 // there are as many as the burst needs (1.25 × 230 KB over 60 KB of
-// window, at most LaneGrowth at once).
+// window, at most LaneGrowth at once). When the bursts came before the
+// loss, on a window that carried them, the lanes come at the loss, before
+// the next burst waits.
 // On a LEO path the base RTT steps up at a reconfiguration, which a path
 // without a schedule reads as a standing queue.
 func TestLaneControlBursts(t *testing.T) {
@@ -156,12 +161,15 @@ func TestLaneControlBursts(t *testing.T) {
 		leo        bool          // the path has a reconfiguration schedule: a window at reconfAt
 		step       time.Duration // the base RTT steps up by this at reconfAt
 		spike      time.Duration // each burst adds this to the smoothed RTT of its sample
+		cut        bool          // the window is 300 KB, enough for a burst, until the loss
 		secs       int
 		want       int // lanes at the end
 		reason     string
 	}{
 		{name: "a loss cut the window, then bursts expire: adds lanes", lossAt: reconfAt, burstsFrom: 10 * time.Second,
 			secs: 20, want: 4, reason: "queued frames dropped since a loss cut the window, no RTT inflation"},
+		{name: "a loss cuts the window below the bursts: lanes before the next burst", lossAt: reconfAt + 500*time.Millisecond, burstsFrom: time.Second,
+			cut: true, secs: 20, want: 4, reason: "a loss cut the window below what the last bursts need"},
 		{name: "bursts expire, no loss ever: no lane", lossAt: -1, burstsFrom: 10 * time.Second, secs: 20, want: 1},
 		{name: "the loss was too long ago: no lane", lossAt: time.Second, burstsFrom: time.Second + LaneLossMemory + time.Second, secs: 45, want: 1},
 		{name: "LEO: the base RTT steps up at a reconfiguration: adds lanes", lossAt: reconfAt, burstsFrom: 10 * time.Second,
@@ -180,7 +188,10 @@ func TestLaneControlBursts(t *testing.T) {
 			for i := 0; i <= c.secs*int(time.Second/LaneSampleEvery); i++ {
 				at := time.Duration(i) * LaneSampleEvery
 				s := LaneSample{Now: t0.Add(at), Active: true, MinRTT: minRTT, SRTT: minRTT + 2*time.Millisecond,
-					Cwnd: 60_000, Inflight: 40_000, LEO: c.leo}
+					Cwnd: 60_000 + 40_000*(ctl.Lanes()-1), Inflight: 40_000, LEO: c.leo} // a new lane starts with 32 packets
+				if c.cut && at < c.lossAt {
+					s.Cwnd = 300_000
+				}
 				if at >= reconfAt {
 					s.SRTT += c.step
 				}
@@ -191,7 +202,7 @@ func TestLaneControlBursts(t *testing.T) {
 				sent := uint64(84_000) // 6.7 Mbit/s per 100 ms
 				if at%time.Second == 0 && at >= c.burstsFrom {
 					sent += 200_000
-					if ctl.Lanes() == 1 { // the cut window: the burst waits, and its tail expires
+					if ctl.Lanes() == 1 && s.Cwnd < 284_000 { // the cut window: the burst waits, and its tail expires
 						s.QueueBytes, s.Inflight = 200_000, s.Cwnd
 						s.SRTT += c.spike
 						drops += 20
@@ -211,6 +222,9 @@ func TestLaneControlBursts(t *testing.T) {
 			}
 			if ctl.Lanes() != c.want {
 				t.Fatalf("lanes %d after %d s (first addition: %q), want %d", ctl.Lanes(), c.secs, reason, c.want)
+			}
+			if c.cut && drops > 0 {
+				t.Fatalf("%d frames dropped: the lanes came after a burst waited", drops)
 			}
 			if c.want > 1 && reason != c.reason {
 				t.Fatalf("added for %q, want %q", reason, c.reason)
