@@ -39,7 +39,10 @@ import (
 //   - or, ahead of the next burst: QUIC declared a loss in the last two
 //     epochs, after the last change of lanes, and the window left is below
 //     1.25 × what the steady demand and the largest burst of the last
-//     LaneBurstMemory need, bursts making up at least half of that.
+//     LaneBurstMemory need, bursts making up at least half of that and
+//     half of the largest having waited in the path's queue at once (a
+//     keyframe on the path it is sent on, not load the scheduler spreads
+//     over paths with room).
 //
 // It adds as many lanes as the demand asks for with LaneHeadroom to spare —
 // n·1.25·demand/capacity, where demand is the rate pushed onto the path and
@@ -97,6 +100,9 @@ type LaneController struct {
 	burst                               uint64        // the epoch's most bytes pushed onto the path between two samples
 	excess                              float64       // the largest burst above the steady demand of the last LaneBurstMemory, bytes
 	excessAt                            time.Time     // when excess was seen
+	waited                              int           // the epoch's most bytes queued in one sample
+	waitedPeak                          int           // the most bytes queued in one sample over the last LaneBurstMemory
+	waitedAt                            time.Time     // when waitedPeak was seen
 
 	added      int       // lanes added at the last addition while it is judged, else 0
 	judged     int       // epochs judged since that addition
@@ -202,6 +208,7 @@ func (c *LaneController) Sample(s LaneSample) LaneDecision {
 		c.idleTxAt = s.TxBytes
 	}
 	c.burst = max(c.burst, s.OfferedBytes-c.offeredSeen)
+	c.waited = max(c.waited, s.QueueBytes)
 	c.offeredSeen = s.OfferedBytes
 	if s.Lost > c.lostSeen {
 		c.lastLoss = s.Now
@@ -237,6 +244,9 @@ func (c *LaneController) Sample(s LaneSample) LaneDecision {
 		if e >= c.excess || s.Now.Sub(c.excessAt) > LaneBurstMemory {
 			c.excess, c.excessAt = max(e, 0), s.Now
 		}
+	}
+	if c.waited >= c.waitedPeak || s.Now.Sub(c.waitedAt) > LaneBurstMemory {
+		c.waitedPeak, c.waitedAt = c.waited, s.Now
 	}
 	// need is the window, bytes, that carries the steady demand and the
 	// largest recent burst within one smoothed RTT.
@@ -285,10 +295,12 @@ func (c *LaneController) Sample(s LaneSample) LaneDecision {
 		c.added, c.usedAtAdd, c.judged, c.flat = d.Delta, d.UsedBps, 0, 0
 	case ready && c.n < c.max && !s.Now.Before(c.noAddUntil) && tx > 0 && !inflated &&
 		c.lossWithin(s.Now, 2*epoch) && c.lastLoss.After(c.lastChange) &&
-		2*c.excess >= need && s.Cwnd > 0 && LaneHeadroom*need > float64(s.Cwnd):
+		2*c.excess >= need && 2*float64(c.waitedPeak) >= c.excess && s.Cwnd > 0 && LaneHeadroom*need > float64(s.Cwnd):
 		// Ahead of the next burst: a loss has just cut the window (since
-		// the last change of lanes) below what the recent bursts need,
-		// and bursts, not a steady rate, make up most of that need.
+		// the last change of lanes) below what the recent bursts need;
+		// bursts, not a steady rate, make up most of that need, and they
+		// queued on this path (half of one waited in its queue at once)
+		// rather than being spread by the scheduler over paths with room.
 		want := max(c.n+1, int(math.Ceil(float64(c.n)*LaneHeadroom*need/float64(s.Cwnd))))
 		d.Delta = min(want, LaneGrowth*c.n, c.max) - c.n
 		d.Reason = "a loss cut the window below what the last bursts need"
@@ -304,7 +316,7 @@ func (c *LaneController) Sample(s LaneSample) LaneDecision {
 		c.n += d.Delta
 		c.lastChange = s.Now
 	}
-	c.epochStart, c.samples, c.limited, c.queued, c.outage, c.burst = s.Now, 0, 0, 0, false, 0
+	c.epochStart, c.samples, c.limited, c.queued, c.outage, c.burst, c.waited = s.Now, 0, 0, 0, false, 0, 0
 	c.lostAt, c.txAt, c.offeredAt, c.dropsAt = s.Lost, s.TxBytes, s.OfferedBytes, s.QueueDrops
 	return d
 }

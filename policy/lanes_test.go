@@ -162,6 +162,7 @@ func TestLaneControlBursts(t *testing.T) {
 		step       time.Duration // the base RTT steps up by this at reconfAt
 		spike      time.Duration // each burst adds this to the smoothed RTT of its sample
 		cut        bool          // the window is 300 KB, enough for a burst, until the loss
+		spread     bool          // the bursts never wait in this path's queue (the scheduler spreads them over paths with room)
 		secs       int
 		want       int // lanes at the end
 		reason     string
@@ -170,6 +171,8 @@ func TestLaneControlBursts(t *testing.T) {
 			secs: 20, want: 4, reason: "queued frames dropped since a loss cut the window, no RTT inflation"},
 		{name: "a loss cuts the window below the bursts: lanes before the next burst", lossAt: reconfAt + 500*time.Millisecond, burstsFrom: time.Second,
 			cut: true, secs: 20, want: 4, reason: "a loss cut the window below what the last bursts need"},
+		{name: "bursts the scheduler spreads over other paths: no lane ahead", lossAt: reconfAt + 500*time.Millisecond, burstsFrom: time.Second,
+			cut: true, spread: true, secs: 20, want: 1},
 		{name: "bursts expire, no loss ever: no lane", lossAt: -1, burstsFrom: 10 * time.Second, secs: 20, want: 1},
 		{name: "the loss was too long ago: no lane", lossAt: time.Second, burstsFrom: time.Second + LaneLossMemory + time.Second, secs: 45, want: 1},
 		{name: "LEO: the base RTT steps up at a reconfiguration: adds lanes", lossAt: reconfAt, burstsFrom: 10 * time.Second,
@@ -202,7 +205,11 @@ func TestLaneControlBursts(t *testing.T) {
 				sent := uint64(84_000) // 6.7 Mbit/s per 100 ms
 				if at%time.Second == 0 && at >= c.burstsFrom {
 					sent += 200_000
-					if ctl.Lanes() == 1 && s.Cwnd < 284_000 { // the cut window: the burst waits, and its tail expires
+					s.QueueBytes = 150_000 // paced out over a few milliseconds: it waits in the queue at first
+					if c.spread {
+						s.QueueBytes = 0
+					}
+					if ctl.Lanes() == 1 && s.Cwnd < 284_000 && !c.spread { // the cut window: the burst waits, and its tail expires
 						s.QueueBytes, s.Inflight = 200_000, s.Cwnd
 						s.SRTT += c.spike
 						drops += 20
