@@ -207,7 +207,9 @@ func (c *LaneController) Sample(s LaneSample) LaneDecision {
 		c.lastLimited = s.Now
 		c.idleTxAt = s.TxBytes
 	}
-	c.burst = max(c.burst, s.OfferedBytes-c.offeredSeen)
+	if s.OfferedBytes >= c.offeredSeen {
+		c.burst = max(c.burst, s.OfferedBytes-c.offeredSeen)
+	}
 	c.waited = max(c.waited, s.QueueBytes)
 	c.offeredSeen = s.OfferedBytes
 	if s.Lost > c.lostSeen {

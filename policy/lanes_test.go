@@ -148,9 +148,9 @@ func TestLaneControlStalled(t *testing.T) {
 // there are as many as the burst needs (1.25 × 230 KB over 60 KB of
 // window, at most LaneGrowth at once). When the bursts came before the
 // loss, on a window that carried them, the lanes come at the loss, before
-// the next burst waits.
-// On a LEO path the base RTT steps up at a reconfiguration, which a path
-// without a schedule reads as a standing queue.
+// the next burst waits. On a LEO path the base RTT steps up at a
+// reconfiguration, which a path without a schedule reads as a standing
+// queue.
 func TestLaneControlBursts(t *testing.T) {
 	const minRTT = 46 * time.Millisecond
 	const reconfAt = 9 * time.Second
