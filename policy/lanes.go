@@ -98,11 +98,9 @@ type LaneController struct {
 	slotMin                             time.Duration // LEO: least SRTT since the last reconfiguration window; 0: none yet
 	offeredSeen                         uint64        // OfferedBytes of the previous sample
 	burst                               uint64        // the epoch's most bytes pushed onto the path between two samples
-	excess                              float64       // the largest burst above the steady demand of the last LaneBurstMemory, bytes
-	excessAt                            time.Time     // when excess was seen
 	waited                              int           // the epoch's most bytes queued in one sample
-	waitedPeak                          int           // the most bytes queued in one sample over the last LaneBurstMemory
-	waitedAt                            time.Time     // when waitedPeak was seen
+	excess                              recentMax     // the largest burst above the steady demand, bytes, over LaneBurstMemory
+	waitedPeak                          recentMax     // the most bytes queued in one sample, over LaneBurstMemory
 
 	added      int       // lanes added at the last addition while it is judged, else 0
 	judged     int       // epochs judged since that addition
@@ -242,17 +240,19 @@ func (c *LaneController) Sample(s LaneSample) LaneDecision {
 	// queue (a keyframe's) only the one or two it passes through.
 	inflated := c.outage || 2*c.queued >= c.samples
 	if s.SRTT > 0 { // the burst above the steady demand's share of a sample interval
-		e := float64(c.burst) - d.DemandBps/8*LaneSampleEvery.Seconds()
-		if e >= c.excess || s.Now.Sub(c.excessAt) > LaneBurstMemory {
-			c.excess, c.excessAt = max(e, 0), s.Now
-		}
+		c.excess.observe(max(float64(c.burst)-d.DemandBps/8*LaneSampleEvery.Seconds(), 0), s.Now, LaneBurstMemory)
 	}
-	if c.waited >= c.waitedPeak || s.Now.Sub(c.waitedAt) > LaneBurstMemory {
-		c.waitedPeak, c.waitedAt = c.waited, s.Now
-	}
+	c.waitedPeak.observe(float64(c.waited), s.Now, LaneBurstMemory)
 	// need is the window, bytes, that carries the steady demand and the
 	// largest recent burst within one smoothed RTT.
-	need := d.DemandBps/8*s.SRTT.Seconds() + c.excess
+	need := d.DemandBps/8*s.SRTT.Seconds() + c.excess.v
+	var want int
+	var why string
+	if ready && c.n < c.max && !s.Now.Before(c.noAddUntil) && tx > 0 && !inflated {
+		// tx > 0: a path that carried nothing in the epoch (stalled, its
+		// queue expiring) has no window to widen.
+		want, why = c.addition(d, s, lost, dropped, need, epoch)
+	}
 	judging := false
 	if c.added > 0 {
 		c.judged++
@@ -274,38 +274,8 @@ func (c *LaneController) Sample(s LaneSample) LaneDecision {
 	}
 	switch {
 	case d.Delta != 0 || judging:
-	case ready && c.n < c.max && !s.Now.Before(c.noAddUntil) && tx > 0 && !inflated &&
-		(d.Limited >= 0.5 && lost > 0 || dropped && (lost > 0 || c.lossWithin(s.Now, LaneLossMemory))):
-		// tx > 0: a path that carried nothing in the epoch (stalled, its
-		// queue expiring) has no window to widen.
-		want := c.n + 1
-		if d.CapacityBps > 0 {
-			want = max(want, int(math.Ceil(float64(c.n)*LaneHeadroom*d.DemandBps/d.CapacityBps)))
-		}
-		if dropped && s.Cwnd > 0 {
-			want = max(want, int(math.Ceil(float64(c.n)*LaneHeadroom*need/float64(s.Cwnd))))
-		}
-		d.Delta = min(want, LaneGrowth*c.n, c.max) - c.n
-		switch {
-		case d.Limited >= 0.5 && lost > 0:
-			d.Reason = "window-limited with loss and no RTT inflation"
-		case lost > 0:
-			d.Reason = "queued frames dropped, with loss and no RTT inflation"
-		default:
-			d.Reason = "queued frames dropped since a loss cut the window, no RTT inflation"
-		}
-		c.added, c.usedAtAdd, c.judged, c.flat = d.Delta, d.UsedBps, 0, 0
-	case ready && c.n < c.max && !s.Now.Before(c.noAddUntil) && tx > 0 && !inflated &&
-		c.lossWithin(s.Now, 2*epoch) && c.lastLoss.After(c.lastChange) &&
-		2*c.excess >= need && 2*float64(c.waitedPeak) >= c.excess && s.Cwnd > 0 && LaneHeadroom*need > float64(s.Cwnd):
-		// Ahead of the next burst: a loss has just cut the window (since
-		// the last change of lanes) below what the recent bursts need;
-		// bursts, not a steady rate, make up most of that need, and they
-		// queued on this path (half of one waited in its queue at once)
-		// rather than being spread by the scheduler over paths with room.
-		want := max(c.n+1, int(math.Ceil(float64(c.n)*LaneHeadroom*need/float64(s.Cwnd))))
-		d.Delta = min(want, LaneGrowth*c.n, c.max) - c.n
-		d.Reason = "a loss cut the window below what the last bursts need"
+	case why != "":
+		d.Delta, d.Reason = min(want, LaneGrowth*c.n, c.max)-c.n, why
 		c.added, c.usedAtAdd, c.judged, c.flat = d.Delta, d.UsedBps, 0, 0
 	case ready && c.n > 1 && s.Now.Sub(c.lastLimited) >= LaneIdle && d.CapacityBps > 0:
 		idleBps := float64(s.TxBytes-c.idleTxAt) * 8 / s.Now.Sub(c.lastLimited).Seconds()
@@ -339,6 +309,58 @@ func (c *LaneController) baseRTT(s LaneSample) time.Duration {
 		c.slotMin = s.SRTT
 	}
 	return max(s.MinRTT, c.slotMin)
+}
+
+// addition returns the lanes the epoch's figures ask for (before the
+// LaneGrowth and max caps) and why, or an empty reason when they ask for
+// none; the type's comment gives the rules. lost is the epoch's QUIC
+// losses, dropped whether it dropped queued frames, need the window,
+// bytes, that the steady demand and the largest recent burst ask for.
+func (c *LaneController) addition(d LaneDecision, s LaneSample, lost uint64, dropped bool, need float64, epoch time.Duration) (want int, why string) {
+	forBurst := 0 // lanes whose windows carry need with headroom
+	if s.Cwnd > 0 {
+		forBurst = int(math.Ceil(float64(c.n) * LaneHeadroom * need / float64(s.Cwnd)))
+	}
+	switch {
+	case d.Limited >= 0.5 && lost > 0:
+		why = "window-limited with loss and no RTT inflation"
+	case dropped && lost > 0:
+		why = "queued frames dropped, with loss and no RTT inflation"
+	case dropped && c.lossWithin(s.Now, LaneLossMemory):
+		why = "queued frames dropped since a loss cut the window, no RTT inflation"
+	case c.lossWithin(s.Now, 2*epoch) && c.lastLoss.After(c.lastChange) &&
+		2*c.excess.v >= need && 2*c.waitedPeak.v >= c.excess.v && s.Cwnd > 0 && LaneHeadroom*need > float64(s.Cwnd):
+		// Ahead of the next burst: a loss has just cut the window (since
+		// the last change of lanes) below what the recent bursts need;
+		// bursts, not a steady rate, make up most of that need, and they
+		// queued on this path (half of one waited in its queue at once)
+		// rather than being spread by the scheduler over paths with room.
+		return max(c.n+1, forBurst), "a loss cut the window below what the last bursts need"
+	default:
+		return 0, ""
+	}
+	want = c.n + 1
+	if d.CapacityBps > 0 {
+		want = max(want, int(math.Ceil(float64(c.n)*LaneHeadroom*d.DemandBps/d.CapacityBps)))
+	}
+	if dropped {
+		want = max(want, forBurst)
+	}
+	return want, why
+}
+
+// recentMax is the largest value observed over a trailing span: a value
+// at least as large replaces it, and so does any value once the kept one
+// is older than the span.
+type recentMax struct {
+	v  float64
+	at time.Time
+}
+
+func (m *recentMax) observe(v float64, now time.Time, span time.Duration) {
+	if v >= m.v || now.Sub(m.at) > span {
+		m.v, m.at = v, now
+	}
 }
 
 // lossWithin reports whether QUIC declared a loss within d before now.

@@ -522,41 +522,46 @@ func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // concentrator view); for the whole bond any edge path not ACTIVE; for the
 // garbage the concentrator's transport drops growing.
 func (b *faultBed) pollDetect(ctx context.Context, fc faultCase, c *caseRun, e0, c0 *faultStatus, det chan<- time.Time) {
-	tick := time.NewTicker(faultsStatusPoll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	seen := false
+	every(ctx, faultsStatusPoll, func() {
 		now := time.Now()
-		seen := false
-		switch {
-		case fc.name == "garbage":
-			st, err := b.status(b.concSock)
-			seen = err == nil && transportDropSum(st) > transportDropSum(c0)
-		case c.path != "":
-			if st, err := b.status(b.edgeSock); err == nil {
-				p, _ := pathStats(st, c.path)
-				p0, _ := pathStats(e0, c.path)
-				seen = p.Status != "ACTIVE" || p.SuspectEvents > p0.SuspectEvents || p.Drops[tunnel.DropSuspect] > p0.Drops[tunnel.DropSuspect] ||
-					p.BlackHoles > p0.BlackHoles || p.DatagramBudget < p0.DatagramBudget
-			}
-			if !seen && fc.name == "address-change" {
-				if st, err := b.status(b.concSock); err == nil {
-					p, _ := pathStats(st, c.path)
-					p0, _ := pathStats(c0, c.path)
-					seen = p.Migrations > p0.Migrations || (p.PeerAddr != "" && p.PeerAddr != p0.PeerAddr)
-				}
-			}
-		default:
-			st, err := b.status(b.edgeSock)
-			seen = err == nil && !allActive(st)
-		}
-		if seen {
+		if !seen && b.faultSeen(fc, c, e0, c0) {
+			seen = true // every may still tick once after stop
 			det <- now
-			return
+			stop()
 		}
+	})
+}
+
+// faultSeen reports whether the status now shows the fault (pollDetect
+// says what counts), against e0 and c0, the edge's and concentrator's
+// status before it.
+func (b *faultBed) faultSeen(fc faultCase, c *caseRun, e0, c0 *faultStatus) bool {
+	switch {
+	case fc.name == "garbage":
+		st, err := b.status(b.concSock)
+		return err == nil && transportDropSum(st) > transportDropSum(c0)
+	case c.path != "":
+		if st, err := b.status(b.edgeSock); err == nil {
+			p, _ := pathStats(st, c.path)
+			p0, _ := pathStats(e0, c.path)
+			if p.Status != "ACTIVE" || p.SuspectEvents > p0.SuspectEvents || p.Drops[tunnel.DropSuspect] > p0.Drops[tunnel.DropSuspect] ||
+				p.BlackHoles > p0.BlackHoles || p.DatagramBudget < p0.DatagramBudget {
+				return true
+			}
+		}
+		if fc.name == "address-change" {
+			if st, err := b.status(b.concSock); err == nil {
+				p, _ := pathStats(st, c.path)
+				p0, _ := pathStats(c0, c.path)
+				return p.Migrations > p0.Migrations || (p.PeerAddr != "" && p.PeerAddr != p0.PeerAddr)
+			}
+		}
+		return false
+	default:
+		st, err := b.status(b.edgeSock)
+		return err == nil && !allActive(st)
 	}
 }
