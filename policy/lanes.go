@@ -73,7 +73,11 @@ import (
 // least LaneGain or met 95 % of the demand ends the judgement and the lanes
 // stay; if none did and most of them were flat, the link's capacity, not
 // the windows, limits the path: the added lanes are removed again, and no
-// lane is added for LaneIdle. An epoch whose rate fell below the rate before
+// lane is added for LaneRetry, twice as long after each further addition
+// that did not pay off, at most LaneIdle (a link's capacity moves: the
+// Starlink trace's from one second to the next spans 45–183 Mbit/s, and a
+// judgement made in a dip must not hold the path at one lane for long).
+// An epoch whose rate fell below the rate before
 // by more than LaneGain is no evidence either way: a loss event that cuts
 // every lane's window at once (random loss, the end of slow start) does
 // that, and with most epochs falling the lanes stay. No lane is added or
@@ -107,6 +111,7 @@ type LaneController struct {
 	flat       int       // of them, epochs whose rate stayed within LaneGain of usedAtAdd
 	usedAtAdd  float64   // bit/s the lanes took in the epoch before that addition
 	noAddUntil time.Time // additions that did not pay off hold further ones until then
+	unpaid     int       // additions in a row that did not pay off
 }
 
 // LaneSample is what LaneController reads from a path.
@@ -141,6 +146,10 @@ const (
 	LaneHeadroom = 1.25
 	LaneGrowth   = 4
 	LaneGain     = 1.10 // the rate after an addition over the rate before it
+	// LaneRetry is how long no lane is added after an addition that did
+	// not pay off, doubled for each further one in a row, at most
+	// LaneIdle.
+	LaneRetry = 5 * time.Second
 	// LaneJudgeEpochs is how many epochs after an addition may show its
 	// gain before the added lanes are removed again.
 	LaneJudgeEpochs = 3
@@ -261,13 +270,14 @@ func (c *LaneController) Sample(s LaneSample) LaneDecision {
 		}
 		switch {
 		case d.UsedBps >= LaneGain*c.usedAtAdd || d.UsedBps >= 0.95*d.DemandBps:
-			c.added = 0 // paid off
+			c.added, c.unpaid = 0, 0 // paid off
 		case c.judged < LaneJudgeEpochs:
 			judging = true
 		case 2*c.flat > c.judged:
 			d.Delta, d.Reason = -min(c.added, c.n-1), "no gain from the last lanes: the link's capacity, not the windows, limits the path"
-			c.noAddUntil = s.Now.Add(LaneIdle)
+			c.noAddUntil = s.Now.Add(min(LaneRetry<<min(c.unpaid, 8), LaneIdle))
 			c.added = 0
+			c.unpaid++
 		default:
 			c.added = 0 // the rate fell for reasons of its own: the lanes stay
 		}

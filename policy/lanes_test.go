@@ -17,8 +17,10 @@ func TestLaneControl(t *testing.T) {
 		lossPer               float64
 		srtt, minRTT          time.Duration // 0: rtt
 		inactive              bool
-		burst                 bool // the demand comes as one burst a second that partly expires
-		dip                   bool // in the epoch after each addition the lanes carry 70 % of what they did before it (a loss event cut every window)
+		burst                 bool          // the demand comes as one burst a second that partly expires
+		dip                   bool          // in the epoch after each addition the lanes carry 70 % of what they did before it (a loss event cut every window)
+		linkLater             float64       // bit/s of the link from riseAt on; 0: link throughout
+		riseAt                time.Duration // when linkLater starts
 	}
 	cases := []struct {
 		name  string
@@ -27,6 +29,7 @@ func TestLaneControl(t *testing.T) {
 		secs  int // seconds of samples, one every LaneSampleEvery
 		m     model
 		want  int // lanes at the end
+		adds  int // if > 0: at most this many additions
 	}{
 		{name: "random loss, window-limited: adds up to the demand", max: 8, start: 1, secs: 10,
 			m: model{demand: 20e6, perLane: 4e6, link: 100e6, lossPer: 0.01}, want: 7},
@@ -38,6 +41,10 @@ func TestLaneControl(t *testing.T) {
 			m: model{demand: 20e6, perLane: 4e6, link: 100e6, lossPer: 0.01, dip: true}, want: 7},
 		{name: "the link, not the window, limits: lanes removed again", max: 8, start: 1, secs: 10,
 			m: model{demand: 20e6, perLane: 4e6, link: 4.2e6, lossPer: 0.01}, want: 1},
+		{name: "the link limited in a dip, then rose: lanes added again after LaneRetry", max: 8, start: 1, secs: 20,
+			m: model{demand: 20e6, perLane: 4e6, link: 4.2e6, lossPer: 0.01, linkLater: 100e6, riseAt: 4 * time.Second}, want: 7},
+		{name: "the link limits for good: the retries back off", max: 8, start: 1, secs: 60,
+			m: model{demand: 20e6, perLane: 4e6, link: 4.2e6, lossPer: 0.01}, want: 1, adds: 4},
 		{name: "inflated RTT is congestion: no lane", max: 8, start: 1, secs: 10,
 			m: model{demand: 20e6, perLane: 4e6, link: 100e6, lossPer: 0.01, srtt: 3 * rtt}, want: 1},
 		{name: "a standing queue on a long path is congestion: no lane", max: 8, start: 1, secs: 10,
@@ -67,7 +74,7 @@ func TestLaneControl(t *testing.T) {
 			}
 			dt := LaneSampleEvery.Seconds()
 			var tx, offered, lost, drops float64
-			changes := 0
+			changes, adds := 0, 0
 			var last time.Time
 			for i := 1; i <= c.secs*int(time.Second/LaneSampleEvery); i++ {
 				now := t0.Add(time.Duration(i) * LaneSampleEvery)
@@ -78,9 +85,13 @@ func TestLaneControl(t *testing.T) {
 						demand = c.m.demand / dt
 					}
 				}
-				capacity := min(float64(ctl.n)*c.m.perLane, c.m.link)
+				link := c.m.link
+				if c.m.linkLater != 0 && now.Sub(t0) >= c.m.riseAt {
+					link = c.m.linkLater
+				}
+				capacity := min(float64(ctl.n)*c.m.perLane, link)
 				if c.m.dip && ctl.added > 0 && ctl.judged == 0 {
-					capacity = 0.7 * min(float64(ctl.n-ctl.added)*c.m.perLane, c.m.link)
+					capacity = 0.7 * min(float64(ctl.n-ctl.added)*c.m.perLane, link)
 				}
 				sent := min(demand, capacity)
 				offered += demand * dt / 8
@@ -113,6 +124,9 @@ func TestLaneControl(t *testing.T) {
 					}
 					changes++
 					last = now
+					if d.Delta > 0 {
+						adds++
+					}
 				}
 				if ctl.n < 1 || ctl.n > c.max {
 					t.Fatalf("lanes %d outside 1..%d", ctl.n, c.max)
@@ -120,6 +134,9 @@ func TestLaneControl(t *testing.T) {
 			}
 			if ctl.n != c.want {
 				t.Fatalf("lanes %d after %d s, want %d", ctl.n, c.secs, c.want)
+			}
+			if c.adds > 0 && adds > c.adds {
+				t.Fatalf("%d additions in %d s, want at most %d", adds, c.secs, c.adds)
 			}
 		})
 	}
