@@ -40,6 +40,11 @@ func TestRatePickersAvoidLossyPath(t *testing.T) {
 		{"blest waits on a fast path that delivers sooner", BLEST{}, []time.Duration{10 * ms, 200 * ms}, []float64{0, 0}, []int{20_000, 0}, 0},
 		{"blest goes slow when the fast queue is long", BLEST{}, []time.Duration{10 * ms, 40 * ms}, []float64{0, 0}, []int{100_000, 0}, 1},
 		{"lossy path used when it is the only one", LowestRTT{}, []time.Duration{10 * ms}, []float64{0.5}, nil, 0},
+		// 1 MB/s targets: 300 KB queued is 300 ms; 15 % loss costs 44 ms, 50 % 250 ms.
+		{"loss-degraded path takes the excess when no ACTIVE path has room", LowestRTT{}, []time.Duration{10 * ms, 20 * ms}, []float64{0, 0.15}, []int{300_000, 0}, 1},
+		{"loss-degraded path waits while an ACTIVE path has room", LowestRTT{}, []time.Duration{10 * ms, 20 * ms}, []float64{0, 0.15}, []int{5_000, 0}, 0},
+		{"loss-degraded path waits while the ACTIVE queue is shorter than its loss", LowestRTT{}, []time.Duration{10 * ms, 20 * ms}, []float64{0, 0.5}, []int{100_000, 0}, 0},
+		{"loss-degraded path with a queue of its own does not take it", LowestRTT{}, []time.Duration{10 * ms, 20 * ms}, []float64{0, 0.15}, []int{300_000, 300_000}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

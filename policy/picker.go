@@ -18,7 +18,15 @@ type Picker interface {
 // picks the path with the earliest expected delivery
 // (Path.ExpectedDelivery), which spreads a load above any one path's rate
 // in proportion to the paths' rates. DEGRADED paths are used only when no
-// path is ACTIVE. Rate-controlled paths (pathrate.go) are ranked by
+// path is ACTIVE, with one exception: when no ACTIVE path has room, a
+// rate-controlled path DEGRADED only for its receiver-seen loss
+// (ReasonLoss) that has room takes the packet if its expected delivery,
+// the loss penalty included, is earlier than the ACTIVE paths' (lossyRoom):
+// a bond carries the sum of its links, and a packet sent where it may be
+// lost beats one that waits in a full queue until it expires. A path losing
+// 50 % is charged one DefaultLossPenalty (250 ms) more, about a full queue's
+// wait, so unprotected packets still keep off it while a clean path can
+// take them in time. Rate-controlled paths (pathrate.go) are ranked by
 // expected delivery, loss included. It is the default scheduler
 // (SchedulerLowestRTT), the base choice under the rules (Select).
 type LowestRTT struct{}
@@ -39,6 +47,9 @@ func (LowestRTT) Pick(paths []*Path, now time.Time, out []int) int {
 				bestEDT, bestDelivery = i, d
 			}
 		}
+		if best < 0 && want == StatusActive && bestEDT >= 0 {
+			best = lossyRoom(paths, now, bestDelivery)
+		}
 		if best < 0 {
 			best = bestEDT
 		}
@@ -48,6 +59,23 @@ func (LowestRTT) Pick(paths []*Path, now time.Time, out []int) int {
 		}
 	}
 	return 0
+}
+
+// lossyRoom returns the path DEGRADED only for its receiver-seen loss
+// (ReasonLoss) that has room and the earliest expected delivery, loss
+// included, if that is earlier than `than` (the best ACTIVE path's); else -1.
+func lossyRoom(paths []*Path, now time.Time, than time.Duration) int {
+	best := -1
+	for i, p := range paths {
+		if !p.LossDegradedAt(now) || p.Status(now) != StatusDegraded || p.StatusReason(now) != ReasonLoss ||
+			!p.HasWindow() || p.Saturated() || !p.HasRoom() {
+			continue
+		}
+		if d := p.expectedDeliveryAt(now); d < than {
+			best, than = i, d
+		}
+	}
+	return best
 }
 
 // rttLess orders smoothed RTTs, with 0 (no sample yet) after any sample.
