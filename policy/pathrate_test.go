@@ -58,6 +58,16 @@ func TestRatePickersAvoidLossyPath(t *testing.T) {
 			}
 		})
 	}
+	t.Run("loss-degraded path short of byte budget does not take the excess", func(t *testing.T) {
+		ps := ratePaths(now, []time.Duration{10 * ms, 20 * ms}, []float64{0, 0.15})
+		ps[0].SetQueueLen(240, 300_000)
+		ps[1].SetBudget(Budget{Bytes: 10_000, Period: PeriodDay})
+		ps[1].OnBytes(9_500, now)
+		out := make([]int, 2)
+		if n := (LowestRTT{}).Pick(ps, now, out); n != 1 || out[0] != 0 {
+			t.Fatalf("picked %v (n=%d), want 0", out[:n], n)
+		}
+	})
 }
 
 func TestRateLossStatus(t *testing.T) {

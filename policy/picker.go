@@ -62,12 +62,12 @@ func (LowestRTT) Pick(paths []*Path, now time.Time, out []int) int {
 }
 
 // lossyRoom returns the path DEGRADED only for its receiver-seen loss
-// (ReasonLoss) that has room and the earliest expected delivery, loss
+// (ReasonLoss; not SUSPECT, silent or short of byte budget) that has room and the earliest expected delivery, loss
 // included, if that is earlier than `than` (the best ACTIVE path's); else -1.
 func lossyRoom(paths []*Path, now time.Time, than time.Duration) int {
 	best := -1
 	for i, p := range paths {
-		if !p.LossDegradedAt(now) || p.Status(now) != StatusDegraded || p.StatusReason(now) != ReasonLoss ||
+		if !p.LossDegradedAt(now) || p.StatusReason(now) != ReasonLoss || p.BudgetExhausted(now) ||
 			!p.HasWindow() || p.Saturated() || !p.HasRoom() {
 			continue
 		}
