@@ -128,6 +128,7 @@ type capResult struct {
 	Runs         int       `json:"runs,omitempty"`        // runs the medians are taken over
 	CI95         ciMap     `json:"ci95,omitempty"`        // 95 % bootstrap intervals of the medians
 	owdSamples   []float64 // sorted one-way delays, ms (for the CDF)
+	trace        []pathSample
 }
 
 // capPath is one link of a capacity bed.
@@ -244,6 +245,7 @@ func runCapacity(ctx context.Context, o Options, out io.Writer) error {
 	fmt.Fprintf(out, "bondd bench capacity: %d paths (%s), %s per configuration, %d run(s) from seed %d\n",
 		len(sc.Paths), sc.Source, o.Duration, o.runs(), o.Seed)
 	perRun := map[string][]capResult{}
+	var trace []pathSample
 	for r := range o.runs() {
 		ro := o.forRun(r)
 		rsc, err := capacityScenario(ro)
@@ -262,6 +264,7 @@ func runCapacity(ctx context.Context, o Options, out io.Writer) error {
 				rep.Mode = mode
 			}
 			perRun[c.name] = append(perRun[c.name], res)
+			trace = append(trace, res.trace...)
 		}
 	}
 	var series []cdfSeries
@@ -290,7 +293,10 @@ func runCapacity(ctx context.Context, o Options, out io.Writer) error {
 	}
 	rep.Targets = capTargets(rep.Configs)
 	md := capMarkdown(&rep)
-	if err := writeResults(o.Out, rep, md, out); err != nil || o.NoPlots {
+	if err := writeResults(o.Out, rep, md, out); err != nil {
+		return err
+	}
+	if err := writePathTrace(o.Out, trace); err != nil || o.NoPlots {
 		return err
 	}
 	return writePlots(o.Out, cdfPlot("capacity-owd-cdf", "capacity: one-way delay of UDP at Σ capacity (all runs)", "one-way delay (ms)", series))
@@ -342,7 +348,16 @@ func runCapConfig(ctx context.Context, o Options, sc emu.Scenario, c capConfig, 
 		flow = newCBRFlow(offered, demo.PacketBytes, o.Duration)
 		traffic, deliver = flow.send, flow.deliver
 	}
-	run, err := runOnBedAt(ctx, o, bo, time.Time{}, out, traffic, deliver)
+	traced := func(ctx context.Context, bed *demo.Bed, start time.Time) error {
+		tr := tracePaths(ctx, bed, bo.Scenario, bo.Seed, start)
+		err := traffic(ctx, bed, start)
+		res.trace = tr.finish()
+		for i := range res.trace {
+			res.trace[i].Seed, res.trace[i].Config = o.Seed, c.name
+		}
+		return err
+	}
+	run, err := runOnBedAt(ctx, o, bo, time.Time{}, out, traced, deliver)
 	if err != nil {
 		return res, "", err
 	}

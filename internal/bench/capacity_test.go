@@ -138,6 +138,7 @@ func TestBenchCapacity(t *testing.T) {
 	const d = 3 * time.Second
 	rep, dir := runBenchTest(t, Options{Scenario: Capacity, Duration: d, Seed: 2, Configs: []string{capBondUDP}})
 	checkPlots(t, dir, "capacity-owd-cdf")
+	checkPathTrace(t, dir, "att", "tmobile", "verizon", "starlink")
 	by := benchConfigs(t, rep, "capacity_mbps", "goodput_mbps", "owd_ms", "runs", "ci95")
 	udp := by[capBondUDP]
 	capMbps, good, offered := udp["capacity_mbps"].(float64), udp["goodput_mbps"].(float64), udp["offered_mbps"].(float64)
