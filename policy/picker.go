@@ -62,8 +62,9 @@ func (LowestRTT) Pick(paths []*Path, now time.Time, out []int) int {
 }
 
 // lossyRoom returns the path DEGRADED only for its receiver-seen loss
-// (ReasonLoss; not SUSPECT, silent or short of byte budget) that has room and the earliest expected delivery, loss
-// included, if that is earlier than `than` (the best ACTIVE path's); else -1.
+// (ReasonLoss; not SUSPECT, silent or short of byte budget) that has room
+// and the earliest expected delivery, loss included, if that is earlier
+// than `than` (the best ACTIVE path's); else -1.
 func lossyRoom(paths []*Path, now time.Time, than time.Duration) int {
 	best := -1
 	for i, p := range paths {
