@@ -27,17 +27,20 @@ func TestSendQueueObjects(t *testing.T) {
 		popAt int64 // ms
 		want  []byte
 		drops map[DropReason]uint64
+		objs  uint64 // objects that lost a packet (objectsDropped)
 	}{
 		{"late P-frame dropped whole", 8, []pkt{{1, 7, false, 0, 5}, {2, 7, false, 0, 0}, {3, 8, false, 0, 0}, {4, 7, false, 0, 0}}, 10,
-			[]byte{3}, map[DropReason]uint64{DropDeadline: 1, DropObjectLost: 2}},
+			[]byte{3}, map[DropReason]uint64{DropDeadline: 1, DropObjectLost: 2}, 1},
 		{"late keyframe packet: the rest goes", 8, []pkt{{1, 7, true, 0, 5}, {2, 7, true, 0, 0}, {3, 8, false, 0, 0}}, 10,
-			[]byte{2, 3}, map[DropReason]uint64{DropDeadline: 1}},
+			[]byte{2, 3}, map[DropReason]uint64{DropDeadline: 1}, 1},
 		{"full: the new P-frame packet, not the keyframe", 2, []pkt{{1, 7, true, 0, 0}, {2, 7, true, 0, 0}, {3, 8, false, 0, 0}, {4, 8, false, 0, 0}}, 1,
-			[]byte{1, 2}, map[DropReason]uint64{DropQueueFull: 2}},
+			[]byte{1, 2}, map[DropReason]uint64{DropQueueFull: 2}, 1},
 		{"full: a P-frame at the head goes, and its rest", 3, []pkt{{1, 8, false, 0, 0}, {2, 7, true, 0, 0}, {3, 8, false, 0, 0}, {4, 7, true, 0, 0}}, 1,
-			[]byte{2, 4}, map[DropReason]uint64{DropQueueFull: 1, DropObjectLost: 1}},
+			[]byte{2, 4}, map[DropReason]uint64{DropQueueFull: 1, DropObjectLost: 1}, 1},
 		{"no object: plain oldest-first", 2, []pkt{{1, 0, false, 0, 0}, {2, 0, false, 0, 0}, {3, 0, false, 0, 0}}, 1,
-			[]byte{2, 3}, map[DropReason]uint64{DropQueueFull: 1}},
+			[]byte{2, 3}, map[DropReason]uint64{DropQueueFull: 1}, 0},
+		{"two frames each lose packets: counted once each", 8, []pkt{{1, 7, false, 0, 5}, {2, 7, false, 0, 5}, {3, 8, false, 0, 5}, {4, 8, false, 0, 0}, {5, 9, false, 0, 0}}, 10,
+			[]byte{5}, map[DropReason]uint64{DropDeadline: 3, DropObjectLost: 1}, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -67,6 +70,9 @@ func TestSendQueueObjects(t *testing.T) {
 				if g := q.drops.get(r); g != c.drops[r] {
 					t.Errorf("%s drops %d, want %d", r, g, c.drops[r])
 				}
+			}
+			if g := q.objectsDropped(); g != c.objs {
+				t.Errorf("objects that lost a packet: %d, want %d", g, c.objs)
 			}
 		})
 	}

@@ -169,6 +169,7 @@ func (p *path) stats(now time.Time) PathStats {
 		RxBytes:          p.rxBytes.Load(),
 		Drops:            p.drops.snapshot(PathDropReasons),
 		Rescued:          p.rescued.Load(),
+		ObjectsDropped:   p.queue.objectsDropped(),
 		Rate:             p.rc.stats(),
 	}
 	if srtt := s.SmoothedRTT; srtt > 0 {

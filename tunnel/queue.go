@@ -24,6 +24,12 @@ type frame struct {
 // to drop the rest of.
 const lostObjects = 8
 
+// seenObjects is how many recently counted objects a send queue remembers
+// so as to count each object's drops once: more than a saturated queue
+// drops from within lostObjectAge (a 50-fps stream's frames interleave
+// with a keyframe's 200 packets).
+const seenObjects = 128
+
 // lostObjectAge is how long a send queue keeps dropping the rest of an
 // object that lost a packet: past MaxObjectDeadline no packet of it is
 // queued any more, and a frame_id seen again later (a wrapped RTP
@@ -62,15 +68,22 @@ type sendQueue struct {
 	onLen  func(packets, bytes int) // reports the depth after each change
 	drops  *dropCounters            // the path's; counts what the queue drops
 
-	mu      sync.Mutex // guards all following
-	bands   [queueBands]bandFIFO
-	lost    [lostObjects]uint64 // objects (non-key frames) that lost a packet here
-	lostAt  [lostObjects]int64  // when, unix ns: an entry lapses after lostObjectAge
-	nlost   int                 // entries of lost in use
-	lostPos int                 // where the next one goes
-	n       int                 // frames queued, all bands
-	bytes   int                 // sum of the queued frames' lengths
-	offered uint64              // bytes ever pushed: the demand on the path
+	mu    sync.Mutex // guards all following
+	bands [queueBands]bandFIFO
+	lost  [lostObjects]uint64 // objects (non-key frames) that lost a packet here
+	// seen are the objects (keyframes too) whose dropped packets objDrops
+	// has counted lately, so that each counts once.
+	seen     [seenObjects]uint64
+	seenAt   [seenObjects]int64
+	nseen    int
+	seenPos  int
+	objDrops uint64             // objects that lost at least one packet here
+	lostAt   [lostObjects]int64 // when, unix ns: an entry lapses after lostObjectAge
+	nlost    int                // entries of lost in use
+	lostPos  int                // where the next one goes
+	n        int                // frames queued, all bands
+	bytes    int                // sum of the queued frames' lengths
+	offered  uint64             // bytes ever pushed: the demand on the path
 }
 
 // bandFIFO is one priority band's frames, oldest first: a circular buffer
@@ -135,6 +148,7 @@ func (q *sendQueue) push(f frame) {
 			victim = -1
 		}
 		if victim < 0 {
+			q.countObjLocked(&f, f.enqueued)
 			q.lostLocked(&f, f.enqueued)
 			q.mu.Unlock()
 			putBuf(f.buf)
@@ -143,6 +157,7 @@ func (q *sendQueue) push(f frame) {
 		old := q.bands[victim].popFront()
 		q.n--
 		q.bytes -= old.end - old.off
+		q.countObjLocked(&old, f.enqueued)
 		q.lostLocked(&old, f.enqueued)
 		putBuf(old.buf)
 	}
@@ -165,6 +180,7 @@ func (q *sendQueue) requeue(f frame) {
 	q.mu.Lock()
 	if q.n == q.cap {
 		q.drops.add(DropQueueFull)
+		q.countObjLocked(&f, time.Now().UnixNano())
 		q.mu.Unlock()
 		putBuf(f.buf)
 		return
@@ -209,6 +225,7 @@ func (q *sendQueue) pop(now int64) (f frame, ok, more bool) {
 			q.n--
 			q.bytes -= f.end - f.off
 			if reason, dead := q.expired(&f, now); dead {
+				q.countObjLocked(&f, now)
 				q.lostLocked(&f, now)
 				putBuf(f.buf)
 				q.drops.add(reason)
@@ -242,6 +259,34 @@ func (q *sendQueue) lostLocked(f *frame, now int64) {
 	q.lost[q.lostPos], q.lostAt[q.lostPos] = f.obj, now // overwrites the oldest once full
 	q.lostPos = (q.lostPos + 1) % lostObjects
 	q.nlost = min(q.nlost+1, lostObjects)
+}
+
+// countObjLocked counts f, being dropped, against its object (video
+// frame): objDrops counts the objects that lost at least one packet in
+// this queue, each once while it is among the last seenObjects counted
+// within lostObjectAge of now (unix ns). A frame without an object is not
+// counted.
+func (q *sendQueue) countObjLocked(f *frame, now int64) {
+	if !f.hasObj {
+		return
+	}
+	for i := range q.nseen {
+		if q.seen[i] == f.obj && now-q.seenAt[i] < lostObjectAge {
+			return
+		}
+	}
+	q.seen[q.seenPos], q.seenAt[q.seenPos] = f.obj, now
+	q.seenPos = (q.seenPos + 1) % seenObjects
+	q.nseen = min(q.nseen+1, seenObjects)
+	q.objDrops++
+}
+
+// objectsDropped returns how many objects (video frames) lost at least
+// one packet in this queue (countObjLocked).
+func (q *sendQueue) objectsDropped() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.objDrops
 }
 
 // partLostLocked reports whether f belongs to a non-key object that lost a
@@ -284,6 +329,7 @@ func (q *sendQueue) drain() {
 	for b := range q.bands {
 		for q.bands[b].n > 0 {
 			f := q.bands[b].popFront()
+			q.countObjLocked(&f, time.Now().UnixNano())
 			putBuf(f.buf)
 			q.drops.add(DropExpired)
 		}

@@ -66,6 +66,12 @@ type PathStats struct {
 	RxBytes          uint64            `json:"rx_bytes"`
 	Drops            DropCounts        `json:"drops"`   // every reason of PathDropReasons
 	Rescued          uint64            `json:"rescued"` // queued frames moved to other paths when this one failed
+	// ObjectsDropped counts the video frames (objects the classifier gave
+	// a frame ID) of which the send queue dropped at least one packet
+	// (full, expired, past a deadline, or the rest of a broken frame),
+	// each once: an upper bound of the frames bondd's own queue cost, as
+	// FEC may rebuild the packet and a copy on another path may arrive.
+	ObjectsDropped uint64 `json:"objects_dropped"`
 	// CapacityBps is what the path's congestion windows carry per smoothed
 	// RTT (cwnd/srtt, summed over its lanes), bit/s: the capacity the
 	// scheduler sees; 0 before the first RTT sample.

@@ -326,6 +326,7 @@ type benchRun struct {
 	pathTxBytes         []uint64 // per path, datagram bytes handed to QUIC during the run
 	pathTxPackets       []uint64 // per path, datagrams handed to QUIC during the run
 	queueDrops          uint64   // datagrams dropped from send queues (full or expired)
+	objDrops            uint64   // video frames that lost a packet in the edge's send queues, per path summed (tunnel.PathStats.ObjectsDropped)
 	wireBytes, wirePkts uint64   // sums of pathTxBytes and pathTxPackets
 	// cpuCores is the bench process's CPU time while the traffic ran over
 	// that wall time: cores busy with the sender, both bonds and the
@@ -388,6 +389,7 @@ func runOnBedAt(ctx context.Context, o Options, bo demo.BedOptions, anchor time.
 		r.pathTxBytes = append(r.pathTxBytes, a.txBytes-b.txBytes)
 		r.pathTxPackets = append(r.pathTxPackets, a.txPackets-b.txPackets)
 		r.queueDrops += a.drops - b.drops
+		r.objDrops += a.objDrops - b.objDrops
 		r.wireBytes += a.txBytes - b.txBytes
 		r.wirePkts += a.txPackets - b.txPackets
 	}
@@ -395,11 +397,12 @@ func runOnBedAt(ctx context.Context, o Options, bo demo.BedOptions, anchor time.
 }
 
 // pathCounterSet holds the path counters a bench run takes differences of.
-type pathCounterSet struct{ txBytes, txPackets, drops uint64 }
+type pathCounterSet struct{ txBytes, txPackets, drops, objDrops uint64 }
 
 // pathCounters takes the counters of p that a run differences.
 func pathCounters(p tunnel.PathStats) pathCounterSet {
-	return pathCounterSet{txBytes: p.TxBytes, txPackets: p.TxPackets, drops: p.Drops[tunnel.DropQueueFull] + p.Drops[tunnel.DropExpired] + p.Drops[tunnel.DropDeadline]}
+	return pathCounterSet{txBytes: p.TxBytes, txPackets: p.TxPackets, drops: p.Drops[tunnel.DropQueueFull] + p.Drops[tunnel.DropExpired] + p.Drops[tunnel.DropDeadline],
+		objDrops: p.ObjectsDropped}
 }
 
 // benchPath is one path's part of a configuration's traffic.

@@ -219,6 +219,12 @@ func TestBenchS2(t *testing.T) {
 		if frames := c["frames"].(float64); frames != 150 {
 			t.Errorf("%s: %v frames sent in 3 s, want 150", n, frames)
 		}
+		if hit, ok := c["frames_queue_hit"].(float64); !ok || hit < 0 || hit > c["frames"].(float64) {
+			t.Errorf("%s: frames hit in bondd's queues %v of %v", n, c["frames_queue_hit"], c["frames"])
+		}
+	}
+	if ts, _ := rep["targets"].([]any); len(ts) != 5 { // s2-isl adds the bound on frames lost to bondd's queues
+		t.Errorf("%d targets, want 5", len(ts))
 	}
 	share := func(n string) float64 { return by[n]["metered_share"].(float64) }
 	if s := share("single-starlink"); s != 0 {
