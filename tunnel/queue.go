@@ -68,22 +68,22 @@ type sendQueue struct {
 	onLen  func(packets, bytes int) // reports the depth after each change
 	drops  *dropCounters            // the path's; counts what the queue drops
 
-	mu    sync.Mutex // guards all following
-	bands [queueBands]bandFIFO
-	lost  [lostObjects]uint64 // objects (non-key frames) that lost a packet here
+	mu      sync.Mutex // guards all following
+	bands   [queueBands]bandFIFO
+	lost    [lostObjects]uint64 // objects (non-key frames) that lost a packet here
+	lostAt  [lostObjects]int64  // when, unix ns: an entry lapses after lostObjectAge
+	nlost   int                 // entries of lost in use
+	lostPos int                 // where the next one goes
+	n       int                 // frames queued, all bands
+	bytes   int                 // sum of the queued frames' lengths
+	offered uint64              // bytes ever pushed: the demand on the path
 	// seen are the objects (keyframes too) whose dropped packets objDrops
-	// has counted lately, so that each counts once.
+	// has counted lately (seenAt: when), so that each counts once.
 	seen     [seenObjects]uint64
 	seenAt   [seenObjects]int64
-	nseen    int
-	seenPos  int
-	objDrops uint64             // objects that lost at least one packet here
-	lostAt   [lostObjects]int64 // when, unix ns: an entry lapses after lostObjectAge
-	nlost    int                // entries of lost in use
-	lostPos  int                // where the next one goes
-	n        int                // frames queued, all bands
-	bytes    int                // sum of the queued frames' lengths
-	offered  uint64             // bytes ever pushed: the demand on the path
+	nseen    int    // entries of seen in use
+	seenPos  int    // where the next one goes
+	objDrops uint64 // objects that lost at least one packet here
 }
 
 // bandFIFO is one priority band's frames, oldest first: a circular buffer
