@@ -58,6 +58,18 @@ func TestRatePickersAvoidLossyPath(t *testing.T) {
 			}
 		})
 	}
+	t.Run("loss-degraded path that has gone silent does not take the excess", func(t *testing.T) {
+		later := now.Add(3 * time.Second) // past MinSilence for b; a is heard from
+		ps := ratePaths(now, []time.Duration{10 * ms, 20 * ms}, []float64{0, 0.15})
+		ps[0].OnReceive(later)
+		ps[0].OnRateEstimate(1e6, 0, 0, later)
+		ps[1].OnRateEstimate(1e6, 0.15, 0, later) // a fresh estimate, as the sender's stale-report path republishes
+		ps[0].SetQueueLen(240, 300_000)
+		out := make([]int, 2)
+		if n := (LowestRTT{}).Pick(ps, later, out); n != 1 || out[0] != 0 {
+			t.Fatalf("picked %v (n=%d), want 0", out[:n], n)
+		}
+	})
 	t.Run("loss-degraded path short of byte budget does not take the excess", func(t *testing.T) {
 		ps := ratePaths(now, []time.Duration{10 * ms, 20 * ms}, []float64{0, 0.15})
 		ps[0].SetQueueLen(240, 300_000)

@@ -270,7 +270,8 @@ func (q *sendQueue) countObjLocked(f *frame, now int64) {
 	if !f.hasObj {
 		return
 	}
-	for i := range q.nseen {
+	for k := 1; k <= q.nseen; k++ { // newest first: a frame's drops come together
+		i := (q.seenPos - k + seenObjects) % seenObjects
 		if q.seen[i] == f.obj && now-q.seenAt[i] < lostObjectAge {
 			return
 		}
@@ -326,10 +327,11 @@ func (q *sendQueue) wait(done <-chan struct{}) bool {
 // drain drops every queued frame, counting them as expired.
 func (q *sendQueue) drain() {
 	q.mu.Lock()
+	now := time.Now().UnixNano()
 	for b := range q.bands {
 		for q.bands[b].n > 0 {
 			f := q.bands[b].popFront()
-			q.countObjLocked(&f, time.Now().UnixNano())
+			q.countObjLocked(&f, now)
 			putBuf(f.buf)
 			q.drops.add(DropExpired)
 		}
