@@ -103,8 +103,8 @@ type LaneController struct {
 	offeredSeen                         uint64        // OfferedBytes of the previous sample
 	burst                               uint64        // the epoch's most bytes pushed onto the path between two samples
 	waited                              int           // the epoch's most bytes queued in one sample
-	excess                              recentMax     // the largest burst above the steady demand, bytes, over LaneBurstMemory
-	waitedPeak                          recentMax     // the most bytes queued in one sample, over LaneBurstMemory
+	excess                              winMax        // the largest burst above the steady demand, bytes, over LaneBurstMemory
+	waitedPeak                          winMax        // the most bytes queued in one sample, over LaneBurstMemory
 
 	added      int       // lanes added at the last addition while it is judged, else 0
 	judged     int       // epochs judged since that addition
@@ -249,12 +249,12 @@ func (c *LaneController) Sample(s LaneSample) LaneDecision {
 	// queue (a keyframe's) only the one or two it passes through.
 	inflated := c.outage || 2*c.queued >= c.samples
 	if s.SRTT > 0 { // the burst above the steady demand's share of a sample interval
-		c.excess.observe(max(float64(c.burst)-d.DemandBps/8*LaneSampleEvery.Seconds(), 0), s.Now, LaneBurstMemory)
+		c.excess.update(s.Now, LaneBurstMemory, max(float64(c.burst)-d.DemandBps/8*LaneSampleEvery.Seconds(), 0))
 	}
-	c.waitedPeak.observe(float64(c.waited), s.Now, LaneBurstMemory)
+	c.waitedPeak.update(s.Now, LaneBurstMemory, float64(c.waited))
 	// need is the window, bytes, that carries the steady demand and the
 	// largest recent burst within one smoothed RTT.
-	need := d.DemandBps/8*s.SRTT.Seconds() + c.excess.v
+	need := d.DemandBps/8*s.SRTT.Seconds() + c.excess.get()
 	var want int
 	var why string
 	if ready && c.n < c.max && !s.Now.Before(c.noAddUntil) && tx > 0 && !inflated {
@@ -339,7 +339,7 @@ func (c *LaneController) addition(d LaneDecision, s LaneSample, lost uint64, dro
 	case dropped && c.lossWithin(s.Now, LaneLossMemory):
 		why = "queued frames dropped since a loss cut the window, no RTT inflation"
 	case c.lossWithin(s.Now, 2*epoch) && c.lastLoss.After(c.lastChange) &&
-		2*c.excess.v >= need && 2*c.waitedPeak.v >= c.excess.v && s.Cwnd > 0 && LaneHeadroom*need > float64(s.Cwnd):
+		2*c.excess.get() >= need && 2*c.waitedPeak.get() >= c.excess.get() && s.Cwnd > 0 && LaneHeadroom*need > float64(s.Cwnd):
 		// Ahead of the next burst: a loss has just cut the window (since
 		// the last change of lanes) below what the recent bursts need;
 		// bursts, not a steady rate, make up most of that need, and they
@@ -357,20 +357,6 @@ func (c *LaneController) addition(d LaneDecision, s LaneSample, lost uint64, dro
 		want = max(want, forBurst)
 	}
 	return want, why
-}
-
-// recentMax is the largest value observed over a trailing span: a value
-// at least as large replaces it, and so does any value once the kept one
-// is older than the span.
-type recentMax struct {
-	v  float64
-	at time.Time
-}
-
-func (m *recentMax) observe(v float64, now time.Time, span time.Duration) {
-	if v >= m.v || now.Sub(m.at) > span {
-		m.v, m.at = v, now
-	}
 }
 
 // lossWithin reports whether QUIC declared a loss within d before now.

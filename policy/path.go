@@ -272,14 +272,19 @@ func (p *Path) LinkStatus(now time.Time) Status {
 	if !p.connected.Load() || p.peerDown.Load() {
 		return StatusUnavailable
 	}
-	silence := time.Duration(now.UnixNano() - p.lastRecv.Load())
-	if silence > max(MinSilence, 4*p.SmoothedRTT()) || p.LossDegradedAt(now) {
+	if p.silent(now) || p.LossDegradedAt(now) {
 		return StatusDegraded
 	}
 	if s, _ := p.Suspect(now); s {
 		return StatusDegraded
 	}
 	return StatusActive
+}
+
+// silent reports whether the peer has been silent at now for longer than
+// max(MinSilence, 4·smoothed RTT), which makes the path DEGRADED.
+func (p *Path) silent(now time.Time) bool {
+	return time.Duration(now.UnixNano()-p.lastRecv.Load()) > max(MinSilence, 4*p.SmoothedRTT())
 }
 
 // Reasons [Path.StatusReason] returns.
@@ -299,7 +304,7 @@ func (p *Path) StatusReason(now time.Time) string {
 	case StatusUnavailable:
 		return ReasonDown
 	case StatusDegraded:
-		if s, _ := p.Suspect(now); s && time.Duration(now.UnixNano()-p.lastRecv.Load()) <= max(MinSilence, 4*p.SmoothedRTT()) {
+		if s, _ := p.Suspect(now); s && !p.silent(now) {
 			return ReasonSuspect
 		}
 		if p.LossDegradedAt(now) {

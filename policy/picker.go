@@ -71,11 +71,8 @@ func (LowestRTT) Pick(paths []*Path, now time.Time, out []int) int {
 func lossyRoom(paths []*Path, now time.Time, than time.Duration) int {
 	best := -1
 	for i, p := range paths {
-		if !p.connected.Load() || p.peerDown.Load() || !p.LossDegradedAt(now) || p.BudgetExhausted(now) ||
+		if !p.connected.Load() || p.peerDown.Load() || !p.LossDegradedAt(now) || p.silent(now) || p.BudgetExhausted(now) ||
 			!p.HasWindow() || p.Saturated() || !p.HasRoom() {
-			continue
-		}
-		if silence := time.Duration(now.UnixNano() - p.lastRecv.Load()); silence > max(MinSilence, 4*p.SmoothedRTT()) {
 			continue
 		}
 		if suspect, _ := p.Suspect(now); suspect {

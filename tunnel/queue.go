@@ -68,22 +68,47 @@ type sendQueue struct {
 	onLen  func(packets, bytes int) // reports the depth after each change
 	drops  *dropCounters            // the path's; counts what the queue drops
 
-	mu      sync.Mutex // guards all following
-	bands   [queueBands]bandFIFO
-	lost    [lostObjects]uint64 // objects (non-key frames) that lost a packet here
-	lostAt  [lostObjects]int64  // when, unix ns: an entry lapses after lostObjectAge
-	nlost   int                 // entries of lost in use
-	lostPos int                 // where the next one goes
-	n       int                 // frames queued, all bands
-	bytes   int                 // sum of the queued frames' lengths
-	offered uint64              // bytes ever pushed: the demand on the path
-	// seen are the objects (keyframes too) whose dropped packets objDrops
-	// has counted lately (seenAt: when), so that each counts once.
-	seen     [seenObjects]uint64
-	seenAt   [seenObjects]int64
-	nseen    int    // entries of seen in use
-	seenPos  int    // where the next one goes
-	objDrops uint64 // objects that lost at least one packet here
+	mu       sync.Mutex // guards all following
+	bands    [queueBands]bandFIFO
+	lost     recentObjects // objects (non-key frames) that lost a packet here: the rest of them is dropped
+	seen     recentObjects // objects (keyframes too) objDrops has counted, so that each counts once
+	objDrops uint64        // objects that lost at least one packet here
+	n        int           // frames queued, all bands
+	bytes    int           // sum of the queued frames' lengths
+	offered  uint64        // bytes ever pushed: the demand on the path
+}
+
+// recentObjects remembers the last objects (frame IDs) added to it, up to
+// its size, each for lostObjectAge. Allocation-free after
+// newRecentObjects.
+type recentObjects struct {
+	ids []uint64
+	at  []int64 // when each was added, unix ns
+	n   int     // entries in use
+	pos int     // where the next one goes, overwriting the oldest once full
+}
+
+func newRecentObjects(size int) recentObjects {
+	return recentObjects{ids: make([]uint64, size), at: make([]int64, size)}
+}
+
+// has reports whether obj was added less than lostObjectAge before now
+// (unix ns). It looks newest first: an object's packets come together.
+func (r *recentObjects) has(obj uint64, now int64) bool {
+	for k := 1; k <= r.n; k++ {
+		i := (r.pos - k + len(r.ids)) % len(r.ids)
+		if r.ids[i] == obj && now-r.at[i] < lostObjectAge {
+			return true
+		}
+	}
+	return false
+}
+
+// add remembers obj from now (unix ns).
+func (r *recentObjects) add(obj uint64, now int64) {
+	r.ids[r.pos], r.at[r.pos] = obj, now
+	r.pos = (r.pos + 1) % len(r.ids)
+	r.n = min(r.n+1, len(r.ids))
 }
 
 // bandFIFO is one priority band's frames, oldest first: a circular buffer
@@ -122,7 +147,8 @@ func newSendQueue(capacity int, maxAge time.Duration, onLen func(packets, bytes 
 	if drops == nil {
 		drops = new(dropCounters)
 	}
-	q := &sendQueue{maxAge: int64(maxAge), cap: capacity, bell: make(chan struct{}, 1), onLen: onLen, drops: drops}
+	q := &sendQueue{maxAge: int64(maxAge), cap: capacity, bell: make(chan struct{}, 1), onLen: onLen, drops: drops,
+		lost: newRecentObjects(lostObjects), seen: newRecentObjects(seenObjects)}
 	return q // each band's ring is allocated on its first push
 }
 
@@ -253,12 +279,10 @@ func (q *sendQueue) pop(now int64) (f frame, ok, more bool) {
 // GOP, MoMQ finding F5), and the receiver's FEC may still rebuild the
 // missing one.
 func (q *sendQueue) lostLocked(f *frame, now int64) {
-	if !f.hasObj || f.isKey || q.partLostLocked(f, now) {
+	if !f.hasObj || f.isKey || q.lost.has(f.obj, now) {
 		return
 	}
-	q.lost[q.lostPos], q.lostAt[q.lostPos] = f.obj, now // overwrites the oldest once full
-	q.lostPos = (q.lostPos + 1) % lostObjects
-	q.nlost = min(q.nlost+1, lostObjects)
+	q.lost.add(f.obj, now)
 }
 
 // countObjLocked counts f, being dropped, against its object (video
@@ -267,18 +291,10 @@ func (q *sendQueue) lostLocked(f *frame, now int64) {
 // within lostObjectAge of now (unix ns). A frame without an object is not
 // counted.
 func (q *sendQueue) countObjLocked(f *frame, now int64) {
-	if !f.hasObj {
+	if !f.hasObj || q.seen.has(f.obj, now) {
 		return
 	}
-	for k := 1; k <= q.nseen; k++ { // newest first: a frame's drops come together
-		i := (q.seenPos - k + seenObjects) % seenObjects
-		if q.seen[i] == f.obj && now-q.seenAt[i] < lostObjectAge {
-			return
-		}
-	}
-	q.seen[q.seenPos], q.seenAt[q.seenPos] = f.obj, now
-	q.seenPos = (q.seenPos + 1) % seenObjects
-	q.nseen = min(q.nseen+1, seenObjects)
+	q.seen.add(f.obj, now)
 	q.objDrops++
 }
 
@@ -293,15 +309,7 @@ func (q *sendQueue) objectsDropped() uint64 {
 // partLostLocked reports whether f belongs to a non-key object that lost a
 // packet in this queue less than lostObjectAge before now (unix ns).
 func (q *sendQueue) partLostLocked(f *frame, now int64) bool {
-	if !f.hasObj || f.isKey {
-		return false
-	}
-	for i := range q.nlost {
-		if q.lost[i] == f.obj && now-q.lostAt[i] < lostObjectAge {
-			return true
-		}
-	}
-	return false
+	return f.hasObj && !f.isKey && q.lost.has(f.obj, now)
 }
 
 // expired reports whether f is past its deadline at now (unix ns), and

@@ -401,8 +401,7 @@ type pathCounterSet struct{ txBytes, txPackets, drops, objDrops uint64 }
 
 // pathCounters takes the counters of p that a run differences.
 func pathCounters(p tunnel.PathStats) pathCounterSet {
-	return pathCounterSet{txBytes: p.TxBytes, txPackets: p.TxPackets, drops: p.Drops[tunnel.DropQueueFull] + p.Drops[tunnel.DropExpired] + p.Drops[tunnel.DropDeadline],
-		objDrops: p.ObjectsDropped}
+	return pathCounterSet{txBytes: p.TxBytes, txPackets: p.TxPackets, drops: queueDrops(&p), objDrops: p.ObjectsDropped}
 }
 
 // benchPath is one path's part of a configuration's traffic.

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/bondd/bondd/emu"
@@ -90,10 +89,9 @@ func sub(b, a uint64) uint64 {
 	return b - a
 }
 
-// pathTracer samples a bed's edge every pathTraceStep until stopped.
+// pathTracer samples a bed's edge every pathTraceStep until finished.
 type pathTracer struct {
-	mu   sync.Mutex
-	rows []pathSample
+	rows []pathSample // written by the sampling goroutine until done is closed
 	stop context.CancelFunc
 	done chan struct{}
 }
@@ -120,9 +118,7 @@ func tracePaths(ctx context.Context, bed *demo.Bed, sc emu.Scenario, seed uint64
 			for i := range rows {
 				rows[i].T = now.Sub(start).Seconds()
 			}
-			t.mu.Lock()
 			t.rows = append(t.rows, rows...)
-			t.mu.Unlock()
 			last, prev = now, cur
 		})
 	}()
@@ -133,8 +129,6 @@ func tracePaths(ctx context.Context, bed *demo.Bed, sc emu.Scenario, seed uint64
 func (t *pathTracer) finish() []pathSample {
 	t.stop()
 	<-t.done
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	return t.rows
 }
 
