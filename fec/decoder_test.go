@@ -171,7 +171,7 @@ func TestDecoderEarlyClose(t *testing.T) {
 		refs = append(refs, ref)
 	}
 	par := newParity(20, DefaultMaxPacketLen)
-	if !e.Flush(ms(20), &Redundancy{Ratio: 0.4}, par) || par.Ref.K != 5 || par.Ref.R != 2 {
+	if !e.Flush(t0.Add(DefaultBudget), &Redundancy{Ratio: 0.4}, par) || par.Ref.K != 5 || par.Ref.R != 2 {
 		t.Fatalf("Flush: %+v", par.Ref)
 	}
 	d := mustDecoder(t, DecoderOptions{})

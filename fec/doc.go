@@ -2,8 +2,8 @@
 // Reed–Solomon blocks over whole datagram payloads, a parity count sized to
 // the expected loss of each block, and a per-path loss estimator.
 //
-// It follows paper 1 (shared/seeds/000_213fc6f783f3a878.txt, §3–4:
-// scheduler-agnostic adaptive FEC for multipath QUIC datagrams) with one
+// It follows paper 1 ("Scheduler-agnostic adaptive FEC for multipath QUIC
+// datagrams", §3–4) with one
 // bondd addition, a time budget per block. The package is a leaf: it speaks
 // in numbers (path indexes, loss rates, block ids) and imports no bondd
 // package.

@@ -32,7 +32,7 @@ type EncoderOptions struct {
 	// K is the block size, data packets, 1 … MaxK; default DefaultK.
 	K int
 	// Budget is the longest a block stays open, measured from its first
-	// packet; default DefaultBudget (20 ms). Enforced by the caller's calls
+	// packet; default DefaultBudget (30 ms). Enforced by the caller's calls
 	// to Flush, which Deadline schedules.
 	Budget time.Duration
 	// MaxPacketLen is the longest packet protected, bytes, at most 65535;

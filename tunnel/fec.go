@@ -34,13 +34,13 @@ const (
 )
 
 // FECOptions configures the FEC of what a bond sends. The zero value is
-// adaptive FEC with the paper's k = 20 and α = 2 and a 20 ms block budget.
+// adaptive FEC with the paper's k = 20 and α = 2 and a 30 ms block budget.
 type FECOptions struct {
 	Mode   string        // FECAdaptive (""), FECFixed or FECOff
 	K      int           // data packets per block; default 20
 	Alpha  float64       // adaptive: safety factor α; default 2
 	Ratio  float64       // fixed: parity packets per data packet, (0, 1]
-	Budget time.Duration // longest a block stays open; default 20 ms
+	Budget time.Duration // longest a block stays open; default 30 ms (fec.DefaultBudget)
 	// VideoResidual, adaptive: the highest probability with which a
 	// block holding a video packet may fail to rebuild its data, for the
 	// parity count of fec.AssuredParity; default DefaultVideoResidual,
@@ -60,8 +60,8 @@ type FECOptions struct {
 // video packet (RTP video or MPEG-TS, classify.Codec.IsVideo) cannot be
 // rebuilt. A video packet lost for good breaks every frame after it until
 // the next keyframe (a GOP of 2 s is 50 frames), so α's parity, sized to
-// the expected loss, is too little for it: with 1.5 % loss and the 4 to 9
-// packets a 20-ms block of a 2 to 4 Mbit/s stream holds, one parity packet
+// the expected loss, is too little for it: with 1.5 % loss and the 6 to 12
+// packets a 30-ms block of a 2 to 4 Mbit/s stream holds, one parity packet
 // leaves 2·10⁻³ to 10⁻² of the blocks unrebuilt, one every few seconds.
 // 10⁻⁴ is one block in 10⁴: at 25 blocks a second, at most one datagram
 // lost for good in about 7 minutes, which costs at most a GOP, so ≥ 99.5 %

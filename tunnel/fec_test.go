@@ -115,7 +115,7 @@ func TestFECTimeoutParityLag(t *testing.T) {
 	tests := []struct {
 		lag, want time.Duration
 	}{
-		{0, fecMinTimeout},                               // 20 ms budget + 20 ms margin < the 50-ms floor
+		{0, fecMinTimeout},                               // 30 ms budget + 20 ms margin = the 50-ms floor
 		{fec.DefaultBudget, fecMinTimeout},               // the default budget changes nothing
 		{106 * time.Millisecond, 126 * time.Millisecond}, // k = 40 blocks of a 4 Mbit/s flow
 		{2 * time.Second, fecMaxTimeout},

@@ -7,9 +7,9 @@ package bench
 //
 // Each block's time budget is max(fec.DefaultBudget, 1.1·k packet
 // intervals of the flow), so that a block of the 4 Mbit/s flow fills to k
-// before its budget closes it: with the default 20 ms budget every block
-// would close by timer after about 8 packets whatever k is, and the sweep
-// would not vary k.
+// before its budget closes it: with the default budget every block would
+// close by timer after about 12 packets whatever k is, and the sweep would
+// not vary k above that.
 
 import (
 	"context"
@@ -198,7 +198,7 @@ func sweepPlot(cs []s1Result, front []string) LinePlot {
 func s1SweepMarkdown(r *s1SweepReport) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# S1 sensitivity: α × k, %s each, %d run(s), %s\n\n", time.Duration(r.DurationS*float64(time.Second)), r.Runs, r.Mode)
-	fmt.Fprintf(&b, "Command: `%s`, commit %s. Medians over the runs; [95 %% bootstrap interval] where there are several. Block budget max(20 ms, 1.1·k packet intervals), so that blocks fill to k.\n\n", r.Command, r.Commit)
+	fmt.Fprintf(&b, "Command: `%s`, commit %s. Medians over the runs; [95 %% bootstrap interval] where there are several. Block budget max(%s, 1.1·k packet intervals), so that blocks fill to k.\n\n", r.Command, r.Commit, fec.DefaultBudget)
 	by := map[string]*s1Result{}
 	for i := range r.Configs {
 		by[r.Configs[i].Name] = &r.Configs[i]

@@ -344,7 +344,7 @@ type PathsConfig struct {
 }
 
 // FECConfig configures forward error correction on what this end sends (key
-// fec). The zero value is adaptive FEC with k = 20, α = 2 and a 20 ms block
+// fec). The zero value is adaptive FEC with k = 20, α = 2 and a 30 ms block
 // budget.
 type FECConfig struct {
 	// Mode is adaptive (default), fixed or off.
@@ -357,7 +357,7 @@ type FECConfig struct {
 	// Ratio is fixed FEC's parity packets per data packet, in (0, 1];
 	// required with mode fixed, refused otherwise.
 	Ratio float64
-	// Budget is the longest a block stays open, 1ms to 1s. Default 20ms.
+	// Budget is the longest a block stays open, 1ms to 1s. Default 30ms.
 	Budget time.Duration
 	// VideoResidual is adaptive FEC's bound on the probability that a
 	// block holding a video packet cannot be rebuilt, in (0, 1]; 1 gives
