@@ -449,16 +449,33 @@ func (b *Bond) probeLossy(set *pathSet, picks []int, k, size int, now time.Time)
 // policy.DefaultLaneHeadroom, and the largest burst offered to the path in
 // the last laneBurstMemory (a keyframe), so the next one leaves at the
 // pacing rate. A lane's window is predicted from the receiver-seen loss
-// (policy.RenoWindow), or the lanes' mean window if larger: on a
-// loss-free path one lane holds any rate. An
-// added lane that did not raise the delivery rate is taken back
-// (policy.LaneTrial). Lanes are added at once, ahead of the next burst,
-// and removed only after laneShrinkAfter of lower demand.
+// (policy.RenoWindow), or the lanes' mean window if larger: a loss-free
+// lane's window could hold any rate. But a window only grows while it
+// binds, and slowly once slow start has ended: quic-go's hybrid slow start
+// leaves it when the RTT rises (a queue the pacer's probing builds), and
+// each application-limited stretch under the pacer restarts Cubic's epoch
+// (RFC 9438 §5.8). Traced on the Starlink trace: one lane's window held
+// 320 KB for 9 s, 34 Mbit/s at a 75-ms sRTT on a 74-Mbit/s link, with no
+// loss; the receiver saw only what the window let through, so the target,
+// never above 1.5 × the received rate, stayed at 25–35 Mbit/s. So while
+// the windows bind (bytes in flight within two packets of them) and the
+// path is ACTIVE, the lanes' mean window is what a lane holds, whatever
+// the loss predicts; laneSettle after an addition, so that a new lane's
+// slow start is not read as its size. Lanes are removed only when the
+// windows the lanes have (not the prediction) hold the demand with one
+// lane fewer, after laneShrinkAfter. An added lane that did not raise the
+// delivery rate is taken back (policy.LaneTrial). Lanes are added at once,
+// ahead of the next burst.
 
 // Lane sizing timing.
 const (
 	laneBurstMemory = 4 * time.Second  // how long the largest burst is remembered
 	laneShrinkAfter = 10 * time.Second // lower demand for this long removes lanes
+	// laneSettleRTTs × sRTT, at least laneSettleMin, is how long after an
+	// addition the new lane's window is still in slow start: binding
+	// windows do not count until then.
+	laneSettleRTTs = 4
+	laneSettleMin  = 500 * time.Millisecond
 )
 
 // laneSizer is the rate-control lane decision of one path; routineUplink
@@ -470,6 +487,7 @@ type laneSizer struct {
 	bursts    [int(laneBurstMemory / policy.LaneSampleEvery)]int
 	head      int
 	lowSince  time.Time // since when fewer lanes would do; zero: not so
+	grownAt   time.Time // the last addition; zero: none
 }
 
 // decide returns the lane change the path p wants at now, with n lanes
@@ -496,25 +514,37 @@ func (s *laneSizer) decide(p *path, now time.Time, n int) policy.LaneDecision {
 	srtt := p.state.SmoothedRTT()
 	demand := policy.LaneDemand(target, srtt, policy.DefaultLaneHeadroom, largest)
 	window := policy.RenoWindow(loss, policy.LaneWireBytes, 10_000)
-	if live := p.liveLanes(); live > 0 { // a window the lanes reached counts too
-		window = max(window, p.state.CongestionWindow()/live)
+	have, cwnd := window, p.state.CongestionWindow() // have: the mean window the lanes reached
+	if live := p.liveLanes(); live > 0 {
+		have = cwnd / live
+		window = max(window, have) // a window the lanes reached counts too
+	}
+	settled := now.Sub(s.grownAt) >= max(laneSettleRTTs*srtt, laneSettleMin)
+	binding := have < window && p.state.BytesInFlight()+2*policy.LaneWireBytes >= cwnd &&
+		p.state.LinkStatus(now) == policy.StatusActive && settled
+	if binding {
+		window = have
 	}
 	want := policy.LanesFor(demand, window, MaxLanes, s.trial.Cap())
+	fewer := policy.LanesFor(demand, have, MaxLanes, s.trial.Cap())
 	if p.state.LossDegradedAt(now) {
-		want = 1 // the scheduler avoids the path: more lanes cannot help
+		want, fewer = 1, 1 // the scheduler avoids the path: more lanes cannot help
 	}
 	d := policy.LaneDecision{LossRate: loss, DemandBps: float64(demand) * 8 / max(srtt.Seconds(), 0.001),
 		UsedBps: delivery * 8, CapacityBps: target * 8}
 	switch {
+	case want > n && binding:
+		d.Delta, d.Reason = want-n, "rate control: the lanes' windows bind below target × sRTT or the last burst"
+		s.lowSince, s.grownAt = time.Time{}, now
 	case want > n:
 		d.Delta, d.Reason = want-n, "rate control: the lanes' windows would bind below target × sRTT or the last burst"
-		s.lowSince = time.Time{}
-	case want < n && s.lowSince.IsZero():
+		s.lowSince, s.grownAt = time.Time{}, now
+	case fewer < n && s.lowSince.IsZero():
 		s.lowSince = now
-	case want < n && now.Sub(s.lowSince) >= laneShrinkAfter:
+	case fewer < n && now.Sub(s.lowSince) >= laneShrinkAfter:
 		d.Delta, d.Reason = -1, "rate control: fewer lanes hold the target"
 		s.lowSince = now
-	case want >= n:
+	case fewer >= n:
 		s.lowSince = time.Time{}
 	}
 	return d

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/policy"
+	"github.com/quic-go/quic-go"
 )
 
 // loadResult is what runLoad counts: datagrams sent and delivered of the
@@ -230,6 +231,68 @@ func TestLaneSizer(t *testing.T) {
 		step(tt.wait)
 		if n != tt.want {
 			t.Fatalf("%s: %d lanes, want %d", tt.name, n, tt.want)
+		}
+	}
+}
+
+// TestLaneSizerBinding checks lane sizing on a loss-free path whose
+// windows bind: the windows the lanes have, not the loss prediction, size
+// them (a loss-free window grows slowly once slow start has ended), only
+// after a new lane's slow start has had laneSettle, and only on an ACTIVE
+// path; and lanes go only when the windows they have hold the demand with
+// one fewer. The steps run in order on one path.
+func TestLaneSizerBinding(t *testing.T) {
+	b, err := newBond("e", nil, bondOptions{mtu: testMTU})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := b.pathFor("p", nil)
+	p.rc.on = true
+	p.rc.peer.Store(true)
+	now := time.Unix(1000, 0)
+	p.state.SetConnected(true, now)
+	var s laneSizer
+	n := 1
+	steps := []struct {
+		name           string
+		wait           time.Duration
+		target         float64 // bytes/s; demand = target × 75 ms × 1.5
+		live           int     // lanes with a connection
+		cwnd, inflight int     // summed over the lanes, bytes
+		silent         bool    // the peer has not been heard for a long time
+		want           int
+	}{
+		// 30 Mbit/s: 422 KB of demand over one 320-KB window that binds.
+		{"one lane binds", time.Second, 3.75e6, 1, 320_000, 320_000, false, 2},
+		{"the new lane in slow start", 100 * time.Millisecond, 3.75e6, 2, 365_000, 365_000, false, 2},
+		{"settled, the windows still bind", laneSettleMin, 3.75e6, 2, 365_000, 365_000, false, 3},
+		{"settled, not binding", laneSettleMin, 3.75e6, 3, 600_000, 300_000, false, 3},
+		{"not binding for laneShrinkAfter: the windows are needed", laneShrinkAfter + time.Second, 3.75e6, 3, 600_000, 300_000, false, 3},
+		{"binding, but the path is silent", policy.MinSilence + time.Second, 7.5e6, 3, 600_000, 600_000, true, 3},
+		{"binding and ACTIVE", laneSettleMin, 7.5e6, 3, 600_000, 600_000, false, 5},
+		// 8 Mbit/s: 112 KB of demand, which one 120-KB window holds.
+		{"lower demand", laneSettleMin, 1e6, 5, 600_000, 100_000, false, 5},
+		{"lower demand for laneShrinkAfter", laneShrinkAfter, 1e6, 5, 600_000, 100_000, false, 4},
+	}
+	for _, st := range steps {
+		now = now.Add(st.wait)
+		if !st.silent {
+			p.state.OnReceive(now)
+		}
+		for i := range p.lanes {
+			if i < st.live {
+				p.lanes[i].conn.Store(&quic.Conn{})
+			} else {
+				p.lanes[i].conn.Store(nil)
+			}
+		}
+		p.state.OnMetrics(75*time.Millisecond, 55*time.Millisecond, st.cwnd, st.inflight)
+		p.rc.target.Store(math.Float64bits(st.target))
+		p.rc.estimate.Store(&policy.RateEstimate{Target: st.target, Delivery: st.target})
+		d := s.decide(p, now, n)
+		n += d.Delta
+		if n != st.want {
+			t.Fatalf("%s: %d lanes (%q), want %d", st.name, n, d.Reason, st.want)
 		}
 	}
 }
