@@ -43,7 +43,11 @@ import (
 // queue overflowing, however shallow), or loss rising while the queue is
 // drained, sets the rate to 0.85 × the received rate (GCC's back-off,
 // draft-ietf-rmcat-gcc-02 §5.5; BBRv2 responds to loss above 2 % alike)
-// and restarts max_bw from it; probing stays gentle for 2 s after. The
+// and restarts max_bw from it; probing stays gentle for 2 s after, unless
+// it refills: after a reset, once the queue has drained, the rate probes
+// at 1.25 × max_bw every report back to 0.85 × the max_bw the reset
+// forgot, for at most 3 s and until a queue shows (BBRv3's ProbeBW_REFILL
+// and UP), so that a 100–300-ms capacity dip does not cost seconds. The
 // target never rises above 1.5 × the received rate of the last seconds
 // (GCC §5.5; 2 × in Startup), and an application-limited sender's target
 // decays to 2 × what the receiver got. GCC's delay trend and adaptive
@@ -120,6 +124,8 @@ const (
 	startupGain       = 2.0                    // BBR Startup pacing gain (2/ln 2 ≈ 2.89 in BBR; 2 per report here)
 	startupGrowth     = 1.25                   // BBR full-pipe test: max_bw grows by 25 % ...
 	startupRounds     = 3                      // ... within 3 rounds
+	refillShare       = 0.85                   // a reset's forgotten max_bw is refilled up to this share of it ...
+	refillMemory      = 3 * time.Second        // ... for this long after the reset (BBRv3 keeps max_bw over 2 ProbeBW cycles)
 )
 
 // probeBWGains is BBRv1's ProbeBW pacing gain cycle (Cardwell et al., "BBR:
@@ -215,6 +221,9 @@ type RateEstimator struct {
 	fullBw       float64   // max_bw when it last grew by startupGrowth
 	fullBwN      int       // rounds since
 	limitedAt    time.Time // the last report during which the sender was not application-limited
+	refillTo     float64   // bytes/s: refillShare × the max_bw the last reset forgot
+	refillUntil  time.Time // refilling ends then
+	refillProbed bool      // the refill has probed since that reset
 
 	lastUpdate time.Time
 	lastEmpty  time.Time // the last report whose queue emptied
@@ -450,6 +459,30 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	if e.startup {
 		gain = startupGain
 	}
+	// Refill (BBRv3's ProbeBW_REFILL and UP, draft-ietf-ccwg-bbr
+	// §4.3.3.4–5: a loss or a drain lowers the short-term bounds, but
+	// max_bw is kept over two probing cycles and the next probe goes back
+	// to it): after a reset, once the queue is back under QueueTarget,
+	// probe at 1.25 × max_bw in every report, not one phase in eight,
+	// until max_bw is back at refillShare of what the reset forgot or
+	// refillMemory passes. A queue above QueueTarget or a reset after it
+	// has probed ends it (BBRv3 leaves ProbeBW_UP when a queue shows: the
+	// capacity is not there). A capacity dip of 100–300 ms (the Starlink
+	// trace's, every few seconds) then costs about a second, not the
+	// several that BBRv1's cycle takes to grow 1.25 × per eight phases
+	// from the dip's rate.
+	refilling := !e.startup && limited && now.Before(e.refillUntil) && e.queue <= qt &&
+		!overflow && !lossCongestion && !drain
+	switch {
+	case refilling && bw >= e.refillTo:
+		e.endRefill() // the capacity came back
+		refilling = false
+	case refilling:
+		gain = probeBWGains[0]
+		e.refillProbed = true
+	case e.refillProbed && e.queue > qt:
+		e.endRefill() // the probe found a queue: the capacity is not there
+	}
 	if gain <= 1 {
 		// Cruising: hold the queue near QueueTarget with NADA's
 		// proportional term (RFC 8698 §4.3), relative to max_bw, never
@@ -471,6 +504,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		// back-off (draft-ietf-rmcat-gcc-02 §5.5: 0.85 × the received rate),
 		// and max_bw forgets the rates the link no longer carries.
 		a = min(a, gccBackoff*recv)
+		e.forget(now, bw)
 		e.bw.reset(now, recv)
 		e.overflowAt = now
 		e.overuses++
@@ -484,6 +518,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		f := min(1, max(drainMin, 1-(e.queue-qt)/tau))
 		a = min(a, recv*f)
 		if linkLimited {
+			e.forget(now, bw)
 			e.bw.reset(now, recv)
 		}
 		e.overuses++
@@ -502,7 +537,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		}
 		a = min(a, max(e.target, e.cfg.MinRate), keep)
 	}
-	if now.Sub(e.overflowAt) < overflowMemory && gain > 1 {
+	if now.Sub(e.overflowAt) < overflowMemory && gain > 1 && !refilling {
 		// Near a shallow queue that overflowed lately, probe gently
 		// (GCC's additive increase near the last overuse, §5.5).
 		a = min(a, bw*(1+velocityStart))
@@ -517,6 +552,27 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		a = min(a, max(e.target, g*e.maxRecv))
 	}
 	e.target = min(max(a, e.cfg.MinRate), e.cfg.MaxRate)
+}
+
+// forget records, at a reset of max_bw at now, the rate bw it forgets, for
+// the refill. A reset with no refill under way starts one, to refillShare
+// × bw for refillMemory; a reset before the refill has probed is the same
+// dip (it spans several reports) and keeps the higher rate; a reset after
+// it has probed ends it.
+func (e *RateEstimator) forget(now time.Time, bw float64) {
+	switch {
+	case now.Before(e.refillUntil) && e.refillProbed:
+		e.endRefill()
+	case now.Before(e.refillUntil):
+		e.refillTo = max(e.refillTo, refillShare*bw)
+	default:
+		e.refillTo, e.refillUntil, e.refillProbed = refillShare*bw, now.Add(refillMemory), false
+	}
+}
+
+// endRefill ends the refill under way.
+func (e *RateEstimator) endRefill() {
+	e.refillTo, e.refillUntil, e.refillProbed = 0, time.Time{}, false
 }
 
 // updateBase feeds the report's least one-way delay into the base filter,

@@ -180,6 +180,17 @@ func constDelay(d time.Duration) func(time.Duration) time.Duration {
 	return func(time.Duration) time.Duration { return d }
 }
 
+// dips returns a capacity of mbit Mbit/s that falls to low Mbit/s for
+// 200 ms every 2.5 s: the Starlink trace's short dips.
+func dips(mbit, low float64) func(time.Duration) float64 {
+	return func(t time.Duration) float64 {
+		if t%(2500*time.Millisecond) >= 2300*time.Millisecond {
+			return low * 1e6 / 8
+		}
+		return mbit * 1e6 / 8
+	}
+}
+
 // mahimahiLike returns a capacity trace that changes every 100 ms by a
 // log-normal step (σ = 0.15), within lo–hi Mbit/s, with a 300-ms outage
 // every 7 s: the shape of cellular traces.
@@ -228,27 +239,37 @@ func TestRateModelCapacity(t *testing.T) {
 		loss     float64
 		minUtil  float64
 		maxQueue time.Duration
-		queueCap int // bytes; 0: 1 MB
+		queueCap int     // bytes; 0: 1 MB
+		maxDrop  float64 // share of what reaches the bottleneck its queue may drop; 0: 0.04
 	}{
-		{"const20-loss0", constRate(20), 20 * time.Millisecond, 0, 0.90, steady, 0},
-		{"const20-loss1", constRate(20), 20 * time.Millisecond, 0.01, 0.90, steady, 0},
-		{"const20-loss5", constRate(20), 20 * time.Millisecond, 0.05, 0.90, lossy, 0},
-		{"const20-loss50", constRate(20), 20 * time.Millisecond, 0.50, 0.90, 70 * time.Millisecond, 0},
-		{"steps-loss0", step, 20 * time.Millisecond, 0, 0.90, steady, 0},
-		{"steps-loss5", step, 20 * time.Millisecond, 0.05, 0.90, lossy, 0},
-		{"trace-loss0", mahimahiLike(1, 2, 50, dur), 20 * time.Millisecond, 0, 0.90, traced, 0},
-		{"trace-loss1", mahimahiLike(2, 2, 50, dur), 40 * time.Millisecond, 0.01, 0.90, traced, 0},
-		{"trace-loss5", mahimahiLike(3, 2, 50, dur), 20 * time.Millisecond, 0.05, 0.90, traced, 0},
+		{"const20-loss0", constRate(20), 20 * time.Millisecond, 0, 0.90, steady, 0, 0},
+		{"const20-loss1", constRate(20), 20 * time.Millisecond, 0.01, 0.90, steady, 0, 0},
+		{"const20-loss5", constRate(20), 20 * time.Millisecond, 0.05, 0.90, lossy, 0, 0},
+		{"const20-loss50", constRate(20), 20 * time.Millisecond, 0.50, 0.90, 70 * time.Millisecond, 0, 0},
+		{"steps-loss0", step, 20 * time.Millisecond, 0, 0.90, steady, 0, 0},
+		{"steps-loss5", step, 20 * time.Millisecond, 0.05, 0.90, lossy, 0, 0},
+		{"trace-loss0", mahimahiLike(1, 2, 50, dur), 20 * time.Millisecond, 0, 0.90, traced, 0, 0},
+		{"trace-loss1", mahimahiLike(2, 2, 50, dur), 40 * time.Millisecond, 0.01, 0.90, traced, 0, 0},
+		{"trace-loss5", mahimahiLike(3, 2, 50, dur), 20 * time.Millisecond, 0.05, 0.90, traced, 0, 0},
 		// A long path on a fast-varying trace: the reports are a round
-		// trip late, so the bound is lower.
-		{"trace-rtt180", mahimahiLike(1, 2, 50, dur), 90 * time.Millisecond, 0.01, 0.85, 80 * time.Millisecond, 0},
-		{"const94-rtt180", constRate(94), 90 * time.Millisecond, 0.01, 0.90, steady, 0},
+		// trip late, so the utilisation bound is lower and the queue's
+		// higher (the refill after each drain takes the rate back to
+		// 0.85 × the forgotten max_bw a round trip before a queue shows:
+		// 0.87 of capacity at a 74-ms mean queue without it, 0.93 at 90).
+		{"trace-rtt180", mahimahiLike(1, 2, 50, dur), 90 * time.Millisecond, 0.01, 0.85, 95 * time.Millisecond, 0, 0},
+		{"const94-rtt180", constRate(94), 90 * time.Millisecond, 0.01, 0.90, steady, 0, 0},
+		// A LEO path's short dips into a shallow queue (20 ms at 80
+		// Mbit/s): each overflows it and restarts max_bw; the refill takes
+		// the rate back within about a second (0.25 of capacity without
+		// it). A sender at the capacity before a dip loses what the queue
+		// cannot hold, 1.5 of the 23 MB of 2.5 s.
+		{"dips80-rtt80", dips(80, 5), 40 * time.Millisecond, 0.01, 0.70, traced, 200_000, 0.08},
 		// Buffers shallower than QueueTarget (6 and 12 ms at 20 Mbit/s):
 		// the queue overflows before its delay shows; loss above the
 		// path's own is the signal.
-		{"shallow15k-loss0", constRate(20), 20 * time.Millisecond, 0, 0.90, steady, 15_000},
-		{"shallow15k-loss1", constRate(20), 20 * time.Millisecond, 0.01, 0.90, steady, 15_000},
-		{"shallow30k-loss5", constRate(20), 20 * time.Millisecond, 0.05, 0.90, steady, 30_000},
+		{"shallow15k-loss0", constRate(20), 20 * time.Millisecond, 0, 0.90, steady, 15_000, 0},
+		{"shallow15k-loss1", constRate(20), 20 * time.Millisecond, 0.01, 0.90, steady, 15_000, 0},
+		{"shallow30k-loss5", constRate(20), 20 * time.Millisecond, 0.05, 0.90, steady, 30_000, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -260,8 +281,12 @@ func TestRateModelCapacity(t *testing.T) {
 				queueCap: qc, warmup: 5 * time.Second, seed: 1})
 			t.Logf("capacity %.1f Mbit/s, served %.1f (%.3f), delivered %.1f, mean queue %v, queue drops %.3f, loss est %.3f, overuses %d",
 				mbps(r.capacity/55), mbps(r.served/55), r.util(), mbps(r.delivered/55), r.meanQueue(), r.dropRate(), r.est.Loss, r.est.Overuses)
-			if d := r.dropRate(); d > 0.04 {
-				t.Errorf("the bottleneck queue dropped %.3f of what reached it, want ≤ 0.04", d)
+			maxDrop := c.maxDrop
+			if maxDrop == 0 {
+				maxDrop = 0.04
+			}
+			if d := r.dropRate(); d > maxDrop {
+				t.Errorf("the bottleneck queue dropped %.3f of what reached it, want ≤ %.2f", d, maxDrop)
 			}
 			if r.util() < c.minUtil {
 				t.Errorf("served %.3f of capacity, want ≥ %.2f", r.util(), c.minUtil)
