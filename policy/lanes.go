@@ -31,11 +31,11 @@ import (
 //   - it dropped queued frames (a burst, such as a video keyframe, that
 //     waited too long for the window) and QUIC declared packets lost in
 //     that epoch or within LaneLossMemory before it. A window cut by loss
-//     regrows slowly: Cubic takes K = ∛(W·β/C) seconds back to its old
-//     size (RFC 9438 §4.2; about 5 s from 150 packets), and longer on a
-//     path that is application-limited between bursts, where each
-//     application-limited acknowledgement restarts Cubic's epoch
-//     (RFC 9438 §5.8). Meanwhile every burst waits for the cut window;
+//     regrows slowly: quic-go v0.65 runs NewReno (RFC 9002 §7.3.3), one
+//     packet per round trip back from 0.7 × W (45 round trips from 150
+//     packets), and only while the window binds, so longer on a path that
+//     is application-limited between bursts. Meanwhile every burst waits
+//     for the cut window;
 //   - or, ahead of the next burst: QUIC declared a loss in the last two
 //     epochs, after the last change of lanes, and the window left is below
 //     1.25 × what the steady demand and the largest burst of the last
@@ -53,7 +53,7 @@ import (
 // the steady demand's share (a keyframe). At most
 // LaneGrowth times as many per epoch: the new lanes' windows are still in
 // slow start when the next epoch measures them. The headroom keeps the
-// queue empty through Cubic's sawtooth. It does not add while the RTT is
+// queue empty through the window's sawtooth. It does not add while the RTT is
 // inflated: that loss is a full bottleneck, and more lanes would only take
 // capacity from other flows there. With no loss at all it never adds: a
 // window that no loss has cut grows by itself.

@@ -453,8 +453,9 @@ func (b *Bond) probeLossy(set *pathSet, picks []int, k, size int, now time.Time)
 // lane's window could hold any rate. But a window only grows while it
 // binds, and slowly once slow start has ended: quic-go's hybrid slow start
 // leaves it when the RTT rises (a queue the pacer's probing builds), and
-// each application-limited stretch under the pacer restarts Cubic's epoch
-// (RFC 9438 §5.8). Traced on the Starlink trace: one lane's window held
+// NewReno's congestion avoidance (quic-go v0.65, RFC 9002 §7.3.3) adds one
+// packet per round trip, and none while the pacer keeps it below the
+// window. Traced on the Starlink trace: one lane's window held
 // 320 KB for 9 s, 34 Mbit/s at a 75-ms sRTT on a 74-Mbit/s link, with no
 // loss; the receiver saw only what the window let through, so the target,
 // never above 1.5 × the received rate, stayed at 25–35 Mbit/s. So while
