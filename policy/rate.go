@@ -171,6 +171,11 @@ type RateEstimate struct {
 	Capacity float64
 	// Loss is the receiver-seen datagram loss rate over about 1 s, 0–1.
 	Loss float64
+	// OwnLoss is Loss without the reports that showed a queue overflowing
+	// (loss above the path's random-loss floor while a queue stood, which
+	// the target answers), 0–1: the loss a packet sent at the target can
+	// expect. A capacity dip's burst is in Loss, not in OwnLoss.
+	OwnLoss float64
 	// QueueDelay is the mean one-way delay of the last report above the
 	// base delay.
 	QueueDelay time.Duration
@@ -198,6 +203,7 @@ type RateEstimator struct {
 	loss       float64 // EWMA over lossWindow
 	floorLost  float64 // datagrams lost and in all, decayed, in reports without a queue
 	floorTotal float64
+	ownLoss    float64   // loss EWMA over lossWindow without overflowing reports (RateEstimate.OwnLoss)
 	overflowAt time.Time // the last report that showed a shallow queue overflowing
 	queue      float64   // µs
 	qmin       float64   // µs, the last report's least queueing delay
@@ -264,7 +270,7 @@ func (e *RateEstimator) Target() float64 { return e.target }
 // Estimate returns the estimator's current output.
 func (e *RateEstimator) Estimate() RateEstimate {
 	return RateEstimate{
-		Target: e.target, Delivery: e.delivery, Capacity: e.capacity, Loss: e.loss,
+		Target: e.target, Delivery: e.delivery, Capacity: e.capacity, Loss: e.loss, OwnLoss: e.ownLoss,
 		QueueDelay: time.Duration(e.queue) * time.Microsecond,
 		Trend:      e.trend, Threshold: e.gamma, Frozen: e.frozen,
 		Overuses: e.overuses, FrozenReports: e.frozenN,
@@ -330,7 +336,11 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	}
 
 	if r.Datagrams == 0 {
-		// Nothing arrived: no delay information. Hold.
+		// Nothing arrived: no delay information, and nothing that tells
+		// an overflow. Hold the rate; the loss is the path's own.
+		if r.Lost > 0 {
+			e.ownLoss += min(1, length/lossWindow) * (lossNow - e.ownLoss)
+		}
 		return
 	}
 	if e.rebaseline {
@@ -396,6 +406,13 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	linkLimited := e.recvS < linkLimitedRatio*e.sendS
 	drain := e.queue > max(drainQueueMult*qt, drainQueueMin) && (linkLimited || e.queue > queueHighMin)
 	lossCongestion := overflow || lossNow > 2*lossBefore+0.01 && drain
+	// The path's own loss leaves out a drop-tail queue overflowing, but
+	// only where the queue is one (above QueueTarget): random loss that
+	// starts on a path whose floor was learnt clean reads as overflow at
+	// first, over a queue of a millisecond or less.
+	if !overflow || e.queue <= qt {
+		e.ownLoss += min(1, length/lossWindow) * (lossNow - e.ownLoss)
+	}
 
 	// BBR's bottleneck bandwidth (draft-ietf-ccwg-bbr §4.5.2.1, BBR.max_bw):
 	// a windowed maximum of the delivery-rate samples; a sample taken

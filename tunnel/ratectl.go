@@ -248,7 +248,10 @@ func (rc *rateCtl) onFeedback(m *ctrlmsg.RateFeedback, now time.Time) {
 		return // reports are shown, but quic-go keeps the rate
 	}
 	rc.target.Store(math.Float64bits(est.Target))
-	rc.p.state.OnRateEstimate(est.Target, est.Loss, est.QueueDelay, now)
+	// The scheduler and the status see the path's own loss: a capacity
+	// dip's overflow, which the target answers, would otherwise make a
+	// satellite path DEGRADED for a second and a half after every dip.
+	rc.p.state.OnRateEstimate(est.Target, est.OwnLoss, est.QueueDelay, now)
 	rc.feedFECLoss(&r, now)
 }
 
@@ -293,7 +296,7 @@ func (rc *rateCtl) checkStale(now time.Time) {
 	rc.fallbacks.Add(1)
 	loss := 0.0
 	if e := rc.estimate.Load(); e != nil {
-		loss = e.Loss
+		loss = e.OwnLoss
 	}
 	rc.p.state.OnRateEstimate(t, loss, 0, now)
 }
