@@ -379,8 +379,11 @@ type RateStats struct {
 	// QueueDelay is the peer-measured queueing delay of the path.
 	QueueDelay time.Duration `json:"queue_delay_ns"`
 	// Loss is the receiver-seen datagram loss rate over about a second,
-	// 0–1 (gaps in the per-path sequence).
-	Loss float64 `json:"loss"`
+	// 0–1 (gaps in the per-path sequence); OwnLoss the same without the
+	// reports that showed a queue overflowing (policy.RateEstimate.OwnLoss),
+	// which makes the path DEGRADED with reason loss at 0.10.
+	Loss    float64 `json:"loss"`
+	OwnLoss float64 `json:"own_loss"`
 	// HeldBackBytes is the bytes that waited for the pacer; ReleasedBytes
 	// all bytes the lanes handed to QUIC.
 	HeldBackBytes uint64 `json:"held_back_bytes"`
@@ -409,7 +412,7 @@ func (rc *rateCtl) stats() *RateStats {
 		Reports: rc.reports.Load(), Fallbacks: rc.fallbacks.Load(), FeedbackSent: rc.sentFb.Load()}
 	if e := rc.estimate.Load(); e != nil {
 		s.DeliveryBps, s.CapacityBps = uint64(e.Delivery*8), uint64(e.Capacity*8)
-		s.QueueDelay, s.Loss, s.Overuses = e.QueueDelay, e.Loss, e.Overuses
+		s.QueueDelay, s.Loss, s.OwnLoss, s.Overuses = e.QueueDelay, e.Loss, e.OwnLoss, e.Overuses
 	}
 	if rc.active() {
 		s.TargetBps = uint64(rc.targetRate() * 8)
