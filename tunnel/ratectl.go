@@ -467,8 +467,8 @@ func (b *Bond) probeLossy(set *pathSet, picks []int, k, size int, now time.Time)
 // never above 1.5 × the received rate, stayed at 25–35 Mbit/s. So while
 // the windows bind (bytes in flight within two packets of them) and the
 // path is ACTIVE, the lanes' mean window is what a lane holds, whatever
-// the loss predicts; laneSettle after an addition, so that a new lane's
-// slow start is not read as its size. Lanes are removed only when the
+// the loss predicts, from max(laneSettleRTTs × sRTT, laneSettleMin) after
+// an addition on, so that a new lane's slow start is not read as its size. Lanes are removed only when the
 // windows the lanes have (not the prediction) hold the demand with one
 // lane fewer, after laneShrinkAfter. An added lane that did not raise the
 // delivery rate is taken back (policy.LaneTrial). Lanes are added at once,
