@@ -126,6 +126,7 @@ const (
 	startupRounds     = 3                      // ... within 3 rounds
 	refillShare       = 0.85                   // a reset's forgotten max_bw is refilled up to this share of it ...
 	refillMemory      = 3 * time.Second        // ... for this long after the reset (BBRv3 keeps max_bw over 2 ProbeBW cycles)
+	congestMemory     = 200 * time.Millisecond // at least this long after a congested report, loss is not the path's own
 )
 
 // probeBWGains is BBRv1's ProbeBW pacing gain cycle (Cardwell et al., "BBR:
@@ -171,10 +172,11 @@ type RateEstimate struct {
 	Capacity float64
 	// Loss is the receiver-seen datagram loss rate over about 1 s, 0–1.
 	Loss float64
-	// OwnLoss is Loss without the reports that showed a queue overflowing
-	// (loss above the path's random-loss floor while a queue stood, which
-	// the target answers), 0–1: the loss a packet sent at the target can
-	// expect. A capacity dip's burst is in Loss, not in OwnLoss.
+	// OwnLoss is Loss without the reports that showed a queue above
+	// QueueTarget overflowing (loss above the path's random-loss floor) or
+	// draining, nor those of the next max(200 ms, 2 sRTT), 0–1: the loss a
+	// packet sent at the target can expect. A capacity dip's burst is in
+	// Loss, not in OwnLoss.
 	OwnLoss float64
 	// QueueDelay is the mean one-way delay of the last report above the
 	// base delay.
@@ -203,7 +205,8 @@ type RateEstimator struct {
 	loss       float64 // EWMA over lossWindow
 	floorLost  float64 // datagrams lost and in all, decayed, in reports without a queue
 	floorTotal float64
-	ownLoss    float64   // loss EWMA over lossWindow without overflowing reports (RateEstimate.OwnLoss)
+	ownLoss    float64   // loss EWMA over lossWindow without congested reports (RateEstimate.OwnLoss)
+	congestAt  time.Time // the last report that showed a queue above QueueTarget overflowing or draining
 	overflowAt time.Time // the last report that showed a shallow queue overflowing
 	queue      float64   // µs
 	qmin       float64   // µs, the last report's least queueing delay
@@ -336,10 +339,10 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	}
 
 	if r.Datagrams == 0 {
-		// Nothing arrived: no delay information, and nothing that tells
-		// an overflow. Hold the rate; the loss is the path's own.
+		// Nothing arrived: no delay information. Hold the rate; the loss
+		// is the path's own unless a congested report came just before.
 		if r.Lost > 0 {
-			e.ownLoss += min(1, length/lossWindow) * (lossNow - e.ownLoss)
+			e.learnOwnLoss(now, lossNow, length, s.SRTT)
 		}
 		return
 	}
@@ -406,13 +409,10 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	linkLimited := e.recvS < linkLimitedRatio*e.sendS
 	drain := e.queue > max(drainQueueMult*qt, drainQueueMin) && (linkLimited || e.queue > queueHighMin)
 	lossCongestion := overflow || lossNow > 2*lossBefore+0.01 && drain
-	// The path's own loss leaves out a drop-tail queue overflowing, but
-	// only where the queue is one (above QueueTarget): random loss that
-	// starts on a path whose floor was learnt clean reads as overflow at
-	// first, over a queue of a millisecond or less.
-	if !overflow || e.queue <= qt {
-		e.ownLoss += min(1, length/lossWindow) * (lossNow - e.ownLoss)
+	if (overflow || drain) && e.queue > qt {
+		e.congestAt = now
 	}
+	e.learnOwnLoss(now, lossNow, length, s.SRTT)
 
 	// BBR's bottleneck bandwidth (draft-ietf-ccwg-bbr §4.5.2.1, BBR.max_bw):
 	// a windowed maximum of the delivery-rate samples; a sample taken
@@ -569,6 +569,21 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		a = min(a, max(e.target, g*e.maxRecv))
 	}
 	e.target = min(max(a, e.cfg.MinRate), e.cfg.MaxRate)
+}
+
+// learnOwnLoss feeds a report's loss rate lossNow (over length µs) into
+// the path's own loss (RateEstimate.OwnLoss), unless the report came
+// within congestMemory of one that showed the path's queue overflowing or
+// draining above QueueTarget: a drop-tail queue's overflow, and the gaps
+// found only when packets arrive again after it, are the target's to
+// answer, not the path's own. The queue must be a real one: random loss
+// that starts on a path whose floor was learnt clean reads as overflow at
+// first, over a queue of a millisecond or less.
+func (e *RateEstimator) learnOwnLoss(now time.Time, lossNow, length float64, srtt time.Duration) {
+	if !e.congestAt.IsZero() && now.Sub(e.congestAt) <= max(congestMemory, 2*srtt) {
+		return
+	}
+	e.ownLoss += min(1, length/lossWindow) * (lossNow - e.ownLoss)
 }
 
 // forget records, at a reset of max_bw at now, the rate bw it forgets, for

@@ -68,43 +68,48 @@ func TestRateEstimatorSignals(t *testing.T) {
 	}
 }
 
-// TestRateEstimatorOwnLoss: after a clean second has taught the
+// TestRateEstimatorOwnLoss: after 5 clean seconds have taught the
 // estimator a zero loss floor, a second of loss over a standing queue (a
-// drop-tail queue overflowing, as in a capacity dip) shows in Loss but not
-// in OwnLoss, which the scheduler and the status read; random loss over
-// no queue, and reports in which every datagram was lost, show in both.
+// drop-tail queue overflowing, as in a capacity dip), and the gaps found
+// just after such a report, show in Loss but not in OwnLoss, which the
+// scheduler and the status read; random loss over no queue, and reports
+// in which every datagram was lost, show in both.
 func TestRateEstimatorOwnLoss(t *testing.T) {
 	const base = 20_000 // µs
+	type report struct {
+		arrived, lost uint32 // datagrams in the 50-ms report
+		queue         int64  // µs above the base, mean and least
+	}
+	overflow, clean := report{28, 12, 40_000}, report{40, 0, 0}
 	cases := []struct {
 		name           string
-		arrived        uint32 // datagrams per 50-ms report
-		lost           uint32
-		queue          int64 // µs above the base, mean and least
+		cycle          []report // repeated for 20 reports
 		ownMin, ownMax float64
 	}{
-		{"overflow over a 40-ms queue", 28, 12, 40_000, 0, 0.02},
-		{"random loss, no queue", 28, 12, 0, 0.15, 0.3},
-		{"random loss over a 0.5-ms queue", 28, 12, 500, 0.15, 0.3},
-		{"everything lost", 0, 40, 0, 0.5, 1},
+		{"overflow over a 40-ms queue", []report{overflow}, 0, 0.02},
+		{"overflow, then the gaps found after it drained", []report{overflow, {28, 12, 0}, clean, clean, clean}, 0, 0.02},
+		{"random loss, no queue", []report{{28, 12, 0}}, 0.15, 0.3},
+		{"random loss over a 0.5-ms queue", []report{{28, 12, 500}}, 0.15, 0.3},
+		{"everything lost", []report{{0, 40, 0}}, 0.5, 1},
 	}
 	for _, c := range cases {
 		e := NewRateEstimator(RateConfig{InitialRate: 1e6})
 		now := modelStart
-		report := func(i int, arrived, lost uint32, queue int64) {
+		send := func(i int, rp report) {
 			now = now.Add(50 * time.Millisecond)
-			r := RateReport{Start: uint64(i) * 50_000, End: uint64(i+1) * 50_000, Bytes: arrived * 1200,
-				Datagrams: arrived, Lost: lost, OWDMin: base + queue, OWDMean: base + queue}
+			r := RateReport{Start: uint64(i) * 50_000, End: uint64(i+1) * 50_000, Bytes: rp.arrived * 1200,
+				Datagrams: rp.arrived, Lost: rp.lost, OWDMin: base + rp.queue, OWDMean: base + rp.queue}
 			e.Update(now, &r, SendStats{SentBytes: int64(e.Target() * 0.05), BacklogBytes: 100_000, SRTT: 40 * time.Millisecond})
 		}
-		for i := range 100 { // 5 s clean: the floor is learnt at 0
-			report(i, 40, 0, 0)
+		for i := range 100 {
+			send(i, clean)
 		}
-		for i := 100; i < 120; i++ {
-			report(i, c.arrived, c.lost, c.queue)
+		for i := range 20 {
+			send(100+i, c.cycle[i%len(c.cycle)])
 		}
 		est := e.Estimate()
-		if est.Loss < 0.15 { // 1 s of 30 % loss in an EWMA over about 1 s
-			t.Errorf("%s: Loss %.3f, want ≥ 0.15", c.name, est.Loss)
+		if est.Loss < 0.05 {
+			t.Errorf("%s: Loss %.3f, want ≥ 0.05", c.name, est.Loss)
 		}
 		if est.OwnLoss < c.ownMin || est.OwnLoss > c.ownMax {
 			t.Errorf("%s: OwnLoss %.3f, want %.2f–%.2f", c.name, est.OwnLoss, c.ownMin, c.ownMax)
