@@ -189,11 +189,10 @@ func TestRateControlLanesNoLoss(t *testing.T) {
 	})
 }
 
-// TestLaneSizer checks the rate-control lane decision on a path with no
-// live connection: one lane on a clean path at any rate, more on a lossy
-// path at a high target, added at once and removed only after
-// laneShrinkAfter.
-func TestLaneSizer(t *testing.T) {
+// rateControlledPath returns a path of a new bond, with no connection,
+// whose rate control is on and negotiated.
+func rateControlledPath(t *testing.T) *path {
+	t.Helper()
 	b, err := newBond("e", nil, bondOptions{mtu: testMTU})
 	if err != nil {
 		t.Fatal(err)
@@ -201,6 +200,15 @@ func TestLaneSizer(t *testing.T) {
 	p, _ := b.pathFor("p", nil)
 	p.rc.on = true
 	p.rc.peer.Store(true)
+	return p
+}
+
+// TestLaneSizer checks the rate-control lane decision on a path with no
+// live connection: one lane on a clean path at any rate, more on a lossy
+// path at a high target, added at once and removed only after
+// laneShrinkAfter.
+func TestLaneSizer(t *testing.T) {
+	p := rateControlledPath(t)
 	p.state.OnMetrics(50*time.Millisecond, 50*time.Millisecond, 0, 0)
 	now := time.Unix(1000, 0)
 	set := func(target, loss float64) {
@@ -238,17 +246,11 @@ func TestLaneSizer(t *testing.T) {
 // TestLaneSizerBinding checks lane sizing on a loss-free path whose
 // windows bind: the windows the lanes have, not the loss prediction, size
 // them (a loss-free window grows slowly once slow start has ended), only
-// after a new lane's slow start has had laneSettle, and only on an ACTIVE
-// path; and lanes go only when the windows they have hold the demand with
-// one fewer. The steps run in order on one path.
+// after a new lane's slow start has had laneSettleMin, and only on an
+// ACTIVE path; and lanes go only when the windows they have hold the
+// demand with one fewer. The steps run in order on one path.
 func TestLaneSizerBinding(t *testing.T) {
-	b, err := newBond("e", nil, bondOptions{mtu: testMTU})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _ := b.pathFor("p", nil)
-	p.rc.on = true
-	p.rc.peer.Store(true)
+	p := rateControlledPath(t)
 	now := time.Unix(1000, 0)
 	p.state.SetConnected(true, now)
 	var s laneSizer
