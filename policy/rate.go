@@ -44,7 +44,8 @@ import (
 // drained, sets the rate to 0.85 × the received rate (GCC's back-off,
 // draft-ietf-rmcat-gcc-02 §5.5; BBRv2 responds to loss above 2 % alike)
 // and restarts max_bw from it; probing stays gentle for 2 s after, unless
-// it refills: after a reset, once the queue has drained, the rate probes
+// it refills: after a reset in which the link carried less than half of
+// max_bw (a dip, not a drift), once the queue has drained, the rate probes
 // at 1.25 × max_bw every report back to 0.85 × the max_bw the reset
 // forgot, for at most 3 s and until a queue shows (BBRv3's ProbeBW_REFILL
 // and UP), so that a 100–300-ms capacity dip does not cost seconds. The
@@ -127,6 +128,7 @@ const (
 	refillShare       = 0.85                   // a reset's forgotten max_bw is refilled up to this share of it ...
 	refillMemory      = 3 * time.Second        // ... for this long after the reset (BBRv3 keeps max_bw over 2 ProbeBW cycles)
 	congestMemory     = 200 * time.Millisecond // at least this long after a congested report, loss is not the path's own
+	refillDip         = 0.5                    // a reset refills only if the link carried less than this share of max_bw: a dip, not a drift
 )
 
 // probeBWGains is BBRv1's ProbeBW pacing gain cycle (Cardwell et al., "BBR:
@@ -479,7 +481,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	// Refill (BBRv3's ProbeBW_REFILL and UP, draft-ietf-ccwg-bbr
 	// §4.3.3.4–5: a loss or a drain lowers the short-term bounds, but
 	// max_bw is kept over two probing cycles and the next probe goes back
-	// to it): after a reset, once the queue is back under QueueTarget,
+	// to it): after a reset in a dip (forget), once the queue is back under QueueTarget,
 	// probe at 1.25 × max_bw in every report, not one phase in eight,
 	// until max_bw is back at refillShare of what the reset forgot or
 	// refillMemory passes. A queue above QueueTarget or a reset after it
@@ -521,7 +523,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		// back-off (draft-ietf-rmcat-gcc-02 §5.5: 0.85 × the received rate),
 		// and max_bw forgets the rates the link no longer carries.
 		a = min(a, gccBackoff*recv)
-		e.forget(now, bw)
+		e.forget(now, bw, recv)
 		e.bw.reset(now, recv)
 		e.overflowAt = now
 		e.overuses++
@@ -535,7 +537,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		f := min(1, max(drainMin, 1-(e.queue-qt)/tau))
 		a = min(a, recv*f)
 		if linkLimited {
-			e.forget(now, bw)
+			e.forget(now, bw, recv)
 			e.bw.reset(now, recv)
 		}
 		e.overuses++
@@ -587,17 +589,20 @@ func (e *RateEstimator) learnOwnLoss(now time.Time, lossNow, length float64, srt
 }
 
 // forget records, at a reset of max_bw at now, the rate bw it forgets, for
-// the refill. A reset with no refill under way starts one, to refillShare
-// × bw for refillMemory; a reset before the refill has probed is the same
-// dip (it spans several reports) and keeps the higher rate; a reset after
-// it has probed ends it.
-func (e *RateEstimator) forget(now time.Time, bw float64) {
+// the refill; recv is what the link carried in the report. A reset with no
+// refill under way starts one, to refillShare × bw for refillMemory, if
+// the link carried less than refillDip × bw: a dip (the Starlink trace
+// falls from 70 to 2–25 Mbit/s for 100–300 ms), not a capacity that
+// drifts down (a cellular trace's), which a refill would only overshoot.
+// A reset before the refill has probed is the same dip (it spans several
+// reports) and keeps the higher rate; a reset after it has probed ends it.
+func (e *RateEstimator) forget(now time.Time, bw, recv float64) {
 	switch {
 	case now.Before(e.refillUntil) && e.refillProbed:
 		e.endRefill()
 	case now.Before(e.refillUntil):
 		e.refillTo = max(e.refillTo, refillShare*bw)
-	default:
+	case recv < refillDip*bw:
 		e.refillTo, e.refillUntil, e.refillProbed = refillShare*bw, now.Add(refillMemory), false
 	}
 }
