@@ -16,6 +16,7 @@ import (
 
 	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/fec"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tun/tuntest"
@@ -545,9 +546,9 @@ func TestMatchedFixed(t *testing.T) {
 	}{
 		{1, false, 0, 0},
 		{0, false, 0, 0},
-		{0.95, true, 19, 50 * time.Millisecond},
-		{0.90, true, 9, 23760 * time.Microsecond},
-		{0.5, true, 1, 20 * time.Millisecond},
+		{0.95, true, 19, 50 * time.Millisecond}, // 1.1 × 19 packets of 2.4 ms
+		{0.90, true, 9, max(23760*time.Microsecond, fec.DefaultBudget)}, // 1.1 × 9 packets, or the default budget
+		{0.5, true, 1, fec.DefaultBudget},
 	}
 	for _, tt := range tests {
 		o, ok := matchedFixed(tt.rate, 4, 1200)
