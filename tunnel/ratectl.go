@@ -464,25 +464,27 @@ func (b *Bond) probeLossy(set *pathSet, picks []int, k, size int, now time.Time)
 // window. Traced on the Starlink trace: one lane's window held
 // 320 KB for 9 s, 34 Mbit/s at a 75-ms sRTT on a 74-Mbit/s link, with no
 // loss; the receiver saw only what the window let through, so the target,
-// never above 1.5 × the received rate, stayed at 25–35 Mbit/s. So while
-// the windows bind (bytes in flight within two packets of them) and the
-// path is ACTIVE, the lanes' mean window is what a lane holds, whatever
-// the loss predicts, from max(laneSettleRTTs × sRTT, laneSettleMin) after
-// an addition on, so that a new lane's slow start is not read as its size. Lanes are removed only when the
-// windows the lanes have (not the prediction) hold the demand with one
-// lane fewer, after laneShrinkAfter. An added lane that did not raise the
-// delivery rate is taken back (policy.LaneTrial). Lanes are added at once,
-// ahead of the next burst.
+// never above 1.5 × the received rate, stayed at 25–35 Mbit/s. So when
+// the windows have bound (bytes in flight within two packets of them) on
+// an ACTIVE path in every sample for max(laneBindRTTs × sRTT, laneBindMin)
+// since the last addition, the lanes' mean window is what a lane holds,
+// whatever the loss predicts: slow start doubles a binding window each
+// round trip, so a window that binds that long is out of it (a path's
+// first moments, a new lane's), and a loss-free path that carries its
+// load keeps one lane. Lanes are removed only when the windows the lanes
+// have (not the prediction) hold the demand with one lane fewer, after
+// laneShrinkAfter. An added lane that did not raise the delivery rate is
+// taken back (policy.LaneTrial). Lanes are added at once, ahead of the
+// next burst.
 
 // Lane sizing timing.
 const (
 	laneBurstMemory = 4 * time.Second  // how long the largest burst is remembered
 	laneShrinkAfter = 10 * time.Second // lower demand for this long removes lanes
-	// laneSettleRTTs × sRTT, at least laneSettleMin, is how long after an
-	// addition the new lane's window is still in slow start: binding
-	// windows do not count until then.
-	laneSettleRTTs = 4
-	laneSettleMin  = 500 * time.Millisecond
+	// laneBindRTTs × sRTT, at least laneBindMin, is how long the windows
+	// must bind, since the last addition, before their size counts.
+	laneBindRTTs = 8
+	laneBindMin  = time.Second
 )
 
 // laneSizer is the rate-control lane decision of one path; routineUplink
@@ -494,7 +496,7 @@ type laneSizer struct {
 	bursts    [int(laneBurstMemory / policy.LaneSampleEvery)]int
 	head      int
 	lowSince  time.Time // since when fewer lanes would do; zero: not so
-	grownAt   time.Time // the last addition; zero: none
+	bindSince time.Time // since when the windows have bound in every sample, and no lane was added; zero: they do not
 }
 
 // decide returns the lane change the path p wants at now, with n lanes
@@ -526,9 +528,13 @@ func (s *laneSizer) decide(p *path, now time.Time, n int) policy.LaneDecision {
 		have = cwnd / live
 		window = max(window, have) // a window the lanes reached counts too
 	}
-	settled := now.Sub(s.grownAt) >= max(laneSettleRTTs*srtt, laneSettleMin)
-	binding := have < window && p.state.BytesInFlight()+2*policy.LaneWireBytes >= cwnd &&
-		p.state.LinkStatus(now) == policy.StatusActive && settled
+	switch {
+	case p.state.BytesInFlight()+2*policy.LaneWireBytes < cwnd || p.state.LinkStatus(now) != policy.StatusActive:
+		s.bindSince = time.Time{}
+	case s.bindSince.IsZero():
+		s.bindSince = now
+	}
+	binding := have < window && !s.bindSince.IsZero() && now.Sub(s.bindSince) >= max(laneBindRTTs*srtt, laneBindMin)
 	if binding {
 		window = have
 	}
@@ -542,10 +548,10 @@ func (s *laneSizer) decide(p *path, now time.Time, n int) policy.LaneDecision {
 	switch {
 	case want > n && binding:
 		d.Delta, d.Reason = want-n, "rate control: the lanes' windows bind below target × sRTT or the last burst"
-		s.lowSince, s.grownAt = time.Time{}, now
+		s.lowSince, s.bindSince = time.Time{}, now
 	case want > n:
 		d.Delta, d.Reason = want-n, "rate control: the lanes' windows would bind below target × sRTT or the last burst"
-		s.lowSince, s.grownAt = time.Time{}, now
+		s.lowSince, s.bindSince = time.Time{}, time.Time{}
 	case fewer < n && s.lowSince.IsZero():
 		s.lowSince = now
 	case fewer < n && now.Sub(s.lowSince) >= laneShrinkAfter:

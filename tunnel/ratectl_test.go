@@ -244,11 +244,12 @@ func TestLaneSizer(t *testing.T) {
 }
 
 // TestLaneSizerBinding checks lane sizing on a loss-free path whose
-// windows bind: the windows the lanes have, not the loss prediction, size
-// them (a loss-free window grows slowly once slow start has ended), only
-// after a new lane's slow start has had laneSettleMin, and only on an
-// ACTIVE path; and lanes go only when the windows they have hold the
-// demand with one fewer. The steps run in order on one path.
+// windows bind: once they have bound for laneBindMin (no addition in
+// between, the path ACTIVE), the windows the lanes have, not the loss
+// prediction, size them (a loss-free window grows slowly once slow start
+// has ended); a binding in slow start's first round trips does not count;
+// and lanes go only when the windows they have hold the demand with one
+// fewer. The steps run in order on one path.
 func TestLaneSizerBinding(t *testing.T) {
 	p := rateControlledPath(t)
 	now := time.Unix(1000, 0)
@@ -265,15 +266,19 @@ func TestLaneSizerBinding(t *testing.T) {
 		want           int
 	}{
 		// 30 Mbit/s: 422 KB of demand over one 320-KB window that binds.
-		{"one lane binds", time.Second, 3.75e6, 1, 320_000, 320_000, false, 2},
+		{"one lane binds", time.Second, 3.75e6, 1, 320_000, 320_000, false, 1},
+		{"one lane has bound for 500 ms", laneBindMin / 2, 3.75e6, 1, 320_000, 320_000, false, 1},
+		{"one lane has bound for laneBindMin", laneBindMin / 2, 3.75e6, 1, 320_000, 320_000, false, 2},
 		{"the new lane in slow start", 100 * time.Millisecond, 3.75e6, 2, 365_000, 365_000, false, 2},
-		{"settled, the windows still bind", laneSettleMin, 3.75e6, 2, 365_000, 365_000, false, 3},
-		{"settled, not binding", laneSettleMin, 3.75e6, 3, 600_000, 300_000, false, 3},
+		{"bound since the addition for less than laneBindMin", laneBindMin / 2, 3.75e6, 2, 365_000, 365_000, false, 2},
+		{"bound since the addition for laneBindMin", laneBindMin / 2, 3.75e6, 2, 365_000, 365_000, false, 3},
+		{"not binding", laneBindMin, 3.75e6, 3, 600_000, 300_000, false, 3},
 		{"not binding for laneShrinkAfter: the windows are needed", laneShrinkAfter + time.Second, 3.75e6, 3, 600_000, 300_000, false, 3},
 		{"binding, but the path is silent", policy.MinSilence + time.Second, 7.5e6, 3, 600_000, 600_000, true, 3},
-		{"binding and ACTIVE", laneSettleMin, 7.5e6, 3, 600_000, 600_000, false, 5},
+		{"binding and ACTIVE again", 100 * time.Millisecond, 7.5e6, 3, 600_000, 600_000, false, 3},
+		{"bound and ACTIVE for laneBindMin", laneBindMin, 7.5e6, 3, 600_000, 600_000, false, 5},
 		// 8 Mbit/s: 112 KB of demand, which one 120-KB window holds.
-		{"lower demand", laneSettleMin, 1e6, 5, 600_000, 100_000, false, 5},
+		{"lower demand", laneBindMin, 1e6, 5, 600_000, 100_000, false, 5},
 		{"lower demand for laneShrinkAfter", laneShrinkAfter, 1e6, 5, 600_000, 100_000, false, 4},
 	}
 	for _, st := range steps {
