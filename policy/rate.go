@@ -481,10 +481,10 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	// Refill (BBRv3's ProbeBW_REFILL and UP, draft-ietf-ccwg-bbr
 	// §4.3.3.4–5: a loss or a drain lowers the short-term bounds, but
 	// max_bw is kept over two probing cycles and the next probe goes back
-	// to it): after a reset in a dip (forget), once the queue is back under QueueTarget,
-	// probe at 1.25 × max_bw in every report, not one phase in eight,
-	// until max_bw is back at refillShare of what the reset forgot or
-	// refillMemory passes. A queue above QueueTarget or a reset after it
+	// to it): after a reset in a dip (forget), once the queue is back
+	// under QueueTarget, probe at 1.25 × max_bw in every report, not one
+	// phase in eight, until max_bw is back at refillShare of what the
+	// reset forgot or refillMemory passes. A queue above QueueTarget or a reset after it
 	// has probed ends it (BBRv3 leaves ProbeBW_UP when a queue shows: the
 	// capacity is not there). A capacity dip of 100–300 ms (the Starlink
 	// trace's, every few seconds) then costs about a second, not the
@@ -575,8 +575,8 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 
 // learnOwnLoss feeds a report's loss rate lossNow (over length µs) into
 // the path's own loss (RateEstimate.OwnLoss), unless the report came
-// within congestMemory of one that showed the path's queue overflowing or
-// draining above QueueTarget: a drop-tail queue's overflow, and the gaps
+// within max(congestMemory, 2 sRTT) of one that showed the path's queue
+// overflowing or draining above QueueTarget: a drop-tail queue's overflow, and the gaps
 // found only when packets arrive again after it, are the target's to
 // answer, not the path's own. The queue must be a real one: random loss
 // that starts on a path whose floor was learnt clean reads as overflow at
