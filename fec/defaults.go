@@ -15,7 +15,7 @@ import "time"
 // coding rate 0.907 → 0.933 at the same loss.
 const (
 	DefaultK            = 20                     // data packets per block (paper 1 §5.1)
-	DefaultBudget       = 30 * time.Millisecond  // longest a block stays open, from its first packet (see below)
+	DefaultBudget       = 30 * time.Millisecond  // longest a block stays open, from its first packet (see above)
 	DefaultAlpha        = 2.0                    // safety factor α (paper 1 §4.4)
 	DefaultMaxPacketLen = 1500                   // longest packet protected, bytes
 	DefaultMaxBlocks    = 128                    // blocks a Decoder tracks at once

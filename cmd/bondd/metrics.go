@@ -118,7 +118,7 @@ var (
 		{desc("path_rate_queue_delay_seconds", "Rate control: the queueing delay the peer measured on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return rateOf(p).QueueDelay }},
 		{desc("path_datagram_budget_bytes", "Largest datagram the scheduler puts on the path now: path MTU discovery (RFC 8899) lowers it below the bond's largest datagram on a black hole.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.DatagramBudget) }},
 		{desc("path_receiver_loss_ratio", "Rate control: the datagram loss the peer sees on the path over about a second, 0-1.", pathLabels...), func(p *tunnel.PathStats) float64 { return rateOf(p).Loss }},
-		{desc("path_own_loss_ratio", "Rate control: the receiver-seen loss without the reports that showed a queue overflowing, 0-1; 0.10 or more makes the path DEGRADED (loss).", pathLabels...), func(p *tunnel.PathStats) float64 { return rateOf(p).OwnLoss }},
+		{desc("path_own_loss_ratio", "Rate control: the receiver-seen loss without the reports that showed the queue overflowing or draining, 0-1; 0.10 or more makes the path DEGRADED (loss).", pathLabels...), func(p *tunnel.PathStats) float64 { return rateOf(p).OwnLoss }},
 	}
 	pathCounterDescs = []pathMetric{
 		{desc("path_sent_packets_total", "bondd datagrams (data and parity) sent on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.TxPackets) }},
