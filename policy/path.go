@@ -269,16 +269,28 @@ func (p *Path) Status(now time.Time) Status {
 // affinity), since a rule that insists on a metered path may still use it
 // when its budget runs short.
 func (p *Path) LinkStatus(now time.Time) Status {
-	if !p.connected.Load() || p.peerDown.Load() {
+	switch {
+	case !p.up():
 		return StatusUnavailable
-	}
-	if p.silent(now) || p.LossDegradedAt(now) {
-		return StatusDegraded
-	}
-	if s, _ := p.Suspect(now); s {
+	case p.unheard(now) || p.LossDegradedAt(now):
 		return StatusDegraded
 	}
 	return StatusActive
+}
+
+// up reports whether the path has a working connection that the peer has
+// not declared down.
+func (p *Path) up() bool { return p.connected.Load() && !p.peerDown.Load() }
+
+// unheard reports whether the peer has been silent too long (silent) or
+// has not answered what was sent (Suspect): either makes the path
+// DEGRADED, whatever its loss.
+func (p *Path) unheard(now time.Time) bool {
+	if p.silent(now) {
+		return true
+	}
+	suspect, _ := p.Suspect(now)
+	return suspect
 }
 
 // silent reports whether the peer has been silent at now for longer than

@@ -65,17 +65,14 @@ func (LowestRTT) Pick(paths []*Path, now time.Time, out []int) int {
 // (ReasonLoss; not silent, not SUSPECT, not short of byte budget) that has
 // room and the earliest expected delivery, loss included, if that is
 // earlier than `than` (the best ACTIVE path's); else -1. Silence and
-// suspicion are checked here, not through StatusReason, which names loss
-// first for a path that is lossy and silent at once: a silent path may be
-// dead, and what it is sent keeps its loss estimate fresh.
+// suspicion are checked here (unheard), not through StatusReason, which
+// names loss first for a path that is lossy and silent at once: a silent
+// path may be dead, and what it is sent keeps its loss estimate fresh.
 func lossyRoom(paths []*Path, now time.Time, than time.Duration) int {
 	best := -1
 	for i, p := range paths {
-		if !p.connected.Load() || p.peerDown.Load() || !p.LossDegradedAt(now) || p.silent(now) || p.BudgetExhausted(now) ||
+		if !p.up() || !p.LossDegradedAt(now) || p.unheard(now) || p.BudgetExhausted(now) ||
 			!p.HasWindow() || p.Saturated() || !p.HasRoom() {
-			continue
-		}
-		if suspect, _ := p.Suspect(now); suspect {
 			continue
 		}
 		if d := p.expectedDeliveryAt(now); d < than {

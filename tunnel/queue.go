@@ -174,7 +174,6 @@ func (q *sendQueue) push(f frame) {
 			victim = -1
 		}
 		if victim < 0 {
-			q.countObjLocked(&f, f.enqueued)
 			q.lostLocked(&f, f.enqueued)
 			q.mu.Unlock()
 			putBuf(f.buf)
@@ -183,7 +182,6 @@ func (q *sendQueue) push(f frame) {
 		old := q.bands[victim].popFront()
 		q.n--
 		q.bytes -= old.end - old.off
-		q.countObjLocked(&old, f.enqueued)
 		q.lostLocked(&old, f.enqueued)
 		putBuf(old.buf)
 	}
@@ -251,7 +249,6 @@ func (q *sendQueue) pop(now int64) (f frame, ok, more bool) {
 			q.n--
 			q.bytes -= f.end - f.off
 			if reason, dead := q.expired(&f, now); dead {
-				q.countObjLocked(&f, now)
 				q.lostLocked(&f, now)
 				putBuf(f.buf)
 				q.drops.add(reason)
@@ -272,13 +269,15 @@ func (q *sendQueue) pop(now int64) (f frame, ok, more bool) {
 	return f, ok, n > 0
 }
 
-// lostLocked remembers the object of f, being dropped, so that the rest of
-// it is dropped too: a frame missing a packet is not decodable, and its
-// other packets only delay the frames behind it. Keyframes are exempt: a
-// keyframe's packets are the last dropped (a lost keyframe costs its
-// GOP, MoMQ finding F5), and the receiver's FEC may still rebuild the
-// missing one.
+// lostLocked records f, being dropped at now (unix ns), against its
+// object: counts the object (countObjLocked) and remembers it, so that
+// the rest of it is dropped too: a frame missing a packet is not
+// decodable, and its other packets only delay the frames behind it.
+// Keyframes are not remembered: a keyframe's packets are the last dropped
+// (a lost keyframe costs its GOP, MoMQ finding F5), and the receiver's FEC
+// may still rebuild the missing one.
 func (q *sendQueue) lostLocked(f *frame, now int64) {
+	q.countObjLocked(f, now)
 	if !f.hasObj || f.isKey || q.lost.has(f.obj, now) {
 		return
 	}
