@@ -48,7 +48,10 @@ import (
 // max_bw (a dip, not a drift), once the queue has drained, the rate probes
 // at 1.25 × max_bw every report back to 0.85 × the max_bw the reset
 // forgot, for at most 3 s and until a queue shows (BBRv3's ProbeBW_REFILL
-// and UP), so that a 100–300-ms capacity dip does not cost seconds. The
+// and UP), so that a 100–300-ms capacity dip does not cost seconds. A
+// sender with a backlog whose report shows the link's queue emptying (the
+// link idled while bondd held packets back) climbs the same way, 1.25 ×
+// max_bw in every report until a queue shows. The
 // target never rises above 1.5 × the received rate of the last seconds
 // (GCC §5.5; 2 × in Startup), and an application-limited sender's target
 // decays to 2 × what the receiver got. GCC's delay trend and adaptive
@@ -502,6 +505,20 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	case e.refillProbed && e.queue > qt:
 		e.endRefill() // the probe found a queue: the capacity is not there
 	}
+	// Climb (BBRv3's ProbeBW_UP, draft-ietf-ccwg-bbr §4.3.3.5, which
+	// raises the rate every round until a queue or a loss shows): the
+	// link's queue emptied during the report (its least one-way delay is
+	// at the base) while the sender had a backlog, so the link had room the
+	// target left unused; probe at 1.25 × max_bw in this report, not one
+	// phase in eight, and not gently after an overflow. max_bw then grows
+	// by up to 1.25 × per round trip while the link has room. A link
+	// whose windows (quic-go's) bind below the target climbs as well: the
+	// windows grow only while they are full.
+	climbing := !e.startup && s.BacklogBytes > 0 && !saturated && e.queue <= qt &&
+		!overflow && !lossCongestion && !drain
+	if climbing {
+		gain = probeBWGains[0]
+	}
 	if gain <= 1 {
 		// Cruising: hold the queue near QueueTarget with NADA's
 		// proportional term (RFC 8698 §4.3), relative to max_bw, never
@@ -556,7 +573,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		}
 		a = min(a, max(e.target, e.cfg.MinRate), keep)
 	}
-	if now.Sub(e.overflowAt) < overflowMemory && gain > 1 && !refilling {
+	if now.Sub(e.overflowAt) < overflowMemory && gain > 1 && !refilling && !climbing {
 		// Near a shallow queue that overflowed lately, probe gently
 		// (GCC's additive increase near the last overuse, §5.5).
 		a = min(a, bw*(1+velocityStart))
