@@ -209,6 +209,22 @@ func (l *lane) drain(done <-chan struct{}) {
 const laneDrainMax = 250 * time.Millisecond
 
 // liveLanes returns the number of lanes with a connection.
+// slowStartLanes returns how many of the path's live lanes have a
+// congestion window still in slow start.
+func (p *path) slowStartLanes() int {
+	n := 0
+	for i := range p.lanes {
+		l := &p.lanes[i]
+		if l.conn.Load() == nil {
+			continue
+		}
+		if r := l.rec.Load(); r == nil || !r.avoiding.Load() {
+			n++
+		}
+	}
+	return n
+}
+
 func (p *path) liveLanes() int {
 	n := 0
 	for i := range p.lanes {

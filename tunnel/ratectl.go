@@ -471,7 +471,13 @@ func (b *Bond) probeLossy(set *pathSet, picks []int, k, size int, now time.Time)
 // whatever the loss predicts: slow start doubles a binding window each
 // round trip, so a window that binds that long is out of it (a path's
 // first moments, a new lane's), and a loss-free path that carries its
-// load keeps one lane. Lanes are removed only when the windows the lanes
+// load keeps one lane. Once quic-go's qlog says that every lane's window
+// has left slow start (congestion avoidance or recovery), the windows the
+// lanes have are what they hold, binding or not: such a window grows one
+// packet per round trip, and only while it is full, so it will not catch
+// up with a target that climbs by 1.25 × per round trip. The Starlink
+// trace's path otherwise sent 30–40 Mbit/s of a 90-Mbit/s link on one lane
+// for its first 3 s, its window never quite full in every sample. Lanes are removed only when the windows the lanes
 // have (not the prediction) hold the demand with one lane fewer, after
 // laneShrinkAfter. An added lane that did not raise the delivery rate is
 // taken back (policy.LaneTrial). Lanes are added at once, ahead of the
@@ -535,7 +541,8 @@ func (s *laneSizer) decide(p *path, now time.Time, n int) policy.LaneDecision {
 		s.bindSince = now
 	}
 	binding := have < window && !s.bindSince.IsZero() && now.Sub(s.bindSince) >= max(laneBindRTTs*srtt, laneBindMin)
-	if binding {
+	settled := p.liveLanes() > 0 && p.slowStartLanes() == 0 // no window will double
+	if binding || settled {
 		window = have
 	}
 	want := policy.LanesFor(demand, window, MaxLanes, s.trial.Cap())
@@ -549,6 +556,9 @@ func (s *laneSizer) decide(p *path, now time.Time, n int) policy.LaneDecision {
 	case want > n && binding:
 		d.Delta, d.Reason = want-n, "rate control: the lanes' windows bind below target × sRTT or the last burst"
 		s.lowSince, s.bindSince = time.Time{}, now
+	case want > n && settled:
+		d.Delta, d.Reason = want-n, "rate control: the lanes' windows, out of slow start, hold less than target × sRTT or the last burst"
+		s.lowSince, s.bindSince = time.Time{}, time.Time{}
 	case want > n:
 		d.Delta, d.Reason = want-n, "rate control: the lanes' windows would bind below target × sRTT or the last burst"
 		s.lowSince, s.bindSince = time.Time{}, time.Time{}

@@ -248,8 +248,10 @@ func TestLaneSizer(t *testing.T) {
 // between, the path ACTIVE), the windows the lanes have, not the loss
 // prediction, size them (a loss-free window grows slowly once slow start
 // has ended); a binding in slow start's first round trips does not count;
-// and lanes go only when the windows they have hold the demand with one
-// fewer. The steps run in order on one path.
+// once quic-go's qlog says every lane's window has left slow start, the
+// windows the lanes have size them, binding or not; and lanes go only when
+// the windows they have hold the demand with one fewer. The steps run in
+// order on one path.
 func TestLaneSizerBinding(t *testing.T) {
 	p := rateControlledPath(t)
 	now := time.Unix(1000, 0)
@@ -264,22 +266,27 @@ func TestLaneSizerBinding(t *testing.T) {
 		cwnd, inflight int     // summed over the lanes, bytes
 		silent         bool    // the peer has not been heard for a long time
 		want           int
+		avoiding       int // live lanes whose window has left slow start (qlog)
 	}{
 		// 30 Mbit/s: 422 KB of demand over one 320-KB window that binds.
-		{"one lane binds", time.Second, 3.75e6, 1, 320_000, 320_000, false, 1},
-		{"one lane has bound for 500 ms", laneBindMin / 2, 3.75e6, 1, 320_000, 320_000, false, 1},
-		{"one lane has bound for laneBindMin", laneBindMin / 2, 3.75e6, 1, 320_000, 320_000, false, 2},
-		{"the new lane in slow start", 100 * time.Millisecond, 3.75e6, 2, 365_000, 365_000, false, 2},
-		{"bound since the addition for less than laneBindMin", laneBindMin / 2, 3.75e6, 2, 365_000, 365_000, false, 2},
-		{"bound since the addition for laneBindMin", laneBindMin / 2, 3.75e6, 2, 365_000, 365_000, false, 3},
-		{"not binding", laneBindMin, 3.75e6, 3, 600_000, 300_000, false, 3},
-		{"not binding for laneShrinkAfter: the windows are needed", laneShrinkAfter + time.Second, 3.75e6, 3, 600_000, 300_000, false, 3},
-		{"binding, but the path is silent", policy.MinSilence + time.Second, 7.5e6, 3, 600_000, 600_000, true, 3},
-		{"binding and ACTIVE again", 100 * time.Millisecond, 7.5e6, 3, 600_000, 600_000, false, 3},
-		{"bound and ACTIVE for laneBindMin", laneBindMin, 7.5e6, 3, 600_000, 600_000, false, 5},
+		{"one lane binds", time.Second, 3.75e6, 1, 320_000, 320_000, false, 1, 0},
+		{"one lane has bound for 500 ms", laneBindMin / 2, 3.75e6, 1, 320_000, 320_000, false, 1, 0},
+		{"one lane has bound for laneBindMin", laneBindMin / 2, 3.75e6, 1, 320_000, 320_000, false, 2, 0},
+		{"the new lane in slow start", 100 * time.Millisecond, 3.75e6, 2, 365_000, 365_000, false, 2, 0},
+		{"bound since the addition for less than laneBindMin", laneBindMin / 2, 3.75e6, 2, 365_000, 365_000, false, 2, 0},
+		{"bound since the addition for laneBindMin", laneBindMin / 2, 3.75e6, 2, 365_000, 365_000, false, 3, 0},
+		{"not binding", laneBindMin, 3.75e6, 3, 600_000, 300_000, false, 3, 0},
+		{"not binding for laneShrinkAfter: the windows are needed", laneShrinkAfter + time.Second, 3.75e6, 3, 600_000, 300_000, false, 3, 0},
+		{"binding, but the path is silent", policy.MinSilence + time.Second, 7.5e6, 3, 600_000, 600_000, true, 3, 0},
+		{"binding and ACTIVE again", 100 * time.Millisecond, 7.5e6, 3, 600_000, 600_000, false, 3, 0},
+		{"bound and ACTIVE for laneBindMin", laneBindMin, 7.5e6, 3, 600_000, 600_000, false, 5, 0},
 		// 8 Mbit/s: 112 KB of demand, which one 120-KB window holds.
-		{"lower demand", laneBindMin, 1e6, 5, 600_000, 100_000, false, 5},
-		{"lower demand for laneShrinkAfter", laneShrinkAfter, 1e6, 5, 600_000, 100_000, false, 4},
+		{"lower demand", laneBindMin, 1e6, 5, 600_000, 100_000, false, 5, 0},
+		{"lower demand for laneShrinkAfter", laneShrinkAfter, 1e6, 5, 600_000, 100_000, false, 4, 0},
+		// 60 Mbit/s: 844 KB of demand over four 100-KB windows.
+		{"not binding, one window in slow start", 100 * time.Millisecond, 7.5e6, 4, 400_000, 300_000, false, 4, 3},
+		{"binding for less than laneBindMin, one window in slow start", laneBindMin / 2, 7.5e6, 4, 400_000, 400_000, false, 4, 3},
+		{"not binding, every window out of slow start", 100 * time.Millisecond, 7.5e6, 4, 400_000, 300_000, false, MaxLanes, 4},
 	}
 	for _, st := range steps {
 		now = now.Add(st.wait)
@@ -292,6 +299,9 @@ func TestLaneSizerBinding(t *testing.T) {
 			} else {
 				p.lanes[i].conn.Store(nil)
 			}
+			r := &recorder{}
+			r.avoiding.Store(i < st.avoiding)
+			p.lanes[i].rec.Store(r)
 		}
 		p.state.OnMetrics(75*time.Millisecond, 55*time.Millisecond, st.cwnd, st.inflight)
 		p.rc.target.Store(math.Float64bits(st.target))

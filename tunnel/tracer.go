@@ -17,7 +17,8 @@ import (
 
 // recorder turns one connection's qlog events into plain calls on the state
 // of its lane and path: MetricsUpdated → the lane's congestion state and the
-// path's aggregate (lanes.go), PacketLost (RFC 9002 loss detection) →
+// path's aggregate (lanes.go), CongestionStateUpdated → whether the
+// connection's window has left slow start, PacketLost (RFC 9002 loss detection) →
 // policy.Path.OnLoss, PacketSent → OnSent and the lane's count of
 // datagrams left in quic-go's send queue, PacketReceived → OnReceive; lost
 // and sent packets also feed the path's FEC loss-interval estimator. It
@@ -40,6 +41,10 @@ type recorder struct {
 	sizes                  [pmtuRing]atomic.Uint64
 	sentAt                 [pmtuRing]atomic.Int64
 	largestAcked, scanFrom atomic.Int64
+	// avoiding is set once the connection's congestion controller has left
+	// slow start (qlog's congestion_avoidance or recovery state; quic-go's
+	// NewReno does not go back to it on the same path).
+	avoiding atomic.Bool
 }
 
 // attach makes l the lane whose state the events feed, and counts the
@@ -67,6 +72,13 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 			l.path.drops.add(DropReceiveQueueFull)
 		} else {
 			r.early.Add(1)
+		}
+	case qlog.CongestionStateUpdated:
+		switch e.State {
+		case qlog.CongestionStateCongestionAvoidance, qlog.CongestionStateRecovery:
+			r.avoiding.Store(true)
+		case qlog.CongestionStateSlowStart:
+			r.avoiding.Store(false)
 		}
 	case qlog.MetricsUpdated:
 		if l != nil {
