@@ -132,6 +132,8 @@ const (
 	refillMemory      = 3 * time.Second        // ... for this long after the reset (BBRv3 keeps max_bw over 2 ProbeBW cycles)
 	congestMemory     = 200 * time.Millisecond // at least this long after a congested report, loss is not the path's own
 	refillDip         = 0.5                    // a reset refills only if the link carried less than this share of max_bw: a dip, not a drift
+	backoffWindow     = 500 * time.Millisecond // GCC §5.5: the back-off's received rate is measured over 0.5–1 s ...
+	backoffFloor      = 0.5                    // ... and one report's rate counts for at least this share of it
 )
 
 // probeBWGains is BBRv1's ProbeBW pacing gain cycle (Cardwell et al., "BBR:
@@ -228,6 +230,7 @@ type RateEstimator struct {
 	gamma      float64 // ms
 
 	sendS, recvS float64 // bytes/s: smoothed sending and received rates
+	recvLong     float64 // bytes/s: the received rate over about backoffWindow (an EWMA), a floor of a loss back-off's base
 	bw           winMax  // BBR.max_bw, bytes/s
 	phaseAt      time.Time
 	phaseIdx     int
@@ -407,6 +410,10 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	sendRate := float64(s.SentBytes) * 1e6 / elapsed
 	e.sendS += rateSmooth * (sendRate - e.sendS)
 	e.recvS += rateSmooth * (recv - e.recvS)
+	if e.recvLong == 0 {
+		e.recvLong = recv
+	}
+	e.recvLong += min(1, elapsed/float64(backoffWindow.Microseconds())) * (recv - e.recvLong)
 	// The link, not the sender, sets what arrives: it carried clearly
 	// less than was sent to it lately (the difference is filling a queue).
 	// A one-way delay that rose with no such deficit is the path's base
@@ -533,15 +540,24 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	switch {
 	case e.probing:
 		a = min(a, probeBaseGain*e.probeRate)
-	case overflow || lossCongestion:
+	case (overflow || lossCongestion) && now.Sub(e.overflowAt) >= max(s.SRTT, reportMin):
 		// A drop-tail queue overflowing (loss above the path's own floor
 		// while a queue stands): BBRv2's loss response (draft-ietf-ccwg-bbr
 		// §4.5.10, β = 0.7 of inflight_hi) in the form of GCC's rate
-		// back-off (draft-ietf-rmcat-gcc-02 §5.5: 0.85 × the received rate),
-		// and max_bw forgets the rates the link no longer carries.
-		a = min(a, gccBackoff*recv)
+		// back-off (draft-ietf-rmcat-gcc-02 §5.5: 0.85 × the received
+		// rate), and max_bw forgets the rates the link no longer carries.
+		// GCC measures that rate over 0.5–1 s: the report's rate counts
+		// for at least half of the rate of the last backoffWindow. And at
+		// most once per round trip (RFC 9002 §7.3.2's recovery period:
+		// the gaps found in the reports after it are the same overflow's).
+		// A report of two datagrams from inside a 100-ms outage, the
+		// back-off taken from it alone and repeated on the late gaps
+		// after it, held S2's Starlink path at 0.1 Mbit/s for 2.5 s on a
+		// link of 14–95 Mbit/s.
+		r := max(recv, backoffFloor*e.recvLong)
+		a = min(a, gccBackoff*r)
 		e.forget(now, bw, recv)
-		e.bw.reset(now, recv)
+		e.bw.reset(now, r)
 		e.overflowAt = now
 		e.overuses++
 		e.startup = false

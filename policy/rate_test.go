@@ -168,3 +168,42 @@ func TestRateEstimatorAllocs(t *testing.T) {
 		t.Errorf("%v allocations per report, want 0", n)
 	}
 }
+
+// TestRateEstimatorOutageReport: a 50-ms report from inside a short
+// outage (2 datagrams arrived, 40 lost, a queue standing), then reports of
+// the gaps found as the link comes back, cut a 20-Mbit/s path's target by
+// 0.85 × at most half of the rate received over the last 0.5 s, at most
+// once per round trip: it stays above 0.3 × the rate (0.38 ×), and is
+// back near the rate within a second. Before,
+// the target fell to 0.85 × the outage report's rate, 0.3 Mbit/s, and each
+// report of late gaps cut again: S2's Starlink path sat at 0.1 Mbit/s for
+// 2.5 s.
+func TestRateEstimatorOutageReport(t *testing.T) {
+	const rate = 2.5e6 // bytes/s
+	e := NewRateEstimator(RateConfig{InitialRate: rate})
+	now := modelStart
+	var end uint64
+	report := func(dgs, lost uint32, owd, minOWD int64) {
+		now = now.Add(50 * time.Millisecond)
+		r := RateReport{Start: end, End: end + 50_000, Bytes: dgs * 1200, Datagrams: dgs, Lost: lost, OWDMin: minOWD, OWDMean: owd}
+		end += 50_000
+		e.Update(now, &r, SendStats{SentBytes: int64(e.Target() * 0.05), BacklogBytes: 100_000, SRTT: 100 * time.Millisecond})
+	}
+	for range 60 {
+		report(104, 0, 20_000, 20_000) // 2.5 MB/s
+	}
+	before := e.Target()
+	report(2, 40, 35_000, 30_000) // the outage: a queue and a burst of loss
+	for range 3 {
+		report(10, 20, 32_000, 28_000) // the gaps found as it comes back
+	}
+	if got := e.Target(); got < 0.3*rate {
+		t.Errorf("after the outage the target is %.0f B/s (%.0f before), want ≥ %.0f", got, before, 0.3*rate)
+	}
+	for range 20 {
+		report(104, 0, 20_000, 20_000) // 2.5 MB/s
+	}
+	if got := e.Target(); got < 0.8*rate {
+		t.Errorf("1 s after the outage the target is %.0f B/s, want ≥ %.0f", got, 0.8*rate)
+	}
+}
