@@ -554,10 +554,10 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		// back-off taken from it alone and repeated on the late gaps
 		// after it, held S2's Starlink path at 0.1 Mbit/s for 2.5 s on a
 		// link of 14–95 Mbit/s.
-		r := max(recv, backoffFloor*e.recvLong)
-		a = min(a, gccBackoff*r)
+		from := max(recv, backoffFloor*e.recvLong)
+		a = min(a, gccBackoff*from)
 		e.forget(now, bw, recv)
-		e.bw.reset(now, r)
+		e.bw.reset(now, from)
 		e.overflowAt = now
 		e.overuses++
 		e.startup = false

@@ -208,7 +208,6 @@ func (l *lane) drain(done <-chan struct{}) {
 // send what it holds.
 const laneDrainMax = 250 * time.Millisecond
 
-// liveLanes returns the number of lanes with a connection.
 // slowStartLanes returns how many of the path's live lanes have a
 // congestion window still in slow start.
 func (p *path) slowStartLanes() int {
@@ -225,6 +224,7 @@ func (p *path) slowStartLanes() int {
 	return n
 }
 
+// liveLanes returns the number of lanes with a connection.
 func (p *path) liveLanes() int {
 	n := 0
 	for i := range p.lanes {

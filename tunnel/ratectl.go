@@ -477,11 +477,11 @@ func (b *Bond) probeLossy(set *pathSet, picks []int, k, size int, now time.Time)
 // packet per round trip, and only while it is full, so it will not catch
 // up with a target that climbs by 1.25 × per round trip. The Starlink
 // trace's path otherwise sent 30–40 Mbit/s of a 90-Mbit/s link on one lane
-// for its first 3 s, its window never quite full in every sample. Lanes are removed only when the windows the lanes
-// have (not the prediction) hold the demand with one lane fewer, after
-// laneShrinkAfter. An added lane that did not raise the delivery rate is
-// taken back (policy.LaneTrial). Lanes are added at once, ahead of the
-// next burst.
+// for its first 3 s, its window never quite full in every sample. Lanes
+// are removed only when the windows the lanes have (not the prediction)
+// hold the demand with one lane fewer, after laneShrinkAfter. An added
+// lane that did not raise the delivery rate is taken back
+// (policy.LaneTrial). Lanes are added at once, ahead of the next burst.
 
 // Lane sizing timing.
 const (

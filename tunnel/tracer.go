@@ -18,8 +18,8 @@ import (
 // recorder turns one connection's qlog events into plain calls on the state
 // of its lane and path: MetricsUpdated → the lane's congestion state and the
 // path's aggregate (lanes.go), CongestionStateUpdated → whether the
-// connection's window has left slow start, PacketLost (RFC 9002 loss detection) →
-// policy.Path.OnLoss, PacketSent → OnSent and the lane's count of
+// connection's window has left slow start, PacketLost (RFC 9002 loss
+// detection) → policy.Path.OnLoss, PacketSent → OnSent and the lane's count of
 // datagrams left in quic-go's send queue, PacketReceived → OnReceive; lost
 // and sent packets also feed the path's FEC loss-interval estimator. It
 // implements both qlogwriter.Trace and qlogwriter.Recorder. On the
@@ -41,9 +41,9 @@ type recorder struct {
 	sizes                  [pmtuRing]atomic.Uint64
 	sentAt                 [pmtuRing]atomic.Int64
 	largestAcked, scanFrom atomic.Int64
-	// avoiding is set once the connection's congestion controller has left
-	// slow start (qlog's congestion_avoidance or recovery state; quic-go's
-	// NewReno does not go back to it on the same path).
+	// avoiding is set while the connection's congestion controller is out
+	// of slow start (qlog's congestion_avoidance or recovery state; only a
+	// new path, after a migration, starts it again).
 	avoiding atomic.Bool
 }
 
