@@ -488,42 +488,41 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	if e.startup {
 		gain = startupGain
 	}
-	// Refill (BBRv3's ProbeBW_REFILL and UP, draft-ietf-ccwg-bbr
-	// §4.3.3.4–5: a loss or a drain lowers the short-term bounds, but
-	// max_bw is kept over two probing cycles and the next probe goes back
-	// to it): after a reset in a dip (forget), once the queue is back
-	// under QueueTarget, probe at 1.25 × max_bw in every report, not one
-	// phase in eight, until max_bw is back at refillShare of what the
-	// reset forgot or refillMemory passes. A queue above QueueTarget or a reset after it
-	// has probed ends it (BBRv3 leaves ProbeBW_UP when a queue shows: the
-	// capacity is not there). A capacity dip of 100–300 ms (the Starlink
-	// trace's, every few seconds) then costs about a second, not the
-	// several that BBRv1's cycle takes to grow 1.25 × per eight phases
-	// from the dip's rate.
-	refilling := !e.startup && limited && now.Before(e.refillUntil) && e.queue <= qt &&
-		!overflow && !lossCongestion && !drain
+	// Two ways of probing at 1.25 × max_bw in every report, not one phase
+	// in eight, while no queue above QueueTarget and no loss shows (BBRv3
+	// leaves ProbeBW_UP when one does, draft-ietf-ccwg-bbr §4.3.3.5):
+	//
+	//   - Refill (BBRv3's ProbeBW_REFILL and UP, §4.3.3.4–5: a loss or a
+	//     drain lowers the short-term bounds, but max_bw is kept over two
+	//     probing cycles and the next probe goes back to it): after a
+	//     reset in a dip (forget), until max_bw is back at refillShare of
+	//     what the reset forgot or refillMemory passes. A queue above
+	//     QueueTarget after it has probed, or a further reset, ends it: the
+	//     capacity is not there. A capacity dip of 100–300 ms (the Starlink
+	//     trace's, every few seconds) then costs about a second, not the
+	//     several that BBRv1's cycle takes to grow 1.25 × per eight phases
+	//     from the dip's rate.
+	//   - Climb: the link's queue emptied during the report (its least
+	//     one-way delay is at the base) while the sender had a backlog, so
+	//     the link had room the target left unused. max_bw then grows by up
+	//     to 1.25 × per round trip while the link has room. A link whose
+	//     windows (quic-go's) bind below the target climbs as well: the
+	//     windows grow only while they are full.
+	//
+	// Neither is held to the gentle probing after an overflow.
+	up := !e.startup && e.queue <= qt && !overflow && !lossCongestion && !drain
+	refilling := up && limited && now.Before(e.refillUntil)
 	switch {
 	case refilling && bw >= e.refillTo:
 		e.endRefill() // the capacity came back
 		refilling = false
 	case refilling:
-		gain = probeBWGains[0]
 		e.refillProbed = true
 	case e.refillProbed && e.queue > qt:
 		e.endRefill() // the probe found a queue: the capacity is not there
 	}
-	// Climb (BBRv3's ProbeBW_UP, draft-ietf-ccwg-bbr §4.3.3.5, which
-	// raises the rate every round until a queue or a loss shows): the
-	// link's queue emptied during the report (its least one-way delay is
-	// at the base) while the sender had a backlog, so the link had room the
-	// target left unused; probe at 1.25 × max_bw in this report, not one
-	// phase in eight, and not gently after an overflow. max_bw then grows
-	// by up to 1.25 × per round trip while the link has room. A link
-	// whose windows (quic-go's) bind below the target climbs as well: the
-	// windows grow only while they are full.
-	climbing := !e.startup && s.BacklogBytes > 0 && !saturated && e.queue <= qt &&
-		!overflow && !lossCongestion && !drain
-	if climbing {
+	probingUp := refilling || up && s.BacklogBytes > 0 && !saturated
+	if probingUp {
 		gain = probeBWGains[0]
 	}
 	if gain <= 1 {
@@ -589,7 +588,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		}
 		a = min(a, max(e.target, e.cfg.MinRate), keep)
 	}
-	if now.Sub(e.overflowAt) < overflowMemory && gain > 1 && !refilling && !climbing {
+	if now.Sub(e.overflowAt) < overflowMemory && gain > 1 && !probingUp {
 		// Near a shallow queue that overflowed lately, probe gently
 		// (GCC's additive increase near the last overuse, §5.5).
 		a = min(a, bw*(1+velocityStart))
@@ -609,9 +608,9 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 // learnOwnLoss feeds a report's loss rate lossNow (over length µs) into
 // the path's own loss (RateEstimate.OwnLoss), unless the report came
 // within max(congestMemory, 2 sRTT) of one that showed the path's queue
-// overflowing or draining above QueueTarget: a drop-tail queue's overflow, and the gaps
-// found only when packets arrive again after it, are the target's to
-// answer, not the path's own. The queue must be a real one: random loss
+// overflowing or draining above QueueTarget: a drop-tail queue's
+// overflow, and the gaps found only when packets arrive again after it,
+// are the target's to answer, not the path's own. The queue must be a real one: random loss
 // that starts on a path whose floor was learnt clean reads as overflow at
 // first, over a queue of a millisecond or less.
 func (e *RateEstimator) learnOwnLoss(now time.Time, lossNow, length float64, srtt time.Duration) {

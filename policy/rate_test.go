@@ -174,10 +174,9 @@ func TestRateEstimatorAllocs(t *testing.T) {
 // the gaps found as the link comes back, cut a 20-Mbit/s path's target by
 // 0.85 × at most half of the rate received over the last 0.5 s, at most
 // once per round trip: it stays above 0.3 × the rate (0.38 ×), and is
-// back near the rate within a second. Before,
-// the target fell to 0.85 × the outage report's rate, 0.3 Mbit/s, and each
-// report of late gaps cut again: S2's Starlink path sat at 0.1 Mbit/s for
-// 2.5 s.
+// back near the rate within a second. Before, the target fell to 0.85 ×
+// the outage report's rate, 0.3 Mbit/s, and each report of late gaps cut
+// again: S2's Starlink path sat at 0.1 Mbit/s for 2.5 s.
 func TestRateEstimatorOutageReport(t *testing.T) {
 	const rate = 2.5e6 // bytes/s
 	e := NewRateEstimator(RateConfig{InitialRate: rate})

@@ -14,8 +14,8 @@ import (
 // control (NewReno, RFC 9002 §7.3, in quic-go v0.65), which cannot be
 // switched off: on an uplink that loses packets for reasons other than
 // congestion (radio, handovers, satellite reconfigurations) one
-// connection's window stays far below what
-// the link carries (docs/performance.md, "Lossy uplinks"). An uplink may
+// connection's window stays far below what the link carries
+// (docs/performance.md, "Lossy uplinks"). An uplink may
 // therefore carry several QUIC connections, lanes, each on its own UDP
 // socket bound to that uplink. Together they are one path: one set of
 // labels, one status, one send queue, one loss estimate for FEC. Every

@@ -530,7 +530,8 @@ func (s *laneSizer) decide(p *path, now time.Time, n int) policy.LaneDecision {
 	demand := policy.LaneDemand(target, srtt, policy.DefaultLaneHeadroom, largest)
 	window := policy.RenoWindow(loss, policy.LaneWireBytes, 10_000)
 	have, cwnd := window, p.state.CongestionWindow() // have: the mean window the lanes reached
-	if live := p.liveLanes(); live > 0 {
+	live := p.liveLanes()
+	if live > 0 {
 		have = cwnd / live
 		window = max(window, have) // a window the lanes reached counts too
 	}
@@ -541,7 +542,7 @@ func (s *laneSizer) decide(p *path, now time.Time, n int) policy.LaneDecision {
 		s.bindSince = now
 	}
 	binding := have < window && !s.bindSince.IsZero() && now.Sub(s.bindSince) >= max(laneBindRTTs*srtt, laneBindMin)
-	settled := p.liveLanes() > 0 && p.slowStartLanes() == 0 // no window will double
+	settled := live > 0 && p.slowStartLanes() == 0 // no window will double
 	if binding || settled {
 		window = have
 	}
