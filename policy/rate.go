@@ -49,9 +49,10 @@ import (
 // at 1.25 × max_bw every report back to 0.85 × the max_bw the reset
 // forgot, for at most 3 s and until a queue shows (BBRv3's ProbeBW_REFILL
 // and UP), so that a 100–300-ms capacity dip does not cost seconds. A
-// sender with a backlog whose report shows the link's queue emptying (the
-// link idled while bondd held packets back) climbs the same way, 1.25 ×
-// max_bw in every report until a queue shows. The
+// sender with a backlog whose last probe raised max_bw by 10 % within two
+// rounds (the link delivered more when offered more, whatever the delay
+// reads) climbs the same way, 1.25 × max_bw in every report until a probe
+// stops paying or a queue shows. The
 // target never rises above 1.5 × the received rate of the last seconds
 // (GCC §5.5; 2 × in Startup), and an application-limited sender's target
 // decays to 2 × what the receiver got. GCC's delay trend and adaptive
@@ -134,6 +135,7 @@ const (
 	refillDip         = 0.5                    // a reset refills only if the link carried less than this share of max_bw: a dip, not a drift
 	backoffWindow     = 500 * time.Millisecond // GCC §5.5: the back-off's received rate is measured over 0.5–1 s ...
 	backoffFloor      = 0.5                    // ... and one report's rate counts for at least this share of it
+	climbPays         = 1.1                    // a probe paid if max_bw grew by 10 % within two rounds of it
 )
 
 // probeBWGains is BBRv1's ProbeBW pacing gain cycle (Cardwell et al., "BBR:
@@ -241,6 +243,12 @@ type RateEstimator struct {
 	refillTo     float64   // bytes/s: refillShare × the max_bw the last reset forgot
 	refillUntil  time.Time // refilling ends then
 	refillProbed bool      // the refill has probed since that reset
+	// The delivery-keyed climb: max_bw at the last two round boundaries,
+	// whether the target probed above it in the last two rounds, and
+	// whether the last boundary found the probing paid.
+	roundBw     [2]float64
+	roundProbed [2]bool
+	paying      bool
 
 	lastUpdate time.Time
 	lastEmpty  time.Time // the last report whose queue emptied
@@ -471,6 +479,12 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	if now.Sub(e.phaseAt) >= phase {
 		e.phaseAt = now
 		e.phaseIdx = (e.phaseIdx + 1) % len(probeBWGains)
+		// The delivery-keyed climb: probing in either of the last two
+		// rounds (its effect arrives a round trip later) raised max_bw by
+		// climbPays over them.
+		e.paying = (e.roundProbed[0] || e.roundProbed[1]) && e.roundBw[1] > 0 && bw >= climbPays*e.roundBw[1]
+		e.roundBw[1], e.roundBw[0] = e.roundBw[0], bw
+		e.roundProbed[1], e.roundProbed[0] = e.roundProbed[0], false
 		if e.startup {
 			// BBR Startup (§4.3.1.1): leave when max_bw has not grown by
 			// 25 % in 3 rounds.
@@ -502,28 +516,46 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	//     trace's, every few seconds) then costs about a second, not the
 	//     several that BBRv1's cycle takes to grow 1.25 × per eight phases
 	//     from the dip's rate.
-	//   - Climb: the link's queue emptied during the report (its least
-	//     one-way delay is at the base) while the sender had a backlog, so
-	//     the link had room the target left unused. max_bw then grows by up
-	//     to 1.25 × per round trip while the link has room. A link whose
-	//     windows (quic-go's) bind below the target climbs as well: the
-	//     windows grow only while they are full.
+	//   - Climb: the last probe (ProbeBW's 1.25 phase, the refill or the
+	//     climb itself) raised max_bw by climbPays within two rounds while
+	//     the sender had a backlog: the link carried more when offered
+	//     more, so probe again, until a probe stops paying or a queue
+	//     above QueueTarget or a loss shows. The one-way delay cannot tell
+	//     a queue from a base that moved: the Starlink trace's moves by up
+	//     to 20 ms, and after S2's 2.5-s outage it came back 4–6 ms higher
+	//     and read as a queue that never empties. The climb before this
+	//     one, keyed on the report's least delay being at the base, then
+	//     never ran, and max_bw grew by 1.25 × per eight rounds; on the
+	//     model's mahimahi-like traces it built 130-ms mean queues where
+	//     the queue did empty now and then. What the link delivers tells:
+	//     a link at its capacity does not deliver more. This is BBR's
+	//     Startup test (max_bw grows by 25 % per round while the pipe is
+	//     not full, §4.3.1.1) at ProbeBW_UP's gain. A refill that got its
+	//     rate back goes on as a climb. A link whose windows (quic-go's)
+	//     bind below the target climbs as well: the windows grow only
+	//     while they are full.
 	//
 	// Neither is held to the gentle probing after an overflow.
 	up := !e.startup && e.queue <= qt && !overflow && !lossCongestion && !drain
 	refilling := up && limited && now.Before(e.refillUntil)
 	switch {
 	case refilling && bw >= e.refillTo:
-		e.endRefill() // the capacity came back
-		refilling = false
+		// The capacity came back, and the refill's probes paid: go on
+		// probing while they pay (the delivery-keyed climb below).
+		e.endRefill()
+		refilling, e.paying = false, true
 	case refilling:
 		e.refillProbed = true
 	case e.refillProbed && e.queue > qt:
 		e.endRefill() // the probe found a queue: the capacity is not there
 	}
-	probingUp := refilling || up && s.BacklogBytes > 0 && !saturated
+	climbing := up && e.paying && s.BacklogBytes > 0
+	probingUp := refilling || climbing
 	if probingUp {
 		gain = probeBWGains[0]
+	}
+	if gain > 1 {
+		e.roundProbed[0] = true
 	}
 	if gain <= 1 {
 		// Cruising: hold the queue near QueueTarget with NADA's

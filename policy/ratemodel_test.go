@@ -151,7 +151,10 @@ func runModel(cfg modelCfg) modelResult {
 			r := reports[0]
 			reports, reportAt = reports[1:], reportAt[1:]
 			bl := int64(0)
-			if backlog >= modelPkt {
+			switch {
+			case math.IsInf(backlog, 1):
+				bl = 1 << 30 // a greedy sender (int64 of +Inf is not defined)
+			case backlog >= modelPkt:
 				bl = int64(backlog)
 			}
 			est.Update(now, &r, SendStats{SentBytes: sentSince, BacklogBytes: bl, SRTT: 2 * cfg.prop(t)})
@@ -252,10 +255,12 @@ func TestRateModelCapacity(t *testing.T) {
 		{"trace-loss1", mahimahiLike(2, 2, 50, dur), 40 * time.Millisecond, 0.01, 0.90, traced, 0, 0},
 		{"trace-loss5", mahimahiLike(3, 2, 50, dur), 20 * time.Millisecond, 0.05, 0.90, traced, 0, 0},
 		// A long path on a fast-varying trace: the reports are a round
-		// trip late, so the bound is lower. (A refill after every reset
-		// here gave 0.93 of capacity at a 90-ms mean queue; its drifts are
-		// not dips, so it does not refill.)
-		{"trace-rtt180", mahimahiLike(1, 2, 50, dur), 90 * time.Millisecond, 0.01, 0.85, 80 * time.Millisecond, 0, 0},
+		// trip late, so the share served may be lower, and every probe's queue lasts
+		// a round trip before a report shows it. Without any probing
+		// above the ProbeBW cycle it served 0.873 at a 72-ms mean queue;
+		// the delivery-keyed climb serves 0.964 at 102 ms (the climb on
+		// an emptied queue, before it: 0.977 at 106 ms).
+		{"trace-rtt180", mahimahiLike(1, 2, 50, dur), 90 * time.Millisecond, 0.01, 0.85, 110 * time.Millisecond, 0, 0},
 		{"const94-rtt180", constRate(94), 90 * time.Millisecond, 0.01, 0.90, steady, 0, 0},
 		// A LEO path's short dips into a shallow queue (20 ms at 80
 		// Mbit/s): each overflows it and restarts max_bw; the refill takes
@@ -430,6 +435,53 @@ func TestRateModelAppLimited(t *testing.T) {
 		}
 		if got := r.delivered / 25; got < 0.97*r.offered {
 			t.Errorf("offered %.1f Mbit/s: delivered only %.2f Mbit/s", offered, mbps(got))
+		}
+	}
+}
+
+// TestRateModelOutageBaseStep: a 2.5-s outage (the link carries 0.15 Mbit/s)
+// after which the link's one-way delay is 5 ms higher than before, as the
+// Lagos trace's is in S2 (seed 3, 21.8–24.25 s). Every report after the
+// outage shows a least one-way delay 5 ms above the base filter's, which
+// reads as a queue that never empties; the target must still climb back
+// to 0.8 × the capacity within 1.5 s of the link's return, on what the
+// link delivers. With the climb keyed on the queue emptying (before the
+// delivery-keyed climb, rate.go) it took 2.2 s at a 40-ms one-way delay
+// (0.8 s now), 0.4 s at 20 ms (0.5 s now): the refill ended at its
+// target and the ProbeBW cycle grew 1.25 × per eight rounds after it.
+func TestRateModelOutageBaseStep(t *testing.T) {
+	const (
+		capacity = 80e6 / 8 // bytes/s
+		from     = 10 * time.Second
+		to       = 12500 * time.Millisecond
+	)
+	for _, prop := range []time.Duration{20 * time.Millisecond, 40 * time.Millisecond} {
+		_, tr := recordModel(modelCfg{dur: 16 * time.Second, queueCap: 200_000, seed: 1,
+			capacity: func(t time.Duration) float64 {
+				if t >= from && t < to {
+					return 0.15e6 / 8 // a trickle: a few datagrams per report
+				}
+				return capacity
+			},
+			prop: func(t time.Duration) time.Duration {
+				if t >= to {
+					return prop + 5*time.Millisecond
+				}
+				return prop
+			}})
+		back := time.Duration(-1)
+		least := math.Inf(1)
+		for _, x := range tr {
+			if x.t >= to && x.t < to+1500*time.Millisecond {
+				least = min(least, x.e.Target)
+			}
+			if x.t >= to && back < 0 && x.e.Target >= 0.8*capacity {
+				back = x.t - to
+			}
+		}
+		t.Logf("one-way %v: target back at 0.8 × capacity %v after the link returned (least target in the next 1.5 s %.2f Mbit/s)", prop, back, mbps(least))
+		if back < 0 || back > 1500*time.Millisecond {
+			t.Errorf("one-way %v: target back at 0.8 × capacity after %v, want ≤ 1.5s", prop, back)
 		}
 	}
 }
