@@ -257,7 +257,13 @@ func (c *Concentrator) handle(conn *quic.Conn) {
 	}
 	p := l.path
 	log = log.With("edge", p.bond.edgeID, "path", p.name, "lane", l.idx)
-	log.Info("path up")
+	// The edge adds, removes and renews lanes as its rate control sizes
+	// them: a lane other than the path's only one logs at debug level.
+	level := slog.LevelInfo
+	if p.liveLanes() > 0 {
+		level = slog.LevelDebug
+	}
+	log.Log(c.ctx, level, "path up")
 	e := c.tab.Load().edges[p.bond.edgeID]
 	if e == nil || e.bond != p.bond { // removed or replaced by SetEdges meanwhile
 		conn.CloseWithError(codeShutdown, "edge list changed")
@@ -267,7 +273,11 @@ func (c *Concentrator) handle(conn *quic.Conn) {
 	defer c.pathDown(e)
 	p.serve(l, conn, rec, c.ctx.Done())
 	if c.ctx.Err() == nil {
-		log.Info("path down", "err", context.Cause(conn.Context()))
+		level = slog.LevelInfo
+		if p.liveLanes() > 0 {
+			level = slog.LevelDebug
+		}
+		log.Log(c.ctx, level, "path down", "err", context.Cause(conn.Context()))
 	}
 }
 

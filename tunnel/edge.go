@@ -276,7 +276,13 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 			attempt = min(2*attempt, DefaultHandshakeTimeout)
 			continue
 		}
-		log.Info("path up", "local", conn.LocalAddr(), "remote", conn.RemoteAddr(), "attempts", failures+1)
+		// The path's first lane is the path coming up; another lane (one
+		// added or renewed by the lane sizing) is detail.
+		level := slog.LevelInfo
+		if p.liveLanes() > 0 {
+			level = slog.LevelDebug
+		}
+		log.Log(ctx, level, "path up", "local", conn.LocalAddr(), "remote", conn.RemoteAddr(), "attempts", failures+1)
 		backoff, attempt, failures = e.opts.Paths.RedialMin, DefaultHandshakeTimeout, 0
 		p.serve(&p.lanes[lane], conn, rec, ctx.Done())
 		cause := context.Cause(conn.Context())
