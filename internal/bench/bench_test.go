@@ -200,6 +200,7 @@ func TestBenchS2(t *testing.T) {
 		Configs: []string{"single-starlink", "single-metered", "redundant", "rules"}}
 	rep, dir := runBenchTest(t, o)
 	checkPlots(t, dir, "s2-fct-cdf", "s2-fct-cdf-idr", "s2-fct-cdf-p", "s2-fct-cdf-rules")
+	checkPathTrace(t, dir, s2Sat, s2Metered)
 	by := benchConfigs(t, rep, "fct_ms", "buffer_ms", "metered_share")
 	for n, c := range by {
 		f := c["fct_ms"].(map[string]any)

@@ -13,7 +13,7 @@ import (
 	"github.com/bondd/bondd/tunnel"
 )
 
-// The capacity bench's per-path time series (paths.csv): each path of the
+// The per-path time series of the capacity and S2 benches (paths.csv): each path of the
 // edge sampled every pathTraceStep during the traffic, beside the
 // capacity its emulated link had over the same interval. It shows what
 // held a path below its link: a window that loss cut (cwnd over sRTT near
@@ -42,6 +42,13 @@ type pathSample struct {
 	QueueLen      int     // frames in the path's send queue at the end
 	QueueDrops    uint64  // frames dropped from that queue over the interval (full, expired, deadline)
 	TargetMbps    float64 // the rate control's target at the end; 0 without rate control
+	// The rate estimator's view at the end (0 without rate control): the
+	// smoothed rate the receiver got, its max_bw, the queueing delay over
+	// the base, the receiver-seen loss, and its back-offs over the interval.
+	DeliveryMbps, CapacityMbps float64
+	QueueDelayMs               float64
+	Loss                       float64
+	Overuses                   uint64
 }
 
 // pathSamples returns the rows of the interval dt between two snapshots of
@@ -56,9 +63,12 @@ func pathSamples(a, b tunnel.BondStats, dt time.Duration, link map[string]float6
 	secs := dt.Seconds()
 	var rows []pathSample
 	for _, p := range b.Paths {
-		var tx, lost, drops uint64
+		var tx, lost, drops, overuses uint64
 		if q := before[p.Name]; q != nil {
 			tx, lost, drops = q.TxBytes, q.PacketsLost, queueDrops(q)
+			if q.Rate != nil {
+				overuses = q.Rate.Overuses
+			}
 		}
 		s := pathSample{Path: p.Name, Status: p.Status, Lanes: len(p.Lanes), LinkMbps: link[p.Name],
 			CwndBytes: p.CongestionWindow, InflightBytes: p.BytesInFlight,
@@ -67,8 +77,9 @@ func pathSamples(a, b tunnel.BondStats, dt time.Duration, link map[string]float6
 		if secs > 0 {
 			s.TxMbps = float64(sub(p.TxBytes, tx)) * 8 / secs / 1e6
 		}
-		if p.Rate != nil && p.Rate.Active {
-			s.TargetMbps = float64(p.Rate.TargetBps) / 1e6
+		if r := p.Rate; r != nil && r.Active {
+			s.TargetMbps, s.DeliveryMbps, s.CapacityMbps = float64(r.TargetBps)/1e6, float64(r.DeliveryBps)/1e6, float64(r.CapacityBps)/1e6
+			s.QueueDelayMs, s.Loss, s.Overuses = float64(r.QueueDelay)/1e6, r.Loss, sub(r.Overuses, overuses)
 		}
 		rows = append(rows, s)
 	}
@@ -134,7 +145,8 @@ func (t *pathTracer) finish() []pathSample {
 
 // pathTraceHeader is paths.csv's first line.
 var pathTraceHeader = []string{"seed", "config", "t_s", "path", "status", "lanes", "link_mbps", "tx_mbps",
-	"cwnd_bytes", "inflight_bytes", "srtt_ms", "min_rtt_ms", "quic_lost", "queue_len", "queue_drops", "target_mbps"}
+	"cwnd_bytes", "inflight_bytes", "srtt_ms", "min_rtt_ms", "quic_lost", "queue_len", "queue_drops", "target_mbps",
+	"delivery_mbps", "max_bw_mbps", "queue_delay_ms", "rx_loss", "overuses"}
 
 // writePathTrace writes rows to dir/paths.csv.
 func writePathTrace(dir string, rows []pathSample) error {
@@ -148,7 +160,8 @@ func writePathTrace(dir string, rows []pathSample) error {
 	for _, r := range rows {
 		w.Write([]string{strconv.FormatUint(r.Seed, 10), r.Config, ff(r.T), r.Path, r.Status, strconv.Itoa(r.Lanes),
 			ff(r.LinkMbps), ff(r.TxMbps), strconv.Itoa(r.CwndBytes), strconv.Itoa(r.InflightBytes), ff(r.SRTTms), ff(r.MinRTTms),
-			strconv.FormatUint(r.Lost, 10), strconv.Itoa(r.QueueLen), strconv.FormatUint(r.QueueDrops, 10), ff(r.TargetMbps)})
+			strconv.FormatUint(r.Lost, 10), strconv.Itoa(r.QueueLen), strconv.FormatUint(r.QueueDrops, 10), ff(r.TargetMbps),
+			ff(r.DeliveryMbps), ff(r.CapacityMbps), ff(r.QueueDelayMs), strconv.FormatFloat(r.Loss, 'f', 4, 64), strconv.FormatUint(r.Overuses, 10)})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {

@@ -18,15 +18,17 @@ func TestPathSamples(t *testing.T) {
 		p.Drops[tunnel.DropExpired] = expired
 		return p
 	}
-	a := tunnel.BondStats{Paths: []tunnel.PathStats{path("sat", 1_000_000, 10, 5, nil), path("cell", 500, 3, 0, nil)}}
+	a := tunnel.BondStats{Paths: []tunnel.PathStats{path("sat", 1_000_000, 10, 5, &tunnel.RateStats{Active: true, Overuses: 7}), path("cell", 500, 3, 0, nil)}}
 	b := tunnel.BondStats{Paths: []tunnel.PathStats{
-		path("sat", 1_000_000+1_250_000, 40, 25, &tunnel.RateStats{Active: true, TargetBps: 42e6}),
+		path("sat", 1_000_000+1_250_000, 40, 25, &tunnel.RateStats{Active: true, TargetBps: 42e6, DeliveryBps: 35e6, CapacityBps: 38e6,
+			QueueDelay: 12500 * time.Microsecond, Loss: 0.02, Overuses: 9}),
 		path("cell", 100, 1, 0, nil),                                  // restarted: counters went back
 		path("new", 250_000, 2, 1, &tunnel.RateStats{TargetBps: 9e6}), // not in a; rate control not active
 	}}
 	rows := pathSamples(a, b, 250*time.Millisecond, map[string]float64{"sat": 80, "cell": 5})
 	want := []pathSample{
-		{Path: "sat", Status: "ACTIVE", Lanes: 2, LinkMbps: 80, TxMbps: 40, CwndBytes: 100_000, InflightBytes: 90_000, SRTTms: 60, MinRTTms: 50, Lost: 30, QueueDrops: 20, TargetMbps: 42},
+		{Path: "sat", Status: "ACTIVE", Lanes: 2, LinkMbps: 80, TxMbps: 40, CwndBytes: 100_000, InflightBytes: 90_000, SRTTms: 60, MinRTTms: 50, Lost: 30, QueueDrops: 20, TargetMbps: 42,
+			DeliveryMbps: 35, CapacityMbps: 38, QueueDelayMs: 12.5, Loss: 0.02, Overuses: 2},
 		{Path: "cell", Status: "ACTIVE", Lanes: 2, LinkMbps: 5, TxMbps: 0, CwndBytes: 100_000, InflightBytes: 90_000, SRTTms: 60, MinRTTms: 50},
 		{Path: "new", Status: "ACTIVE", Lanes: 2, TxMbps: 8, CwndBytes: 100_000, InflightBytes: 90_000, SRTTms: 60, MinRTTms: 50, Lost: 2, QueueDrops: 1},
 	}

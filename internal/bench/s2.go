@@ -180,6 +180,7 @@ type s2Result struct {
 	Runs           int               `json:"runs"` // runs the numbers are medians over (buffer_ms: over their windows)
 	CI95           ciMap             `json:"ci95"` // 95 % bootstrap intervals of the medians
 	video          videoStats        // all runs' samples, pooled and sorted
+	trace          []pathSample      // the edge's paths every pathTraceStep (paths.csv)
 }
 
 // s2Report is results.json for S2.
@@ -315,6 +316,7 @@ func runS2(ctx context.Context, o Options, out io.Writer) error {
 	fmt.Fprintf(out, "bondd bench %s: %d paths (%s), %s per configuration, %d run(s) from seed %d\n",
 		o.Scenario, len(sc.Paths), sc.Source, o.Duration, o.runs(), o.Seed)
 	perRun := map[string][]s2Result{}
+	var trace []pathSample
 	for r := range o.runs() {
 		ro := o.forRun(r)
 		rsc, err := s2Scenario(ro)
@@ -331,6 +333,7 @@ func runS2(ctx context.Context, o Options, out io.Writer) error {
 			}
 			rep.Mode = mode
 			perRun[c.name] = append(perRun[c.name], res)
+			trace = append(trace, res.trace...)
 		}
 	}
 	for _, c := range s2Configs() {
@@ -349,7 +352,10 @@ func runS2(ctx context.Context, o Options, out io.Writer) error {
 		rep.Targets = append(rep.Targets, queueHitTarget(rep.Configs))
 	}
 	md := s2Markdown(&rep)
-	if err := writeResults(o.Out, rep, md, out); err != nil || o.NoPlots {
+	if err := writeResults(o.Out, rep, md, out); err != nil {
+		return err
+	}
+	if err := writePathTrace(o.Out, trace); err != nil || o.NoPlots {
 		return err
 	}
 	return s2Plots(o.Out, rep.Configs)
@@ -446,9 +452,19 @@ func runS2Config(ctx context.Context, o Options, sc emu.Scenario, c s2Config, ou
 		}
 	}
 	flow := newVideoFlow(o.Duration)
-	run, err := runOnBedAt(ctx, o, bo, anchor, out, flow.send, flow.deliver)
+	var trace []pathSample
+	traced := func(ctx context.Context, bed *demo.Bed, start time.Time) error {
+		tr := tracePaths(ctx, bed, bo.Scenario, bo.Seed, start)
+		err := flow.send(ctx, bed, start)
+		trace = tr.finish()
+		return err
+	}
+	run, err := runOnBedAt(ctx, o, bo, anchor, out, traced, flow.deliver)
 	if err != nil {
 		return s2Result{}, "", err
+	}
+	for i := range trace {
+		trace[i].Seed, trace[i].Config = o.Seed, c.name
 	}
 	vs := flow.stats()
 	res := s2Result{Name: c.name, Description: c.desc, FCTms: summariseFCT(vs.fctAll),
@@ -456,7 +472,7 @@ func runS2Config(ctx context.Context, o Options, sc emu.Scenario, c s2Config, ou
 		BufferMs:    vs.bufferMs, BufferMaxMs: vs.bufferMaxMs, BufferRunMs: vs.bufferWholeMs, Windows: vs.windows,
 		Frames: vs.frames, FramesLost: vs.lost, FramesQueueHit: int(run.objDrops), WireBytes: run.wireBytes, QueueDrops: run.queueDrops,
 		SendErrors: vs.sendErrors, MTUChanges: run.edge1.MTUChanges - run.edge0.MTUChanges, ICMPSent: run.edge1.ICMPSent - run.edge0.ICMPSent,
-		Paths: run.paths(), video: vs}
+		Paths: run.paths(), video: vs, trace: trace}
 	for _, p := range res.Paths {
 		if p.Name == s2Metered {
 			res.MeteredShare = p.Share
