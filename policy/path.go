@@ -53,6 +53,9 @@ type Path struct {
 	Labels map[string]string
 	// QueueCap is the capacity of the path's send queue, in packets.
 	QueueCap int
+	// QueueDelayLimit is how long the path's send queue holds a packet
+	// before it drops it; 0: no limit. Set before the path is used.
+	QueueDelayLimit time.Duration
 
 	connected atomic.Bool
 	srtt      atomic.Int64 // ns

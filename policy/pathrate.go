@@ -57,6 +57,20 @@ type pathRate struct {
 	at        atomic.Int64  // unix ns of the last estimate
 	lossy     atomic.Bool   // in the LossDegraded state
 	lossSince atomic.Int64  // unix ns when it became lossy
+	// The pacer's bucket as last published (OnPacer): its tokens (float64
+	// bits, bytes) at tokensAt (unix ns), and its depth (bytes).
+	tokens   atomic.Uint64
+	tokensAt atomic.Int64
+	depth    atomic.Int64
+}
+
+// OnPacer publishes the path's pacer bucket at now: tokens (bytes; may be
+// negative while an oversized frame is paid off) and its depth (bytes). It
+// fills at the target rate (OnRateEstimate). Safe for concurrent use.
+func (p *Path) OnPacer(tokens float64, depth int, now time.Time) {
+	p.rate.tokens.Store(math.Float64bits(tokens))
+	p.rate.depth.Store(int64(depth))
+	p.rate.tokensAt.Store(now.UnixNano())
 }
 
 // SetRateControl switches the path between the rate-controlled view (true)
@@ -109,6 +123,27 @@ func (p *Path) LossDegradedAt(now time.Time) bool {
 func (p *Path) rateHasWindow() bool {
 	t := p.TargetRate()
 	return t <= 0 || float64(p.queueB.Load()) < t*RateRoomTime.Seconds()+1500
+}
+
+// Overdue reports whether a packet queued at now on the rate-controlled
+// path would wait past its QueueDelayLimit: the bytes already queued,
+// less what the pacer's bucket lets go at once (OnPacer), take longer than
+// that to leave at the target rate. Such a path drops what a rule sends
+// it, so [Select] does not let a preference or an affinity insist on it:
+// through a 2.5-s outage of S2's Starlink path (the target at 0.1 Mbit/s,
+// 256 frames queued) R4's preference for the free path kept the video
+// there, and about 1200 frames expired. A keyframe that the bucket of an
+// application-limited path lets go at once is not overdue.
+func (p *Path) Overdue(now time.Time) bool {
+	t := p.TargetRate()
+	if !p.rate.on.Load() || p.QueueDelayLimit <= 0 || t <= 0 {
+		return false
+	}
+	tokens := math.Float64frombits(p.rate.tokens.Load())
+	if at := p.rate.tokensAt.Load(); at > 0 {
+		tokens = min(tokens+float64(max(now.UnixNano()-at, 0))/1e9*t, float64(p.rate.depth.Load()))
+	}
+	return float64(p.queueB.Load())-max(tokens, 0) > t*p.QueueDelayLimit.Seconds()
 }
 
 // rateExpectedDelivery is ExpectedDelivery for a rate-controlled path.

@@ -136,6 +136,8 @@ const (
 	backoffWindow     = 500 * time.Millisecond // GCC §5.5: the back-off's received rate is measured over 0.5–1 s ...
 	backoffFloor      = 0.5                    // ... and one report's rate counts for at least this share of it
 	climbPays         = 1.1                    // a probe paid if max_bw grew by 10 % within two rounds of it
+	appWindow         = 2 * time.Second        // RateEstimate.AppLimited averages over this long ...
+	appLimitedShare   = 0.5                    // ... and holds when this share of the reports was application-limited
 )
 
 // probeBWGains is BBRv1's ProbeBW pacing gain cycle (Cardwell et al., "BBR:
@@ -196,6 +198,11 @@ type RateEstimate struct {
 	// Frozen reports that the last report fell in a LEO reconfiguration
 	// window and was not learned from.
 	Frozen bool
+	// AppLimited reports that the sender was application-limited (no
+	// backlog, and sending below 0.9 × the target) in at least half of the
+	// reports of about the last appWindow: a video path that has a backlog
+	// only at its keyframes.
+	AppLimited bool
 	// Overuses counts the reports that triggered a back-off; FrozenReports
 	// the reports skipped in LEO windows.
 	Overuses, FrozenReports uint64
@@ -249,6 +256,7 @@ type RateEstimator struct {
 	roundBw     [2]float64
 	roundProbed [2]bool
 	paying      bool
+	appShare    float64 // EWMA over appWindow of the reports that were application-limited (1) or not (0)
 
 	lastUpdate time.Time
 	lastEmpty  time.Time // the last report whose queue emptied
@@ -291,7 +299,7 @@ func (e *RateEstimator) Estimate() RateEstimate {
 	return RateEstimate{
 		Target: e.target, Delivery: e.delivery, Capacity: e.capacity, Loss: e.loss, OwnLoss: e.ownLoss,
 		QueueDelay: time.Duration(e.queue) * time.Microsecond,
-		Trend:      e.trend, Threshold: e.gamma, Frozen: e.frozen,
+		Trend:      e.trend, Threshold: e.gamma, Frozen: e.frozen, AppLimited: e.appShare >= appLimitedShare,
 		Overuses: e.overuses, FrozenReports: e.frozenN,
 	}
 }
@@ -414,6 +422,11 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	overflow := queued && e.floorTotal >= floorMinDatagrams &&
 		lossNow > floor+max(lossExcessMin, lossExcessRel*floor, 3*math.Sqrt(floor*(1-floor)/n))
 	limited := s.BacklogBytes > 0 || float64(s.SentBytes) >= appLimitedUse*e.target*elapsed/1e6
+	app := 1.0
+	if limited {
+		app = 0
+	}
+	e.appShare += min(1, elapsed/float64(appWindow.Microseconds())) * (app - e.appShare)
 	tau := max(minTau, 2*float64(s.SRTT.Microseconds()))
 	sendRate := float64(s.SentBytes) * 1e6 / elapsed
 	e.sendS += rateSmooth * (sendRate - e.sendS)

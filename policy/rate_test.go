@@ -206,3 +206,41 @@ func TestRateEstimatorOutageReport(t *testing.T) {
 		t.Errorf("1 s after the outage the target is %.0f B/s, want ≥ %.0f", got, 0.8*rate)
 	}
 }
+
+// TestRateEstimatorAppLimited: RateEstimate.AppLimited holds when the
+// sender had no backlog and sent below the target in at least half of the
+// reports of the last appWindow, as on a video path whose only backlog is
+// its keyframe once a second.
+func TestRateEstimatorAppLimited(t *testing.T) {
+	tests := []struct {
+		name    string
+		backlog func(i int) bool // report i had a backlog (and sent at the target)
+		want    bool
+	}{
+		{"greedy", func(int) bool { return true }, false},
+		{"idle", func(int) bool { return false }, true},
+		{"a keyframe a second", func(i int) bool { return i%20 < 4 }, true},
+		{"backlogged 3 reports in 4", func(i int) bool { return i%4 != 0 }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := NewRateEstimator(RateConfig{InitialRate: 1e6})
+			now := modelStart
+			for i := range 100 { // 5 s of 50-ms reports
+				now = now.Add(50 * time.Millisecond)
+				// P-frames: 10 datagrams a report; a backlog is sent at the
+				// target. The link carries what is sent.
+				s := SendStats{SentBytes: 10 * 1200, SRTT: 40 * time.Millisecond}
+				if tt.backlog(i) {
+					s.SentBytes, s.BacklogBytes = int64(e.Target()*0.05), 50_000
+				}
+				dgs := uint32(s.SentBytes / 1200)
+				r := RateReport{Start: uint64(i) * 50_000, End: uint64(i+1) * 50_000, Bytes: dgs * 1200, Datagrams: dgs, OWDMin: 20_000, OWDMean: 20_000}
+				e.Update(now, &r, s)
+			}
+			if got := e.Estimate().AppLimited; got != tt.want {
+				t.Errorf("AppLimited = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

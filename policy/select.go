@@ -52,7 +52,8 @@ func (s *Scratch) Grow(n int) {
 // recorded path that is no longer usable, falls through to the next step:
 // a directive is advice and delivery never blocks on it.
 //
-// Usable means ACTIVE, or DEGRADED when no path is ACTIVE. Steps 1 to 3 are
+// Usable means ACTIVE, or DEGRADED when no path is ACTIVE, and not
+// [Path.Overdue] for steps 1 to 3. Steps 1 to 3 are
 // the rules insisting on paths, and judge paths by [Path.LinkStatus]: a
 // path DEGRADED only because its byte budget runs short stays usable for
 // them. Step 4 and duplicate judge by [Path.Status], where such a path is
@@ -83,7 +84,7 @@ func Select(base Picker, dir *rules.Directive, obj Object, paths []*Path, now ti
 		for _, pref := range dir.PreferenceList() {
 			sc.subset, sc.index = sc.subset[:0], sc.index[:0]
 			for i, p := range paths {
-				if v, ok := p.Label(pref.Key); ok && v == pref.Value && p.LinkStatus(now) == ruleUsable {
+				if v, ok := p.Label(pref.Key); ok && v == pref.Value && p.LinkStatus(now) == ruleUsable && !p.Overdue(now) {
 					sc.subset, sc.index = append(sc.subset, p), append(sc.index, i)
 				}
 			}
@@ -149,7 +150,7 @@ func usableStatus(paths []*Path, now time.Time) (def, link Status) {
 // follow writes the index of p into out[0] and returns 1 when p is one of
 // paths and usable (LinkStatus want); else 0.
 func follow(p *Path, paths []*Path, now time.Time, want Status, out []int) int {
-	if p == nil || p.LinkStatus(now) != want {
+	if p == nil || p.LinkStatus(now) != want || p.Overdue(now) {
 		return 0
 	}
 	for i, q := range paths {

@@ -215,3 +215,63 @@ func TestSelectAllocs(t *testing.T) {
 		t.Fatalf("Select allocates %v times", a)
 	}
 }
+
+// TestSelectOverduePath: a preference or an affinity does not insist on a
+// rate-controlled path whose queue already holds more than its
+// QueueDelayLimit at the target rate, less what its pacer's bucket lets go
+// at once (Path.Overdue): the packet would be dropped there. The free path (preferred, affinity of the frame) has a
+// 1 MB/s target and a 200-ms limit; the metered one is idle.
+func TestSelectOverduePath(t *testing.T) {
+	now := time.Unix(1000, 0)
+	ms := time.Millisecond
+	pref := rules.Preference{Key: "cost_class", Value: "free"}
+	tests := []struct {
+		name     string
+		queued   int // bytes queued on the free path
+		bucket   int // bytes its pacer lets go at once; 0: none published
+		limit    time.Duration
+		affinity bool
+		want     int
+	}{
+		{"prefer, short queue", 100_000, 0, 200 * ms, false, 0},
+		{"prefer, queue past the limit", 300_000, 0, 200 * ms, false, 1},
+		{"prefer, the bucket lets the excess go at once", 300_000, 150_000, 200 * ms, false, 0},
+		{"prefer, the bucket holds too little", 300_000, 50_000, 200 * ms, false, 1},
+		{"prefer, no limit", 300_000, 0, 0, false, 0},
+		{"affinity, short queue", 100_000, 0, 200 * ms, true, 0},
+		{"affinity, queue past the limit", 300_000, 0, 200 * ms, true, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			free := NewPath("free", map[string]string{"cost_class": "free"}, 256)
+			metered := NewPath("metered", map[string]string{"cost_class": "metered"}, 256)
+			for _, p := range []*Path{free, metered} {
+				p.SetConnected(true, now)
+				p.OnMetrics(40*ms, 40*ms, 100_000, 0)
+				p.SetRateControl(true)
+				p.OnRateEstimate(1e6, 0, 0, now)
+				p.QueueDelayLimit = tt.limit
+			}
+			paths := []*Path{free, metered}
+			var sc Scratch
+			out := make([]int, 2)
+			obj := Object{Key: classify.KeyFrameID, ID: 7}
+			d := &rules.Directive{Fields: rules.FieldPreferences, NumPreferences: 1}
+			d.Preferences[0] = pref
+			if tt.affinity {
+				// The frame's first packet went to the free path.
+				if n := Select(LowestRTT{}, d, obj, paths, now, out, &sc); n != 1 || out[0] != 0 {
+					t.Fatalf("first packet on %v, want the free path", out[:n])
+				}
+				d = &rules.Directive{Fields: rules.FieldAffinity, Affinity: obj.Key, AffinityID: obj.ID}
+			}
+			free.SetQueueLen(tt.queued/1200, tt.queued)
+			if tt.bucket > 0 {
+				free.OnPacer(float64(tt.bucket), tt.bucket, now)
+			}
+			if n := Select(LowestRTT{}, d, Object{}, paths, now, out, &sc); n != 1 || out[0] != tt.want {
+				t.Errorf("on %v, want path %d", out[:n], tt.want)
+			}
+		})
+	}
+}

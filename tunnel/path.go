@@ -55,6 +55,7 @@ type path struct {
 
 func newPath(b *Bond, name string, labels map[string]string) *path {
 	p := &path{bond: b, name: name, state: policy.NewPath(name, labels, b.popts.QueuePackets)}
+	p.state.QueueDelayLimit = b.popts.MaxQueueDelay
 	p.state.SetLiveness(policy.Liveness{SuspectRTTs: b.popts.SuspectRTTs, SuspectMin: b.popts.SuspectMin})
 	p.queue = newSendQueue(b.popts.QueuePackets, b.popts.MaxQueueDelay, p.state.SetQueueLen, &p.drops)
 	p.rc = newRateCtl(p, b.popts.RateControl)

@@ -102,8 +102,12 @@ type rateCtl struct {
 	pacerMu   sync.Mutex
 	pacer     policy.Pacer
 	pacerRate uint64 // the target bits the pacer was last set to
-	released  atomic.Uint64
-	heldBack  atomic.Uint64 // bytes that waited for tokens
+	// pacerDepth is the bucket's depth the pacer was last set to, bytes:
+	// pacerBurstTime at the target, or on an application-limited path
+	// the lanes' congestion windows (pace).
+	pacerDepth int
+	released   atomic.Uint64
+	heldBack   atomic.Uint64 // bytes that waited for tokens
 }
 
 func newRateCtl(p *path, mode string) *rateCtl {
@@ -303,16 +307,32 @@ func (rc *rateCtl) checkStale(now time.Time) {
 
 // pace returns how long lane routines must wait before the path's pacer
 // releases the next frame: 0 when it may go now (or rate control is off).
+//
+// The bucket holds pacerBurstTime at the target. On an application-limited
+// path (policy.RateEstimate.AppLimited: a video path whose only backlog is
+// its keyframe, once a second) it holds the lanes' congestion windows: the
+// target there measured only what the video asked for, since what arrived
+// was paced at it, so a 230-KB keyframe paced at a target of 6–9 Mbit/s
+// took 200–300 ms to leave on S2's 80-Mbit/s Starlink path and its frames
+// expired in the queue. The burst now leaves as quic-go's windows allow
+// (as without rate control), the receiver sees the link's rate, and the
+// bucket refills at the target.
 func (rc *rateCtl) pace(now time.Time) time.Duration {
 	if !rc.active() {
 		return 0
 	}
+	t := rc.target.Load()
+	rate := math.Float64frombits(t)
+	depth := max(policy.DefaultPacerBurst, int(rate*pacerBurstTime.Seconds()))
+	if e := rc.estimate.Load(); e != nil && e.AppLimited {
+		depth = max(depth, rc.p.state.CongestionWindow())
+	}
 	rc.pacerMu.Lock()
 	defer rc.pacerMu.Unlock()
-	if t := rc.target.Load(); t != rc.pacerRate {
-		rate := math.Float64frombits(t)
-		rc.pacer.SetRate(now, rate, max(policy.DefaultPacerBurst, int(rate*pacerBurstTime.Seconds())))
-		rc.pacerRate = t
+	if t != rc.pacerRate || depth != rc.pacerDepth {
+		rc.pacer.SetRate(now, rate, depth)
+		rc.pacerRate, rc.pacerDepth = t, depth
+		rc.p.state.OnPacer(rc.pacer.Tokens(now), depth, now)
 	}
 	return rc.pacer.Delay(now, 1)
 }
@@ -332,6 +352,7 @@ func (rc *rateCtl) release(d []byte, now time.Time) {
 	before := rc.pacer.DelayedBytes()
 	rc.pacer.Consume(now, n)
 	held := rc.pacer.DelayedBytes() - before
+	rc.p.state.OnPacer(rc.pacer.Tokens(now), rc.pacerDepth, now) // for policy.Path.Overdue
 	rc.pacerMu.Unlock()
 	if held > 0 {
 		rc.heldBack.Add(held)

@@ -345,3 +345,42 @@ func TestLaneMemory(t *testing.T) {
 		t.Errorf("a lane costs %d KiB of heap, want under 1 MiB", per>>10)
 	}
 }
+
+// TestPacerBurst: the path's pacer lets a burst of the pacerBurstTime
+// bucket go at once, and on an application-limited path (a video path
+// whose only backlog is its keyframe) a burst of the lanes' windows: the
+// keyframe leaves at what quic-go's windows allow, not at a target that
+// only measured the video's average rate.
+func TestPacerBurst(t *testing.T) {
+	const (
+		target = 1e6 // bytes/s: a 4-ms bucket holds 4 KB, DefaultPacerBurst more
+		cwnd   = 300_000
+		frame  = 1200
+	)
+	tests := []struct {
+		name       string
+		appLimited bool
+		want       int // bytes released at once
+	}{
+		{"backlogged", false, policy.DefaultPacerBurst + frame},
+		{"application-limited", true, cwnd + frame},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := rateControlledPath(t)
+			p.state.OnMetrics(50*time.Millisecond, 40*time.Millisecond, cwnd, 0)
+			p.rc.target.Store(math.Float64bits(target))
+			p.rc.estimate.Store(&policy.RateEstimate{Target: target, AppLimited: tt.appLimited})
+			now := time.Unix(1000, 0)
+			sent := 0
+			for p.rc.pace(now) == 0 && sent < 10*cwnd {
+				p.rc.release(make([]byte, frame), now)
+				sent += frame
+			}
+			// The bucket may go below zero by one frame.
+			if sent < tt.want-frame || sent > tt.want {
+				t.Errorf("released %d bytes at once, want %d", sent, tt.want)
+			}
+		})
+	}
+}
