@@ -257,8 +257,8 @@ func (c *Concentrator) handle(conn *quic.Conn) {
 	}
 	p := l.path
 	log = log.With("edge", p.bond.edgeID, "path", p.name, "lane", l.idx)
-	// The edge adds, removes and renews lanes as its rate control sizes
-	// them: a lane other than the path's only one logs at debug level.
+	// The edge adds and removes lanes as its lane sizing asks: a lane
+	// other than the path's only one logs at debug level.
 	level := slog.LevelInfo
 	if p.liveLanes() > 0 {
 		level = slog.LevelDebug

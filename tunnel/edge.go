@@ -277,7 +277,7 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 			continue
 		}
 		// The path's first lane is the path coming up; another lane (one
-		// added or renewed by the lane sizing) is detail.
+		// added by the lane sizing, or redialled) is detail.
 		level := slog.LevelInfo
 		if p.liveLanes() > 0 {
 			level = slog.LevelDebug
