@@ -68,9 +68,9 @@ type pathRate struct {
 // negative while an oversized frame is paid off) and its depth (bytes). It
 // fills at the target rate (OnRateEstimate). Safe for concurrent use.
 func (p *Path) OnPacer(tokens float64, depth int, now time.Time) {
+	p.rate.tokensAt.Store(now.UnixNano()) // first: a reader that pairs it with the old tokens underestimates them
 	p.rate.tokens.Store(math.Float64bits(tokens))
 	p.rate.depth.Store(int64(depth))
-	p.rate.tokensAt.Store(now.UnixNano())
 }
 
 // SetRateControl switches the path between the rate-controlled view (true)

@@ -43,8 +43,8 @@ import (
 // queue overflowing, however shallow), or loss rising while the queue is
 // drained, sets the rate to 0.85 × the received rate (GCC's back-off,
 // draft-ietf-rmcat-gcc-02 §5.5; BBRv2 responds to loss above 2 % alike)
-// and restarts max_bw from it; probing stays gentle for 2 s after, unless
-// it refills: after a reset in which the link carried less than half of
+// and restarts max_bw from it; probing stays gentle for 2 s after (unless a
+// backlog waits and the queue is within QueueTarget), and it refills: after a reset in which the link carried less than half of
 // max_bw (a dip, not a drift), once the queue has drained, the rate probes
 // at 1.25 × max_bw every report back to 0.85 × the max_bw the reset
 // forgot, for at most 3 s and until a queue shows (BBRv3's ProbeBW_REFILL
@@ -602,6 +602,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		a = min(a, gccBackoff*from)
 		e.forget(now, bw, recv)
 		e.bw.reset(now, from)
+		e.paying = false // a probe that paid before the overflow does not outlive it
 		e.overflowAt = now
 		e.overuses++
 		e.startup = false
@@ -616,6 +617,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		if linkLimited {
 			e.forget(now, bw, recv)
 			e.bw.reset(now, recv)
+			e.paying = false
 		}
 		e.overuses++
 		e.startup = false

@@ -484,6 +484,9 @@ func TestRateModelOutageBaseStep(t *testing.T) {
 			}
 		}
 		t.Logf("one-way %v: target back at 0.8 × capacity %v after the link returned (least target in the next 1.5 s %.2f Mbit/s)", prop, back, mbps(least))
+		if least >= 0.8*capacity {
+			t.Errorf("one-way %v: the target never fell after the outage (least %.2f Mbit/s): the test measured no recovery", prop, mbps(least))
+		}
 		if back < 0 || back > 1500*time.Millisecond {
 			t.Errorf("one-way %v: target back at 0.8 × capacity after %v, want ≤ 1.5s", prop, back)
 		}

@@ -148,7 +148,7 @@ func usableStatus(paths []*Path, now time.Time) (def, link Status) {
 }
 
 // follow writes the index of p into out[0] and returns 1 when p is one of
-// paths and usable (LinkStatus want); else 0.
+// paths and usable (LinkStatus want, and not [Path.Overdue]); else 0.
 func follow(p *Path, paths []*Path, now time.Time, want Status, out []int) int {
 	if p == nil || p.LinkStatus(now) != want || p.Overdue(now) {
 		return 0

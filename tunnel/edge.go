@@ -301,7 +301,7 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 		switch {
 		case ctx.Err() != nil: // shutdown, or the lane was removed
 		case p.liveLanes() > 0:
-			log.Info("lane down; the path's other lanes carry on", "err", cause)
+			log.Debug("lane down; the path's other lanes carry on", "err", cause)
 		default:
 			p.setErr(cause)
 			log.Warn("path down", "err", cause, "presumed_lost", p.presumeLost())

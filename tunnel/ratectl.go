@@ -321,14 +321,14 @@ func (rc *rateCtl) pace(now time.Time) time.Duration {
 	if !rc.active() {
 		return 0
 	}
+	rc.pacerMu.Lock()
+	defer rc.pacerMu.Unlock()
 	t := rc.target.Load()
 	rate := math.Float64frombits(t)
 	depth := max(policy.DefaultPacerBurst, int(rate*pacerBurstTime.Seconds()))
 	if e := rc.estimate.Load(); e != nil && e.AppLimited {
 		depth = max(depth, rc.p.state.CongestionWindow())
 	}
-	rc.pacerMu.Lock()
-	defer rc.pacerMu.Unlock()
 	if t != rc.pacerRate || depth != rc.pacerDepth {
 		rc.pacer.SetRate(now, rate, depth)
 		rc.pacerRate, rc.pacerDepth = t, depth
