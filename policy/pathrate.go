@@ -70,7 +70,9 @@ type pathRate struct {
 func (p *Path) OnPacer(tokens float64, depth int, now time.Time) {
 	p.rate.tokensAt.Store(now.UnixNano()) // first: a reader that pairs it with the old tokens underestimates them
 	p.rate.tokens.Store(math.Float64bits(tokens))
-	p.rate.depth.Store(int64(depth))
+	if int64(depth) != p.rate.depth.Load() { // it changes seldom; this runs per packet
+		p.rate.depth.Store(int64(depth))
+	}
 }
 
 // SetRateControl switches the path between the rate-controlled view (true)

@@ -602,7 +602,6 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		a = min(a, gccBackoff*from)
 		e.forget(now, bw, recv)
 		e.bw.reset(now, from)
-		e.paying = false // a probe that paid before the overflow does not outlive it
 		e.overflowAt = now
 		e.overuses++
 		e.startup = false
@@ -617,7 +616,6 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		if linkLimited {
 			e.forget(now, bw, recv)
 			e.bw.reset(now, recv)
-			e.paying = false
 		}
 		e.overuses++
 		e.startup = false
@@ -682,7 +680,10 @@ func (e *RateEstimator) learnOwnLoss(now time.Time, lossNow, length float64, srt
 // drifts down (a cellular trace's), which a refill would only overshoot.
 // A reset before the refill has probed is the same dip (it spans several
 // reports) and keeps the higher rate; a reset after it has probed ends it.
+// A reset also ends the delivery-keyed climb: a probe that paid before it
+// does not outlive it.
 func (e *RateEstimator) forget(now time.Time, bw, recv float64) {
+	e.paying = false
 	switch {
 	case now.Before(e.refillUntil) && e.refillProbed:
 		e.endRefill()

@@ -84,7 +84,7 @@ func Select(base Picker, dir *rules.Directive, obj Object, paths []*Path, now ti
 		for _, pref := range dir.PreferenceList() {
 			sc.subset, sc.index = sc.subset[:0], sc.index[:0]
 			for i, p := range paths {
-				if v, ok := p.Label(pref.Key); ok && v == pref.Value && p.LinkStatus(now) == ruleUsable && !p.Overdue(now) {
+				if v, ok := p.Label(pref.Key); ok && v == pref.Value && ruleUsableAt(p, now, ruleUsable) {
 					sc.subset, sc.index = append(sc.subset, p), append(sc.index, i)
 				}
 			}
@@ -147,10 +147,16 @@ func usableStatus(paths []*Path, now time.Time) (def, link Status) {
 	return def, link
 }
 
+// ruleUsableAt reports whether p is usable for steps 1 to 3 of [Select]:
+// LinkStatus want, and not [Path.Overdue].
+func ruleUsableAt(p *Path, now time.Time, want Status) bool {
+	return p.LinkStatus(now) == want && !p.Overdue(now)
+}
+
 // follow writes the index of p into out[0] and returns 1 when p is one of
-// paths and usable (LinkStatus want, and not [Path.Overdue]); else 0.
+// paths and usable for the rules (ruleUsableAt); else 0.
 func follow(p *Path, paths []*Path, now time.Time, want Status, out []int) int {
-	if p == nil || p.LinkStatus(now) != want || p.Overdue(now) {
+	if p == nil || !ruleUsableAt(p, now, want) {
 		return 0
 	}
 	for i, q := range paths {

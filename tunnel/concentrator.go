@@ -260,8 +260,8 @@ func (c *Concentrator) handle(conn *quic.Conn) {
 	// The edge adds and removes lanes as its lane sizing asks: a lane
 	// other than the path's only one logs at debug level.
 	level := slog.LevelInfo
-	if others := p.liveLanes(); others > 1 || others == 1 && l.conn.Load() == nil {
-		level = slog.LevelDebug // another lane is live (not this lane's previous connection)
+	if p.otherLanesLive(l) {
+		level = slog.LevelDebug
 	}
 	log.Log(c.ctx, level, "path up")
 	e := c.tab.Load().edges[p.bond.edgeID]

@@ -279,7 +279,7 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 		// The path's first lane is the path coming up; another lane (one
 		// added by the lane sizing, or redialled) is detail.
 		level := slog.LevelInfo
-		if p.liveLanes() > 0 {
+		if p.otherLanesLive(&p.lanes[lane]) {
 			level = slog.LevelDebug
 		}
 		log.Log(ctx, level, "path up", "local", conn.LocalAddr(), "remote", conn.RemoteAddr(), "attempts", failures+1)

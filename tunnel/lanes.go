@@ -224,6 +224,18 @@ func (p *path) slowStartLanes() int {
 	return n
 }
 
+// otherLanesLive reports whether a lane of the path other than l has a
+// connection: l's coming up or going down is then a lane's, not the
+// path's, and logs at debug level.
+func (p *path) otherLanesLive(l *lane) bool {
+	for i := range p.lanes {
+		if o := &p.lanes[i]; o != l && o.conn.Load() != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // liveLanes returns the number of lanes with a connection.
 func (p *path) liveLanes() int {
 	n := 0
