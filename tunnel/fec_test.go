@@ -23,12 +23,13 @@ func TestParityHeaderFits(t *testing.T) {
 }
 
 // lossyBond is newTestBond with one emu relay in front of each path, each
-// losing the given fraction of edge→concentrator packets, and the edge's FEC
-// set to fopts.
+// losing the given fraction of edge→concentrator packets, the edge's FEC
+// set to fopts and retransmission off.
 func lossyBond(t *testing.T, loss []float64, fopts FECOptions) *testBond {
 	t.Helper()
 	tb := newTestBondWith(t, token, len(loss), func(o *EdgeOptions) {
 		o.FEC = fopts
+		o.Paths.RetransmitOff = true // FEC alone: retransmission repairs the same loss (TestRetransmitLossyPath)
 		var links []emu.RelayLink
 		for _, l := range loss {
 			links = append(links, symmetric(20*time.Millisecond, 20*emu.Mbps, l))

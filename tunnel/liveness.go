@@ -169,19 +169,25 @@ func (p *path) livenessStats(s *PathStats) {
 
 // onSuspect acts on p turning SUSPECT at now: counts what it handed quic-go
 // since the peer was last heard as lost, and moves its queued frames to a
-// live path.
+// live path, and the data datagrams its lanes sent and keep unacknowledged
+// as well (resend.go).
 func (p *path) onSuspect(now time.Time, silent time.Duration) {
 	p.suspectStarts.Add(1)
 	p.pmtuSuspect(now) // large datagrams unanswered: a path MTU black hole? (pmtu.go)
 	lost := p.presumeLost()
-	moved := 0
+	moved, resent := 0, 0
 	if p.bond.otherActive(p, now) {
+		for i := range p.lanes {
+			if rec := p.lanes[i].rec.Load(); rec != nil {
+				resent += rec.held.resendAll(p, now)
+			}
+		}
 		before := p.rescued.Load()
 		p.rescue(nil)
 		moved = int(p.rescued.Load() - before)
 	}
 	p.bond.log.Info("path suspect: the peer does not answer", "path", p.name, "silent", silent.Round(time.Millisecond),
-		"bound", p.state.SuspectAfter().Round(time.Millisecond), "presumed_lost", lost, "moved", moved)
+		"bound", p.state.SuspectAfter().Round(time.Millisecond), "presumed_lost", lost, "moved", moved, "resent", resent)
 }
 
 // presumeLost counts as DropSuspect, and returns, the datagrams p handed

@@ -88,6 +88,10 @@ type PathOptions struct {
 	// (pmtu.go): every path's datagram budget stays the bond's largest
 	// datagram. Optional; default false (on).
 	PMTUOff bool
+	// RetransmitOff turns off the retransmission of lost data datagrams
+	// (resend.go): a datagram then gets one send, and only FEC repairs
+	// its loss. Optional; default false (on).
+	RetransmitOff bool
 	// PMTURaise is how often a path whose datagram budget fell below the
 	// bond's largest datagram probes that size again (pmtu.go; RFC 8899
 	// PMTU_RAISE_TIMER); 0: policy.DefaultPMTURaise (2 s).

@@ -32,6 +32,11 @@ type path struct {
 
 	txPackets, txBytes, rxPackets, rxBytes atomic.Uint64
 	rescued                                atomic.Uint64
+	// resent counts datagrams lost on this path and queued again,
+	// resendLate those lost too late to arrive before they expired
+	// (resend.go).
+	resent, resendLate atomic.Uint64
+	resendScratch      resendScratch
 	// Liveness (liveness.go): suspect is set while the path is SUSPECT;
 	// txAtHeard is txPackets when the peer was last heard (txPresumed
 	// where presumeLost last counted from it); probes,
@@ -117,6 +122,7 @@ func (p *path) serve(l *lane, conn *quic.Conn, rec *recorder, stop <-chan struct
 	p.aggregate()
 	p.bond.updateMTU()
 	wg.Wait()
+	rec.held.close() // the connection's kept datagrams (resend.go)
 	l.rec.CompareAndSwap(rec, nil)
 	if last {
 		p.rescue(nil)
@@ -170,6 +176,8 @@ func (p *path) stats(now time.Time) PathStats {
 		RxBytes:          p.rxBytes.Load(),
 		Drops:            p.drops.snapshot(PathDropReasons),
 		Rescued:          p.rescued.Load(),
+		Resent:           p.resent.Load(),
+		ResendLate:       p.resendLate.Load(),
 		ObjectsDropped:   p.queue.objectsDropped(),
 		Rate:             p.rc.stats(),
 	}

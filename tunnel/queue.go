@@ -18,6 +18,9 @@ type frame struct {
 	// found one: its frame_id, and whether it is a keyframe.
 	obj           uint64
 	hasObj, isKey bool
+	// resent is set on a datagram queued again after it was lost
+	// (resend.go): it is not retransmitted a second time.
+	resent bool
 }
 
 // lostObjects is how many recently dropped objects a send queue remembers
@@ -197,9 +200,10 @@ func (q *sendQueue) push(f frame) {
 	q.ring()
 }
 
-// requeue puts f, popped from this queue and not sent, back at the head of
-// its band, without counting it as offered again; when the queue has
-// filled meanwhile, f is dropped and counted as queue_full.
+// requeue puts f at the head of its band, without counting it as offered
+// again: a frame popped from this queue and not sent, or a datagram lost
+// and sent again (resend.go), both older than what waits behind them. When
+// the queue is full, f is dropped and counted as queue_full.
 func (q *sendQueue) requeue(f frame) {
 	q.mu.Lock()
 	if q.n == q.cap {
@@ -209,7 +213,11 @@ func (q *sendQueue) requeue(f frame) {
 		putBuf(f.buf)
 		return
 	}
-	q.bands[bandOf(f.prio)].pushFront(f) // its band held it: its buffer exists
+	band := bandOf(f.prio)
+	if q.bands[band].buf == nil { // a retransmission from another path
+		q.bands[band].buf = make([]frame, q.cap) // once per band and path
+	}
+	q.bands[band].pushFront(f)
 	q.n++
 	q.bytes += f.end - f.off
 	n, b := q.n, q.bytes

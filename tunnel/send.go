@@ -240,6 +240,12 @@ func (l *lane) routineSend(conn *quic.Conn) {
 	// that woke this lane is not lost to the others.
 	defer p.queue.ringIfQueued()
 	var tooLarge *quic.DatagramTooLargeError
+	// held keeps this connection's data datagrams until their packets are
+	// settled (resend.go); without a recorder nothing is kept.
+	held := &resendState{closed: true}
+	if rec := l.rec.Load(); rec != nil {
+		held = &rec.held
+	}
 	pace := time.NewTimer(time.Hour) // the pacer's wait (ratectl.go)
 	defer pace.Stop()
 	for !l.draining.Load() {
@@ -276,8 +282,12 @@ func (l *lane) routineSend(conn *quic.Conn) {
 			continue
 		}
 		l.unsent.Add(1)
-		p.rc.release(f.bytes(), time.Now()) // per-path sequence number, pacer tokens
+		p.rc.release(f.bytes(), time.Now())    // per-path sequence number, pacer tokens
+		kept := held.hand(f, p.resendable(&f)) // before quic-go can pack it (resend.go)
 		err := conn.SendDatagram(f.bytes())
+		if err != nil && kept {
+			kept = !held.unhand(f.buf) // true: a packet took it after all, the held ring frees it
+		}
 		switch {
 		case err == nil:
 			l.txPackets.Add(1)
@@ -291,13 +301,20 @@ func (l *lane) routineSend(conn *quic.Conn) {
 			l.unsent.Add(-1)
 			p.drops.add(DropSendError)
 			conn.CloseWithError(codeProtocol, "sending a datagram failed") // a no-op if it is closing already
-			if p.laneDown(l, conn) {
+			last := p.laneDown(l, conn)
+			switch {
+			case kept && last:
+				p.rescue(nil)
+			case kept:
+			case last:
 				p.rescue(&f)
-			} else {
+			default:
 				p.queue.requeue(f) // another lane sends it
 			}
 			return
 		}
-		putBuf(f.buf)
+		if !kept {
+			putBuf(f.buf)
+		}
 	}
 }

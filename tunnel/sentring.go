@@ -147,6 +147,7 @@ func (r *recorder) noteAcks(ack *qlog.AckFrame, pm *pathPMTU, now time.Time, los
 		lo := max(int64(rg.Smallest), floor)
 		for pn := int64(rg.Largest); pn >= lo; pn-- {
 			if size, _, ok := r.settle(pn, slotAcked); ok {
+				r.held.acked(pn)
 				pm.onDelivered(size)
 				advanced = true
 			}
@@ -173,6 +174,9 @@ func (r *recorder) noteAcks(ack *qlog.AckFrame, pm *pathPMTU, now time.Time, los
 			break // sent too recently to call lost (and so is every later one)
 		}
 		if size, probe, ok := r.settle(pn, slotLost); ok {
+			if l := r.lane.Load(); l != nil {
+				r.held.lost(pn, l.path, now)
+			}
 			sink.datagramLost(size, probe)
 		}
 	}

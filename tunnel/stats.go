@@ -66,6 +66,11 @@ type PathStats struct {
 	RxBytes          uint64            `json:"rx_bytes"`
 	Drops            DropCounts        `json:"drops"`   // every reason of PathDropReasons
 	Rescued          uint64            `json:"rescued"` // queued frames moved to other paths when this one failed
+	// Resent counts data datagrams this path lost that were queued again
+	// (on the path the scheduler chose then); ResendLate those lost too
+	// late to arrive before they expired, and dropped.
+	Resent     uint64 `json:"resent"`
+	ResendLate uint64 `json:"resend_late"`
 	// ObjectsDropped counts the video frames (objects the classifier gave
 	// a frame ID) of which the send queue dropped at least one packet
 	// (full, expired, past a deadline, or the rest of a broken frame),

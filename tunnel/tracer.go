@@ -45,6 +45,9 @@ type recorder struct {
 	// of slow start (qlog's congestion_avoidance or recovery state; only a
 	// new path, after a migration, starts it again).
 	avoiding atomic.Bool
+	// held keeps the data datagrams handed to the connection until their
+	// packet is settled, and resends the lost ones (resend.go).
+	held resendState
 }
 
 // attach makes l the lane whose state the events feed, and counts the
@@ -62,6 +65,7 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 	switch e := ev.(type) {
 	case qlog.DatagramDropped:
 		if e.Direction == qlog.DirectionSending { // too large for the packet after all
+			r.held.dropped(e.Raw.Length)
 			if l != nil {
 				l.onDatagramsSent(1)
 				l.path.drops.add(DropTooLarge)
@@ -95,6 +99,9 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 						return // acknowledged, or its loss already inferred (sentring.go)
 					}
 				}
+				if news {
+					r.held.lost(pn, l.path, time.Now())
+				}
 			}
 			l.path.datagramLost(size, probe)
 		}
@@ -105,9 +112,13 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 				l.path.loss.OnSent(1)
 			}
 			n, eliciting, size := 0, false, 0
+			oneRTT := e.Header.PacketType == qlog.PacketType1RTT
 			for _, f := range e.Frames {
 				switch df := f.Frame.(type) {
 				case *qlog.DatagramFrame:
+					if oneRTT {
+						r.held.packed(int64(e.Header.PacketNumber), int(df.Length), n == 0)
+					}
 					n++
 					eliciting = true
 					size = max(size, int(df.Length))
@@ -119,7 +130,7 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 			// A path MTU probe of bondd's (pmtu.go) is marked by its size.
 			probe := size > 0 && int64(size) == l.probeSize.Load() && l.probeSize.CompareAndSwap(int64(size), 0)
 			now := time.Now()
-			if e.Header.PacketType == qlog.PacketType1RTT {
+			if oneRTT {
 				r.noteSent(int64(e.Header.PacketNumber), probe, size, now.UnixNano())
 			}
 			if size > pmtuBase && !probe && l.path.pmtu.bigSince.Load() == 0 {

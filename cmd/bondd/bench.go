@@ -26,8 +26,9 @@ import (
 // newBenchCmd returns the bench command.
 func newBenchCmd() *cobra.Command {
 	var (
-		o         bench.Options
-		lanesFlag string
+		o          bench.Options
+		lanesFlag  string
+		retransmit bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench SCENARIO",
@@ -110,6 +111,7 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 			if o.Lanes, err = demo.ParseLanes(lanesFlag); err != nil {
 				return err
 			}
+			o.RetransmitOff = !retransmit
 			if o.Scenario == bench.Video && !cmd.Flags().Changed("duration") {
 				o.Duration = 10 * time.Second // the video's length: 250 frames
 			}
@@ -150,6 +152,7 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 	f.BoolVar(&o.Sweep, "sweep", false, "s1: run adaptive FEC's sensitivity grid (α 1, 1.5, 2, 3 × k 10, 20, 40) and no-fec instead of the S1 configurations")
 	f.IntVar(&o.Runs, "runs", 1, "runs per configuration (seeds --seed, --seed+1, ...); results are medians with 95 % bootstrap intervals")
 	f.StringVar(&o.RateControl, "rate-control", tunnel.RateControlQUIC, "who decides each path's rate on both bonds: quic (quic-go's congestion control, the daemon's default) or bondd (pacing at bondd's per-path estimate; experimental, docs/evaluation.md)")
+	f.BoolVar(&retransmit, "retransmit", true, "retransmit lost data datagrams on both bonds (the daemon's default); false: the behaviour before, for comparison")
 	f.Float64Var(&o.LinkScale, "link-scale", 1, "capacity: every emulated link's capacity × this, in (0, 1] (a host too slow for the links' packet rate measures the bond on scaled links)")
 	f.BoolVar(&o.Align, "align", true, "s2, s2-isl: start each configuration at the same phase of the UTC minute's 15-s reconfiguration cycle (waits up to 15 s each)")
 	f.IntSliceVar(&o.ScaleBonds, "bonds", nil, "scale: the ramp of bond counts (default 1,10,100,250,500,1000)")

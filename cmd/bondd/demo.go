@@ -19,7 +19,10 @@ import (
 )
 
 func newDemoCmd() *cobra.Command {
-	var o demo.Options
+	var (
+		o          demo.Options
+		retransmit bool
+	)
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the bond over three emulated cellular uplinks and print a report",
@@ -36,6 +39,7 @@ the same data path in one process with in-memory TUN devices.`,
 			if cmd.Flags().Changed("traces") && o.Traces != "" && !emu.HasCellularTraces(o.Traces) {
 				return fmt.Errorf("--traces %s: expected a folder laid out like shared/data/traces, with cellular/mahimahi and cellular/5gophers", o.Traces)
 			}
+			o.RetransmitOff = !retransmit
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			err := demo.Run(ctx, o, cmd.OutOrStdout())
@@ -57,5 +61,6 @@ the same data path in one process with in-memory TUN devices.`,
 	f.StringVar(&o.Lanes, "lanes", "auto", fmt.Sprintf("QUIC connections per uplink: auto or 1..%d", tunnel.MaxLanes))
 	f.Float64Var(&o.LossPct, "loss", 0, "extra random loss on every emulated path, each direction, percent")
 	f.StringVar(&o.RateControl, "rate-control", tunnel.RateControlQUIC, "who decides each path's rate: quic (quic-go's congestion control, the daemon's default) or bondd (pacing at bondd's per-path estimate; experimental, docs/evaluation.md)")
+	f.BoolVar(&retransmit, "retransmit", true, "retransmit lost data datagrams (the daemon's default); false: FEC alone repairs loss, as before")
 	return cmd
 }

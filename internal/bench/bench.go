@@ -103,6 +103,10 @@ type Options struct {
 	// default), demo.RateControlBondd or demo.RateControlQUIC. Validated
 	// by Run, passed to the testbed as demo.BedOptions.RateControl.
 	RateControl string
+	// RetransmitOff turns off the retransmission of lost datagrams in every
+	// configuration (demo.BedOptions.RetransmitOff): the behaviour before
+	// it, for comparison.
+	RetransmitOff bool
 	// ScaleBonds is the scale scenario's ramp of bond counts; empty:
 	// ScaleDefaultBonds.
 	ScaleBonds []int
@@ -270,6 +274,9 @@ func (o *Options) commandLine() string {
 	if o.RateControl != "" {
 		fmt.Fprintf(&b, " --rate-control %s", o.RateControl)
 	}
+	if o.RetransmitOff {
+		b.WriteString(" --retransmit=false")
+	}
 	if o.LinkScale != 0 && o.LinkScale != 1 {
 		fmt.Fprintf(&b, " --link-scale %g", o.LinkScale)
 	}
@@ -327,6 +334,7 @@ type benchRun struct {
 	pathTxPackets       []uint64 // per path, datagrams handed to QUIC during the run
 	queueDrops          uint64   // datagrams dropped from send queues (full or expired)
 	objDrops            uint64   // video frames that lost a packet in the edge's send queues, per path summed (tunnel.PathStats.ObjectsDropped)
+	resent, resendLate  uint64   // the edge's retransmissions, and losses found too late to retransmit (tunnel.PathStats)
 	wireBytes, wirePkts uint64   // sums of pathTxBytes and pathTxPackets
 	// cpuCores is the bench process's CPU time while the traffic ran over
 	// that wall time: cores busy with the sender, both bonds and the
@@ -390,6 +398,8 @@ func runOnBedAt(ctx context.Context, o Options, bo demo.BedOptions, anchor time.
 		r.pathTxPackets = append(r.pathTxPackets, a.txPackets-b.txPackets)
 		r.queueDrops += a.drops - b.drops
 		r.objDrops += a.objDrops - b.objDrops
+		r.resent += a.resent - b.resent
+		r.resendLate += a.resendLate - b.resendLate
 		r.wireBytes += a.txBytes - b.txBytes
 		r.wirePkts += a.txPackets - b.txPackets
 	}
@@ -397,11 +407,12 @@ func runOnBedAt(ctx context.Context, o Options, bo demo.BedOptions, anchor time.
 }
 
 // pathCounterSet holds the path counters a bench run takes differences of.
-type pathCounterSet struct{ txBytes, txPackets, drops, objDrops uint64 }
+type pathCounterSet struct{ txBytes, txPackets, drops, objDrops, resent, resendLate uint64 }
 
 // pathCounters takes the counters of p that a run differences.
 func pathCounters(p tunnel.PathStats) pathCounterSet {
-	return pathCounterSet{txBytes: p.TxBytes, txPackets: p.TxPackets, drops: queueDrops(&p), objDrops: p.ObjectsDropped}
+	return pathCounterSet{txBytes: p.TxBytes, txPackets: p.TxPackets, drops: queueDrops(&p), objDrops: p.ObjectsDropped,
+		resent: p.Resent, resendLate: p.ResendLate}
 }
 
 // benchPath is one path's part of a configuration's traffic.

@@ -203,7 +203,7 @@ func runLanesConfig(ctx context.Context, o Options, sc emu.Scenario, lanes int, 
 	if err != nil {
 		return lanesResult{}, "", err
 	}
-	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, FEC: tunnel.FECOptions{Mode: tunnel.FECOff}, Picker: picker, Lanes: lanes, RateControl: o.RateControl}
+	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, FEC: tunnel.FECOptions{Mode: tunnel.FECOff}, Picker: picker, Lanes: lanes, RateControl: o.RateControl, RetransmitOff: o.RetransmitOff}
 	flow := newCBRFlow(lanesRateMbps, demo.PacketBytes, o.Duration)
 	var (
 		mu                 sync.Mutex

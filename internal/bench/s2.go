@@ -167,20 +167,24 @@ type s2Result struct {
 	// queues (each path's count summed): at least the frames lost to
 	// bondd's own queues, and more when FEC rebuilt the packet or a copy
 	// on another path arrived.
-	FramesQueueHit int               `json:"frames_queue_hit"`
-	WireBytes      uint64            `json:"wire_bytes"`
-	CodingRate     float64           `json:"coding_rate"` // adaptive FEC, k/(k+r)
-	Recovered      uint64            `json:"recovered"`
-	QueueDrops     uint64            `json:"queue_drops"`
-	SendErrors     int               `json:"send_errors"`         // video packets the sender's host refused (EMSGSIZE, ...)
-	MTUChanges     uint64            `json:"mtu_changes"`         // the edge bond's MTU changes by path MTU discovery
-	ICMPSent       uint64            `json:"icmp_sent"`           // "fragmentation needed" replies the edge wrote into its TUN
-	RuleHits       []tunnel.RuleHits `json:"rule_hits,omitempty"` // packets each rule matched on the edge
-	Paths          []benchPath       `json:"paths"`
-	Runs           int               `json:"runs"` // runs the numbers are medians over (buffer_ms: over their windows)
-	CI95           ciMap             `json:"ci95"` // 95 % bootstrap intervals of the medians
-	video          videoStats        // all runs' samples, pooled and sorted
-	trace          []pathSample      // the edge's paths every pathTraceStep (paths.csv)
+	FramesQueueHit int     `json:"frames_queue_hit"`
+	WireBytes      uint64  `json:"wire_bytes"`
+	CodingRate     float64 `json:"coding_rate"` // adaptive FEC, k/(k+r)
+	Recovered      uint64  `json:"recovered"`
+	QueueDrops     uint64  `json:"queue_drops"`
+	// Resent is the edge's data datagrams lost on a path and sent again,
+	// ResendLate those lost too late to arrive in time (tunnel.PathStats).
+	Resent     uint64            `json:"resent"`
+	ResendLate uint64            `json:"resend_late"`
+	SendErrors int               `json:"send_errors"`         // video packets the sender's host refused (EMSGSIZE, ...)
+	MTUChanges uint64            `json:"mtu_changes"`         // the edge bond's MTU changes by path MTU discovery
+	ICMPSent   uint64            `json:"icmp_sent"`           // "fragmentation needed" replies the edge wrote into its TUN
+	RuleHits   []tunnel.RuleHits `json:"rule_hits,omitempty"` // packets each rule matched on the edge
+	Paths      []benchPath       `json:"paths"`
+	Runs       int               `json:"runs"` // runs the numbers are medians over (buffer_ms: over their windows)
+	CI95       ciMap             `json:"ci95"` // 95 % bootstrap intervals of the medians
+	video      videoStats        // all runs' samples, pooled and sorted
+	trace      []pathSample      // the edge's paths every pathTraceStep (paths.csv)
 }
 
 // s2Report is results.json for S2.
@@ -432,7 +436,7 @@ func runS2Config(ctx context.Context, o Options, sc emu.Scenario, c s2Config, ou
 			return s2Result{}, "", err
 		}
 	}
-	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, Picker: picker, Lanes: o.Lanes, RateControl: o.RateControl,
+	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, Picker: picker, Lanes: o.Lanes, RateControl: o.RateControl, RetransmitOff: o.RetransmitOff,
 		FEC:      tunnel.FECOptions{Mode: tunnel.FECAdaptive},
 		Classify: classify.Options{PayloadTypes: map[uint8]classify.Codec{videoPT: classify.CodecH264}},
 		// The satellite uplink has Starlink's reconfiguration schedule
@@ -471,6 +475,7 @@ func runS2Config(ctx context.Context, o Options, sc emu.Scenario, c s2Config, ou
 		FCTByTypeMs: map[string]fctStats{"IDR": summariseFCT(vs.fctI), "P": summariseFCT(vs.fctP)},
 		BufferMs:    vs.bufferMs, BufferMaxMs: vs.bufferMaxMs, BufferRunMs: vs.bufferWholeMs, Windows: vs.windows,
 		Frames: vs.frames, FramesLost: vs.lost, FramesQueueHit: int(run.objDrops), WireBytes: run.wireBytes, QueueDrops: run.queueDrops,
+		Resent: run.resent, ResendLate: run.resendLate,
 		SendErrors: vs.sendErrors, MTUChanges: run.edge1.MTUChanges - run.edge0.MTUChanges, ICMPSent: run.edge1.ICMPSent - run.edge0.ICMPSent,
 		Paths: run.paths(), video: vs, trace: trace}
 	for _, p := range res.Paths {
@@ -552,8 +557,8 @@ func s2Markdown(r *s2Report) string {
 	}
 	fmt.Fprintf(&b, "# %s: %d configurations, %s each, %d run(s), %s\n\n", title, len(r.Configs), time.Duration(r.DurationS*float64(time.Second)), r.Runs, r.Mode)
 	fmt.Fprintf(&b, "Command: `%s`. Traces: %s. Video: %s.\n\n", r.Command, strings.Join(r.Traces, ", "), r.Video)
-	b.WriteString("| configuration | FCT p50 ms | p99 ms | p99.9 ms | I p99 ms | P p99 ms | buffer ms | metered % | frames lost | frames hit in bondd's queues | wire MB |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| configuration | FCT p50 ms | p99 ms | p99.9 ms | I p99 ms | P p99 ms | buffer ms | metered % | frames lost | frames hit in bondd's queues | resent (late) | wire MB |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	p99 := func(s fctStats) string { // "—" when no frame of the type completed
 		if s.N == 0 {
 			return "—"
@@ -561,9 +566,9 @@ func s2Markdown(r *s2Report) string {
 		return fmt.Sprintf("%.1f", s.P99)
 	}
 	for _, c := range r.Configs {
-		fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.1f%s | %s | %s | %.1f%s | %.1f | %d / %d | %d | %.1f |\n", c.Name,
+		fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.1f%s | %s | %s | %.1f%s | %.1f | %d / %d | %d | %d (%d) | %.1f |\n", c.Name,
 			c.FCTms.P50, c.FCTms.P99, c.FCTms.P999, c.CI95.text("fct_ms.p999"), p99(c.FCTByTypeMs["IDR"]), p99(c.FCTByTypeMs["P"]),
-			c.BufferMs, c.CI95.text("buffer_ms"), 100*c.MeteredShare, c.FramesLost, c.Frames, c.FramesQueueHit, float64(c.WireBytes)/1e6)
+			c.BufferMs, c.CI95.text("buffer_ms"), 100*c.MeteredShare, c.FramesLost, c.Frames, c.FramesQueueHit, c.Resent, c.ResendLate, float64(c.WireBytes)/1e6)
 	}
 	b.WriteString("\nMedians over the runs ([95 % bootstrap interval] where there are several); buffer: median over the 10-s windows of all runs.\n")
 	b.WriteString("\nPaper 2 (Table 2 and Table 9, Germany relay) beside ours:\n\n")

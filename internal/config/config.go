@@ -337,6 +337,10 @@ type PathsConfig struct {
 	// PMTUOff turns off path MTU discovery and black-hole detection (YAML
 	// pmtu_discovery: false; default on; tunnel.PathOptions.PMTUOff).
 	PMTUOff bool
+	// RetransmitOff turns off the retransmission of data datagrams a path
+	// lost (YAML retransmit: false; default on;
+	// tunnel.PathOptions.RetransmitOff).
+	RetransmitOff bool
 	// PMTURaise is how often a path whose datagram budget fell probes the
 	// full size again (YAML pmtu_raise), up to 10m. Default
 	// policy.DefaultPMTURaise (2s).

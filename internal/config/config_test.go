@@ -311,11 +311,13 @@ func TestConfigParse(t *testing.T) {
 
 		// paths.
 		{"paths all", edgeOK + "paths: {queue_packets: 1024, keepalive: 500ms, idle_timeout: 3s, redial_min: 100ms, redial_max: 30s, initial_packet_size_bytes: 1452}\n", ""},
-		{"paths unknown key", edgeOK + "paths: {keepalive_ms: 500}\n", `bondd.yaml:10: paths.keepalive_ms: unknown field "keepalive_ms"; known fields: queue_packets, max_queue_delay, keepalive, idle_timeout, redial_min, redial_max, initial_packet_size_bytes, rate_control, suspect_rtts, suspect_min, dead_after, stale_after, pmtu_discovery, pmtu_raise; did you mean "keepalive"?`},
+		{"paths unknown key", edgeOK + "paths: {keepalive_ms: 500}\n", `bondd.yaml:10: paths.keepalive_ms: unknown field "keepalive_ms"; known fields: queue_packets, max_queue_delay, keepalive, idle_timeout, redial_min, redial_max, initial_packet_size_bytes, rate_control, suspect_rtts, suspect_min, dead_after, stale_after, pmtu_discovery, pmtu_raise, retransmit; did you mean "keepalive"?`},
 		{"rate control", edgeOK + "paths: {rate_control: quic}\n", ""},
 		{"rate control unknown", edgeOK + "paths: {rate_control: bbr}\n", `bondd.yaml:10: paths.rate_control: expected bondd or quic, got "bbr"`},
 		{"liveness all", edgeOK + "paths: {suspect_rtts: 4, suspect_min: 150ms, dead_after: 2s, stale_after: 500ms}\n", ""},
 		{"pmtu", edgeOK + "paths: {pmtu_discovery: false, pmtu_raise: 5s}\n", ""},
+		{"retransmit off", edgeOK + "paths: {retransmit: false}\n", ""},
+		{"retransmit not a bool", edgeOK + "paths: {retransmit: sometimes}\n", "bondd.yaml:10: paths.retransmit: "},
 		{"pmtu raise too long", edgeOK + "paths: {pmtu_raise: 1h}\n", "bondd.yaml:10: paths.pmtu_raise: expected at most 10m, got 1h0m0s"},
 		{"pmtu discovery not a bool", edgeOK + "paths: {pmtu_discovery: maybe}\n", `bondd.yaml:10: paths.pmtu_discovery: expected true or false, got "maybe"`},
 		{"suspect_rtts range", edgeOK + "paths: {suspect_rtts: 0.5}\n", "bondd.yaml:10: paths.suspect_rtts: expected a number of smoothed RTTs from 1 to 100, got 0.5"},

@@ -98,7 +98,7 @@ var (
 	leoReconfKeys    = []string{"seconds", "window_ms"}
 	concentratorKeys = []string{"listen", "cert_file", "key_file", "client_ca_file", "edges", "bgp"}
 	edgeEntryKeys    = []string{"id", "token_file", "cert_cn", "allowed_prefixes", "allow_edge_rules", "policy_label_keys"}
-	pathsKeys        = []string{"queue_packets", "max_queue_delay", "keepalive", "idle_timeout", "redial_min", "redial_max", "initial_packet_size_bytes", "rate_control", "suspect_rtts", "suspect_min", "dead_after", "stale_after", "pmtu_discovery", "pmtu_raise"}
+	pathsKeys        = []string{"queue_packets", "max_queue_delay", "keepalive", "idle_timeout", "redial_min", "redial_max", "initial_packet_size_bytes", "rate_control", "suspect_rtts", "suspect_min", "dead_after", "stale_after", "pmtu_discovery", "pmtu_raise", "retransmit"}
 	classifyKeys     = []string{"rtp_ports", "payload_types", "rtp_heuristic", "classes", "sdp"}
 	classKeys        = []string{"name", "match", "labels"}
 	classMatchKeys   = []string{"proto", "src", "dst", "src_ports", "dst_ports", "ports", "dscp"}
@@ -584,6 +584,9 @@ func (d *configDecoder) paths(n *yaml.Node, p *PathsConfig) {
 		p.PMTUOff = !on
 	}
 	p.PMTURaise = d.duration(f["pmtu_raise"], "paths.pmtu_raise")
+	if on, ok := d.boolean(f["retransmit"], "paths.retransmit"); ok {
+		p.RetransmitOff = !on
+	}
 }
 
 func (d *configDecoder) fec(n *yaml.Node, c *FECConfig) {

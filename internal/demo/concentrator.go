@@ -17,6 +17,7 @@ func startConcentrator(o BedOptions, dev tun.Device, pc net.PacketConn, cert tls
 		Device: dev, MTU: demoMTU, Conn: pc, TLS: tunnel.ServerTLS(cert, nil), Paths: demoPathOptions, FEC: o.FEC, Picker: o.Picker,
 		Edges: []tunnel.EdgeAuth{{ID: "demo-edge", Token: demoToken, AllowedPrefixes: []netip.Prefix{demoEdgeInner.Masked()}}},
 	}
+	co.Paths.RetransmitOff = o.RetransmitOff
 	err := applyRateControl(o.RateControl, nil, &co)
 	var conc *tunnel.Concentrator
 	if err == nil {

@@ -40,6 +40,9 @@ type Options struct {
 	// RateControl is RateControlQUIC (empty: the default) or
 	// RateControlBondd, on both ends.
 	RateControl string
+	// RetransmitOff turns off the retransmission of lost datagrams on
+	// both ends (tunnel.PathOptions.RetransmitOff).
+	RetransmitOff bool
 }
 
 // demoReport is what bondd demo prints, and writes with --json.
@@ -92,6 +95,10 @@ type bondSummary struct {
 	Expired    uint64 `json:"expired_drops"`  // older than max_queue_delay
 	Deadline   uint64 `json:"deadline_drops"` // past a rule's deadline_ms
 	NoPath     uint64 `json:"no_path_drops"`
+	// Resent counts the edge's data datagrams lost on a path and sent
+	// again; ResendLate those lost too late to arrive in time.
+	Resent     uint64 `json:"resent"`
+	ResendLate uint64 `json:"resend_late"`
 }
 
 // Bed is a running testbed: the edge's bond, a way to send one flow
@@ -145,6 +152,9 @@ type BedOptions struct {
 	// bond's default), RateControlBondd or RateControlQUIC. Optional;
 	// applied by applyRateControl.
 	RateControl string
+	// RetransmitOff turns off the retransmission of lost datagrams on both
+	// bonds (tunnel.PathOptions.RetransmitOff). Optional.
+	RetransmitOff bool
 }
 
 // Run is bondd demo: it builds a testbed (NewBed) over the cellular
@@ -185,7 +195,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	if o.RateControl == "" {
 		o.RateControl = RateControlQUIC
 	}
-	bed, err := NewBed(BedOptions{Scenario: sc, Seed: o.Seed, FEC: fopts, Picker: picker, Lanes: lanes, RateControl: o.RateControl}, o.Inprocess, out)
+	bed, err := NewBed(BedOptions{Scenario: sc, Seed: o.Seed, FEC: fopts, Picker: picker, Lanes: lanes, RateControl: o.RateControl, RetransmitOff: o.RetransmitOff}, o.Inprocess, out)
 	if err != nil {
 		return err
 	}
@@ -327,6 +337,8 @@ func buildReport(bed *Bed, sc emu.Scenario, o Options, fs *demoFlow, before, aft
 		rep.Bond.QueueFull += p.Drops[tunnel.DropQueueFull] - b.Drops[tunnel.DropQueueFull]
 		rep.Bond.Expired += p.Drops[tunnel.DropExpired] - b.Drops[tunnel.DropExpired]
 		rep.Bond.Deadline += p.Drops[tunnel.DropDeadline] - b.Drops[tunnel.DropDeadline]
+		rep.Bond.Resent += p.Resent - b.Resent
+		rep.Bond.ResendLate += p.ResendLate - b.ResendLate
 		rep.Paths = append(rep.Paths, dp)
 	}
 	rep.Bond.QueueDrops = rep.Bond.QueueFull + rep.Bond.Expired + rep.Bond.Deadline
@@ -363,6 +375,7 @@ func printReport(out io.Writer, r demoReport) {
 	}
 	fmt.Fprintf(out, "bond drops: %d in send queues (%d full, %d older than %s, %d past a rule deadline), %d with no path; %d duplicates filtered\n",
 		r.Bond.QueueDrops, r.Bond.QueueFull, r.Bond.Expired, tunnel.DefaultMaxQueueDelay, r.Bond.Deadline, r.Bond.NoPath, r.Bond.Duplicates)
+	fmt.Fprintf(out, "retransmitted: %d lost datagrams sent again, %d lost too late to arrive in time\n", r.Bond.Resent, r.Bond.ResendLate)
 }
 
 type fecDelta struct {

@@ -77,6 +77,7 @@ func newInprocessBed(o BedOptions) (*Bed, error) {
 		Token: demoToken, Uplinks: uplinks, Paths: demoPathOptions, FEC: fopts, Picker: picker,
 		Rules: o.Rules, Classify: o.Classify, Logger: demoLogger(),
 	}
+	eo.Paths.RetransmitOff = o.RetransmitOff
 	err = applyRateControl(o.RateControl, &eo, nil)
 	var edge *tunnel.Edge
 	if err == nil {

@@ -143,6 +143,7 @@ func newNetnsBed(o BedOptions) (bed *Bed, err error) {
 			return pc, err
 		},
 	}
+	eo.Paths.RetransmitOff = o.RetransmitOff
 	err = applyRateControl(o.RateControl, &eo, nil)
 	var edge *tunnel.Edge
 	if err == nil {

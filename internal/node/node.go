@@ -62,6 +62,7 @@ func Start(cfg *config.Config, rw *rules.Watcher, log *slog.Logger) (Daemon, err
 		DeadAfter:         cfg.Paths.DeadAfter,
 		StaleAfter:        cfg.Paths.StaleAfter,
 		PMTUOff:           cfg.Paths.PMTUOff,
+		RetransmitOff:     cfg.Paths.RetransmitOff,
 		PMTURaise:         cfg.Paths.PMTURaise,
 		QlogDir:           cfg.QlogDir,
 	}

@@ -1,0 +1,325 @@
+package tunnel
+
+import (
+	"sync"
+	"time"
+
+	"github.com/bondd/bondd/policy"
+)
+
+// Retransmission of lost datagrams. QUIC never retransmits a DATAGRAM
+// frame (RFC 9221 §5.2), and FEC repairs only what its parity covers: an
+// uplink that stalls for a few hundred milliseconds (a satellite
+// reconfiguration, a capacity dip of the trace, a handover) loses whole
+// blocks, data and parity alike. So the sending lane keeps each data
+// datagram it hands to quic-go until the packet that carried it is
+// acknowledged, and when loss detection declares that packet lost (quic-go's
+// RFC 9002 §6.1 events, or the time threshold the recorder applies itself,
+// sentring.go) it queues the datagram once more, on the path the bond's
+// picker chooses now, at the head of its priority band, provided the
+// datagram can still arrive before it expires (its rule's deadline_ms, else
+// max_queue_delay after it was first queued). The receiver's duplicate
+// window drops a copy whose original arrived after all.
+//
+// What is retransmitted: DATA datagrams only, each at most once. Parity is
+// not: a late parity shard repairs nothing the retransmitted data does not.
+//
+// Matching datagrams to packets. quic-go packs the datagrams of a
+// connection in the order SendDatagram took them, and its PacketSent event
+// lists each packet's DATAGRAM frames with their lengths. The lane records
+// every datagram it hands over, kept or not, in the connection's handed
+// FIFO before it calls SendDatagram; each DATAGRAM frame of a PacketSent
+// event takes the FIFO's head when the lengths agree, and the head moves to
+// the packet number's slot of the held ring. A frame of a length no entry
+// has is one the lane did not hand (a liveness probe, a path MTU probe) and
+// leaves the FIFO as it is; one that matches a later entry takes it and
+// frees the entries before it, so that a FIFO out of step with quic-go
+// (it should never be) catches up at the next datagram. The held ring has one slot per slot of the recorder's
+// sent ring (pmtuRing packets): a packet the ring forgets before it is
+// settled frees its datagrams unsent again.
+
+// handedCap bounds the handed FIFO: more than the datagrams a lane keeps
+// inside quic-go (laneMaxUnsent).
+const handedCap = 64
+
+// heldSlot is the datagrams one packet carried, kept until it is settled.
+type heldSlot struct {
+	pn     int64
+	frames []frame // reused: allocation-free once warm
+}
+
+// resendState is a connection's datagrams handed to quic-go and not yet
+// acknowledged (see the top of this file). The zero value is ready; safe
+// for concurrent use (the lane's send routine hands, quic-go's routines
+// report packets, acknowledgements and losses).
+type resendState struct {
+	mu     sync.Mutex
+	handed [handedCap]frame // ring; a frame without buf is one not kept (only its length matters)
+	hHead  int
+	hN     int
+	held   [pmtuRing]heldSlot
+	lastPN int64 // the largest packet number packed
+	closed bool  // the connection ended: nothing more is kept
+}
+
+// hand records a datagram of f's length about to be handed to quic-go; keep
+// says whether its buffer is kept for a retransmission (then the resend
+// state owns f.buf from now on, and the caller must not return it). It
+// reports whether f.buf is now owned here.
+func (r *resendState) hand(f frame, keep bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	if !keep {
+		f.buf = nil
+	}
+	if r.hN == handedCap { // quic-go never packed the oldest: forget it
+		old := &r.handed[r.hHead]
+		if old.buf != nil {
+			putBuf(old.buf)
+		}
+		*old = frame{}
+		r.hHead = (r.hHead + 1) % handedCap
+		r.hN--
+	}
+	r.handed[(r.hHead+r.hN)%handedCap] = f
+	r.hN++
+	return keep
+}
+
+// unhand takes back buf, the datagram hand kept last, after SendDatagram
+// refused it; it reports whether buf is the caller's again. It is not when
+// a packet took the entry meanwhile (a probe of the same length was packed
+// in its place): then the held ring owns buf and frees it.
+func (r *resendState) unhand(buf *packetBuf) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.hN == 0 {
+		return false
+	}
+	tail := &r.handed[(r.hHead+r.hN-1)%handedCap]
+	if tail.buf != buf {
+		return false
+	}
+	*tail = frame{}
+	r.hN--
+	return true
+}
+
+// popHandedLocked removes and returns the oldest datagram of length n in
+// the FIFO, normally its head. Entries before it were packed or dropped
+// without their event matching (they cannot be packed later: quic-go packs
+// in order), and are freed; a length no entry has is a datagram the lane
+// did not hand, and leaves the FIFO as it is.
+func (r *resendState) popHandedLocked(n int) (frame, bool) {
+	for i := range r.hN {
+		h := &r.handed[(r.hHead+i)%handedCap]
+		if h.end-h.off != n {
+			continue
+		}
+		for range i {
+			if old := r.handed[r.hHead]; old.buf != nil {
+				putBuf(old.buf)
+			}
+			r.handed[r.hHead] = frame{}
+			r.hHead = (r.hHead + 1) % handedCap
+			r.hN--
+		}
+		f := *h
+		*h = frame{}
+		r.hHead = (r.hHead + 1) % handedCap
+		r.hN--
+		return f, true
+	}
+	return frame{}, false
+}
+
+// packed records that packet pn carried a DATAGRAM frame of n bytes. The
+// first frame of a packet must come with first set: the slot then drops
+// what an older packet left in it.
+func (r *resendState) packed(pn int64, n int, first bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := &r.held[pn&(pmtuRing-1)]
+	if first && (s.pn != pn || len(s.frames) > 0) {
+		releaseFrames(s)
+		s.pn = pn
+		r.lastPN = max(r.lastPN, pn)
+	}
+	f, ok := r.popHandedLocked(n)
+	if !ok || f.buf == nil {
+		return
+	}
+	if r.closed || s.pn != pn {
+		putBuf(f.buf)
+		return
+	}
+	s.frames = append(s.frames, f)
+}
+
+// dropped records that quic-go dropped a datagram of n bytes instead of
+// packing it (too large for the packet after all).
+func (r *resendState) dropped(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.popHandedLocked(n); ok && f.buf != nil {
+		putBuf(f.buf)
+	}
+}
+
+// acked frees what packet pn carried.
+func (r *resendState) acked(pn int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := &r.held[pn&(pmtuRing-1)]; s.pn == pn {
+		releaseFrames(s)
+	}
+}
+
+// lost hands what packet pn carried to p.resend.
+func (r *resendState) lost(pn int64, p *path, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := &r.held[pn&(pmtuRing-1)]
+	if s.pn != pn {
+		return
+	}
+	for i := range s.frames {
+		p.resend(s.frames[i], now, false)
+		s.frames[i] = frame{}
+	}
+	s.frames = s.frames[:0]
+}
+
+// resendAll hands every datagram kept and not settled to p.resend, the
+// newest first, so that the oldest ends at the head of its band, and
+// returns how many went: p turned SUSPECT while another path is ACTIVE,
+// and what it carried since the peer was last heard would otherwise wait
+// for p to answer. It stops at the first datagram no other path can take,
+// which keeps it and the rest.
+func (r *resendState) resendAll(p *path, now time.Time) (n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for pn := r.lastPN; pn >= 0 && pn > r.lastPN-pmtuRing; pn-- {
+		s := &r.held[pn&(pmtuRing-1)]
+		if s.pn != pn {
+			continue
+		}
+		for len(s.frames) > 0 {
+			i := len(s.frames) - 1
+			if !p.resend(s.frames[i], now, true) {
+				return n
+			}
+			s.frames[i] = frame{}
+			s.frames = s.frames[:i]
+			n++
+		}
+	}
+	return n
+}
+
+// close frees everything kept: the connection ended. What it carried and
+// was not settled may have arrived; the frames still queued on the path
+// are the path's (rescue).
+func (r *resendState) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	for r.hN > 0 {
+		if f := r.handed[r.hHead]; f.buf != nil {
+			putBuf(f.buf)
+		}
+		r.handed[r.hHead] = frame{}
+		r.hHead = (r.hHead + 1) % handedCap
+		r.hN--
+	}
+	for i := range r.held {
+		releaseFrames(&r.held[i])
+	}
+}
+
+// releaseFrames returns the buffers of s's frames to the pool.
+func releaseFrames(s *heldSlot) {
+	for i := range s.frames {
+		putBuf(s.frames[i].buf)
+		s.frames[i] = frame{}
+	}
+	s.frames = s.frames[:0]
+}
+
+// resendable reports whether f, a frame a lane is about to send, is kept
+// for a retransmission: a DATA datagram not sent before, on a bond that
+// retransmits.
+func (p *path) resendable(f *frame) bool {
+	return !p.bond.popts.RetransmitOff && !f.resent && f.end > f.off && f.buf[f.off]&0x0f == TypeData
+}
+
+// resend queues f, a datagram lost on p, once more, at the head of its
+// priority band: on the path the bond's picker chooses among the others
+// when p is not ACTIVE or that path is expected to deliver sooner
+// (policy.Path.ExpectedDelivery), else on p, where it waits for p to be
+// usable again or expires. A datagram that would arrive after it expires
+// is dropped (counted in ResendLate). With onlyOthers set it goes to
+// another path or nowhere: resend then reports false and leaves f to the
+// caller when no other path can take it.
+//
+// Like path.rescue, it follows the bond's picker, not the rules: a rule
+// that kept the packet off a path does not keep its retransmission off.
+func (p *path) resend(f frame, now time.Time, onlyOthers bool) bool {
+	expires := f.expires
+	if expires == 0 {
+		expires = f.enqueued + p.queue.maxAge
+	}
+	if now.UnixNano()+int64(p.state.MinRTT()/2) >= expires {
+		putBuf(f.buf)
+		p.resendLate.Add(1)
+		return true
+	}
+	to := p.resendPath(now)
+	switch {
+	case to == nil && onlyOthers:
+		return false
+	case to == nil, !onlyOthers && p.state.Status(now) == policy.StatusActive &&
+		to.state.ExpectedDelivery() >= p.state.ExpectedDelivery():
+		to = p
+	}
+	f.resent = true
+	to.queue.requeue(f)
+	p.resent.Add(1)
+	return true
+}
+
+// resendScratch is a path's scratch space for resendPath, reused under its
+// mutex: losses are reported on the goroutines of all the path's lanes.
+type resendScratch struct {
+	mu     sync.Mutex
+	states []*policy.Path
+	idx    []int
+	picks  []int
+}
+
+// resendPath returns the path the bond's picker chooses at now among the
+// paths other than p, nil when none can take a packet. Allocation-free
+// once the scratch space has grown to the number of paths.
+func (p *path) resendPath(now time.Time) *path {
+	set := p.bond.paths.Load()
+	s := &p.resendScratch
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.states, s.idx = s.states[:0], s.idx[:0]
+	for i, q := range set.paths {
+		if q != p {
+			s.states = append(s.states, set.states[i])
+			s.idx = append(s.idx, i)
+		}
+	}
+	if len(s.picks) < len(s.states) {
+		s.picks = make([]int, len(set.paths))
+	}
+	if len(s.states) == 0 || p.bond.picker.Pick(s.states, now, s.picks) == 0 {
+		return nil
+	}
+	return set.paths[s.idx[s.picks[0]]]
+}
