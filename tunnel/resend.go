@@ -54,12 +54,17 @@ type heldSlot struct {
 // report packets, acknowledgements and losses).
 type resendState struct {
 	mu     sync.Mutex
+	g      *resendRings // allocated by the first datagram handed: an idle connection costs nothing
+	closed bool         // the connection ended: nothing more is kept
+}
+
+// resendRings is a connection's handed FIFO and held ring (about 36 KiB).
+type resendRings struct {
 	handed [handedCap]frame // ring; a frame without buf is one not kept (only its length matters)
 	hHead  int
 	hN     int
 	held   [pmtuRing]heldSlot
 	lastPN int64 // the largest packet number packed
-	closed bool  // the connection ended: nothing more is kept
 }
 
 // hand records a datagram of f's length about to be handed to quic-go; keep
@@ -72,20 +77,24 @@ func (r *resendState) hand(f frame, keep bool) bool {
 	if r.closed {
 		return false
 	}
+	if r.g == nil {
+		r.g = new(resendRings)
+	}
+	g := r.g
 	if !keep {
 		f.buf = nil
 	}
-	if r.hN == handedCap { // quic-go never packed the oldest: forget it
-		old := &r.handed[r.hHead]
+	if g.hN == handedCap { // quic-go never packed the oldest: forget it
+		old := &g.handed[g.hHead]
 		if old.buf != nil {
 			putBuf(old.buf)
 		}
 		*old = frame{}
-		r.hHead = (r.hHead + 1) % handedCap
-		r.hN--
+		g.hHead = (g.hHead + 1) % handedCap
+		g.hN--
 	}
-	r.handed[(r.hHead+r.hN)%handedCap] = f
-	r.hN++
+	g.handed[(g.hHead+g.hN)%handedCap] = f
+	g.hN++
 	return keep
 }
 
@@ -96,41 +105,42 @@ func (r *resendState) hand(f frame, keep bool) bool {
 func (r *resendState) unhand(buf *packetBuf) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.hN == 0 {
+	g := r.g
+	if g == nil || g.hN == 0 {
 		return false
 	}
-	tail := &r.handed[(r.hHead+r.hN-1)%handedCap]
+	tail := &g.handed[(g.hHead+g.hN-1)%handedCap]
 	if tail.buf != buf {
 		return false
 	}
 	*tail = frame{}
-	r.hN--
+	g.hN--
 	return true
 }
 
-// popHandedLocked removes and returns the oldest datagram of length n in
+// popHanded removes and returns the oldest datagram of length n in
 // the FIFO, normally its head. Entries before it were packed or dropped
 // without their event matching (they cannot be packed later: quic-go packs
 // in order), and are freed; a length no entry has is a datagram the lane
 // did not hand, and leaves the FIFO as it is.
-func (r *resendState) popHandedLocked(n int) (frame, bool) {
-	for i := range r.hN {
-		h := &r.handed[(r.hHead+i)%handedCap]
+func (g *resendRings) popHanded(n int) (frame, bool) {
+	for i := range g.hN {
+		h := &g.handed[(g.hHead+i)%handedCap]
 		if h.end-h.off != n {
 			continue
 		}
 		for range i {
-			if old := r.handed[r.hHead]; old.buf != nil {
+			if old := g.handed[g.hHead]; old.buf != nil {
 				putBuf(old.buf)
 			}
-			r.handed[r.hHead] = frame{}
-			r.hHead = (r.hHead + 1) % handedCap
-			r.hN--
+			g.handed[g.hHead] = frame{}
+			g.hHead = (g.hHead + 1) % handedCap
+			g.hN--
 		}
 		f := *h
 		*h = frame{}
-		r.hHead = (r.hHead + 1) % handedCap
-		r.hN--
+		g.hHead = (g.hHead + 1) % handedCap
+		g.hN--
 		return f, true
 	}
 	return frame{}, false
@@ -142,13 +152,17 @@ func (r *resendState) popHandedLocked(n int) (frame, bool) {
 func (r *resendState) packed(pn int64, n int, first bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := &r.held[pn&(pmtuRing-1)]
+	g := r.g
+	if g == nil {
+		return
+	}
+	s := &g.held[pn&(pmtuRing-1)]
 	if first && (s.pn != pn || len(s.frames) > 0) {
 		releaseFrames(s)
 		s.pn = pn
-		r.lastPN = max(r.lastPN, pn)
+		g.lastPN = max(g.lastPN, pn)
 	}
-	f, ok := r.popHandedLocked(n)
+	f, ok := g.popHanded(n)
 	if !ok || f.buf == nil {
 		return
 	}
@@ -164,7 +178,10 @@ func (r *resendState) packed(pn int64, n int, first bool) {
 func (r *resendState) dropped(n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if f, ok := r.popHandedLocked(n); ok && f.buf != nil {
+	if r.g == nil {
+		return
+	}
+	if f, ok := r.g.popHanded(n); ok && f.buf != nil {
 		putBuf(f.buf)
 	}
 }
@@ -173,7 +190,10 @@ func (r *resendState) dropped(n int) {
 func (r *resendState) acked(pn int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if s := &r.held[pn&(pmtuRing-1)]; s.pn == pn {
+	if r.g == nil {
+		return
+	}
+	if s := &r.g.held[pn&(pmtuRing-1)]; s.pn == pn {
 		releaseFrames(s)
 	}
 }
@@ -182,7 +202,10 @@ func (r *resendState) acked(pn int64) {
 func (r *resendState) lost(pn int64, p *path, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := &r.held[pn&(pmtuRing-1)]
+	if r.g == nil {
+		return
+	}
+	s := &r.g.held[pn&(pmtuRing-1)]
 	if s.pn != pn {
 		return
 	}
@@ -202,8 +225,12 @@ func (r *resendState) lost(pn int64, p *path, now time.Time) {
 func (r *resendState) resendAll(p *path, now time.Time) (n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for pn := r.lastPN; pn >= 0 && pn > r.lastPN-pmtuRing; pn-- {
-		s := &r.held[pn&(pmtuRing-1)]
+	g := r.g
+	if g == nil {
+		return 0
+	}
+	for pn := g.lastPN; pn >= 0 && pn > g.lastPN-pmtuRing; pn-- {
+		s := &g.held[pn&(pmtuRing-1)]
 		if s.pn != pn {
 			continue
 		}
@@ -227,16 +254,20 @@ func (r *resendState) close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
-	for r.hN > 0 {
-		if f := r.handed[r.hHead]; f.buf != nil {
+	g := r.g
+	if g == nil {
+		return
+	}
+	for g.hN > 0 {
+		if f := g.handed[g.hHead]; f.buf != nil {
 			putBuf(f.buf)
 		}
-		r.handed[r.hHead] = frame{}
-		r.hHead = (r.hHead + 1) % handedCap
-		r.hN--
+		g.handed[g.hHead] = frame{}
+		g.hHead = (g.hHead + 1) % handedCap
+		g.hN--
 	}
-	for i := range r.held {
-		releaseFrames(&r.held[i])
+	for i := range g.held {
+		releaseFrames(&g.held[i])
 	}
 }
 

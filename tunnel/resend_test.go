@@ -214,7 +214,7 @@ func TestResendAll(t *testing.T) {
 		r.acked(1)
 		n := r.resendAll(a, now)
 		if !otherUp {
-			if n != 0 || len(r.held[0].frames) != 1 || len(r.held[2].frames) != 1 {
+			if n != 0 || len(r.g.held[0].frames) != 1 || len(r.g.held[2].frames) != 1 {
 				t.Errorf("no other path: %d resent, want 0 and both datagrams kept", n)
 			}
 			continue
