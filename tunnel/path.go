@@ -122,7 +122,10 @@ func (p *path) serve(l *lane, conn *quic.Conn, rec *recorder, stop <-chan struct
 	p.aggregate()
 	p.bond.updateMTU()
 	wg.Wait()
-	rec.held.close() // the connection's kept datagrams (resend.go)
+	if now := time.Now(); last && p.bond.otherActive(p, now) {
+		rec.held.resendAll(p, now) // unacknowledged when the path went down (resend.go)
+	}
+	rec.held.close()
 	l.rec.CompareAndSwap(rec, nil)
 	if last {
 		p.rescue(nil)

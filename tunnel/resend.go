@@ -288,10 +288,10 @@ func (p *path) resendable(f *frame) bool {
 }
 
 // resend queues f, a datagram lost on p, once more, at the head of its
-// priority band: on the path the bond's picker chooses among the others
-// when p is not ACTIVE or that path is expected to deliver sooner
-// (policy.Path.ExpectedDelivery), else on p, where it waits for p to be
-// usable again or expires. A datagram that would arrive after it expires
+// priority band: on p while p is ACTIVE (the scheduler chose p for it,
+// and a rule may have kept it off the other paths: a metered one), else
+// on the path the bond's picker chooses among the others, or on p again
+// when none can take it, where it waits for p to be usable or expires. A datagram that would arrive after it expires
 // is dropped (counted in ResendLate). With onlyOthers set it goes to
 // another path or nowhere: resend then reports false and leaves f to the
 // caller when no other path can take it.
@@ -308,13 +308,14 @@ func (p *path) resend(f frame, now time.Time, onlyOthers bool) bool {
 		p.resendLate.Add(1)
 		return true
 	}
-	to := p.resendPath(now)
-	switch {
-	case to == nil && onlyOthers:
-		return false
-	case to == nil, !onlyOthers && p.state.Status(now) == policy.StatusActive &&
-		to.state.ExpectedDelivery() >= p.state.ExpectedDelivery():
-		to = p
+	to := p
+	if onlyOthers || p.state.Status(now) != policy.StatusActive {
+		switch to = p.resendPath(now); {
+		case to == nil && onlyOthers:
+			return false
+		case to == nil:
+			to = p
+		}
 	}
 	f.resent = true
 	to.queue.requeue(f)

@@ -9,7 +9,8 @@ import (
 )
 
 // resendBond returns a bond with two connected paths, "a" and "b", as the
-// picker sees them: "b" has the lower RTT, so a retransmission goes there.
+// picker sees them: "b" has the lower RTT, so a retransmission that leaves
+// "a" goes there.
 func resendBond(t *testing.T, popts PathOptions) (a, b *path) {
 	t.Helper()
 	bd, err := newBond("van-1", &discardTUN{Device: tuntest.New(testMTU, 8)}, bondOptions{mtu: testMTU, paths: popts.withDefaults(),
@@ -38,8 +39,9 @@ func dataFrame(n int, enqueued time.Time) frame {
 
 // TestResendState follows datagrams from the lane's hand-over through
 // quic-go's packets to their acknowledgement or loss: what is lost is
-// queued once more on the picker's path, at the head of its band; what is
-// acknowledged, not kept, too late or already resent is not.
+// queued once more, at the head of its band, on the same path while it is
+// ACTIVE, else on the picker's other path; what is acknowledged, not kept,
+// too late or already resent is not.
 func TestResendState(t *testing.T) {
 	type step struct {
 		op   string // hand, keep, packed, first, ack, lost, dropped, unhand, close
@@ -51,38 +53,43 @@ func TestResendState(t *testing.T) {
 		off        bool // PathOptions.RetransmitOff
 		old        bool // datagrams enqueued long before (past max_queue_delay)
 		parity     bool
-		otherDown  bool // path b is not connected: the retransmission stays on a
+		otherDown  bool // path b is not connected
+		ownDown    bool // path a, which loses the datagrams, is not connected
 		steps      []step
 		wantResent uint64
 		wantLate   uint64
-		wantQueued int // on path b
+		wantQueued int // on path b, the other one
 		wantOwn    int // on path a, the one that lost it
 	}{
 		{name: "acknowledged", steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "ack", pn: 5}}},
 		{name: "lost", steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}},
-			wantResent: 1, wantQueued: 1},
+			wantResent: 1, wantOwn: 1},
 		{name: "two in one packet, one lost packet", steps: []step{{op: "keep", size: 100}, {op: "keep", size: 200},
-			{op: "first", pn: 7, size: 100}, {op: "packed", pn: 7, size: 200}, {op: "lost", pn: 7}}, wantResent: 2, wantQueued: 2},
+			{op: "first", pn: 7, size: 100}, {op: "packed", pn: 7, size: 200}, {op: "lost", pn: 7}}, wantResent: 2, wantOwn: 2},
 		{name: "a probe between", steps: []step{{op: "keep", size: 100}, {op: "keep", size: 300},
 			{op: "first", pn: 1, size: 100}, {op: "first", pn: 2, size: 48}, {op: "first", pn: 3, size: 300},
-			{op: "lost", pn: 2}, {op: "lost", pn: 3}}, wantResent: 1, wantQueued: 1},
+			{op: "lost", pn: 2}, {op: "lost", pn: 3}}, wantResent: 1, wantOwn: 1},
 		{name: "out of step: a datagram never reported", steps: []step{{op: "keep", size: 100}, {op: "keep", size: 200},
 			{op: "first", pn: 5, size: 200}, {op: "first", pn: 6, size: 100}, {op: "lost", pn: 5}, {op: "lost", pn: 6}},
-			wantResent: 1, wantQueued: 1},
+			wantResent: 1, wantOwn: 1},
 		{name: "ack of another packet", steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100},
-			{op: "ack", pn: 4}, {op: "lost", pn: 5}}, wantResent: 1, wantQueued: 1},
+			{op: "ack", pn: 4}, {op: "lost", pn: 5}}, wantResent: 1, wantOwn: 1},
 		{name: "slot reused before settled", steps: []step{{op: "keep", size: 100}, {op: "keep", size: 100},
 			{op: "first", pn: 5, size: 100}, {op: "first", pn: 5 + pmtuRing, size: 100}, {op: "lost", pn: 5}}},
 		{name: "not kept", steps: []step{{op: "hand", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}}},
 		{name: "too large for quic-go", steps: []step{{op: "keep", size: 100}, {op: "keep", size: 200}, {op: "dropped", size: 100},
-			{op: "first", pn: 5, size: 200}, {op: "lost", pn: 5}}, wantResent: 1, wantQueued: 1},
+			{op: "first", pn: 5, size: 200}, {op: "lost", pn: 5}}, wantResent: 1, wantOwn: 1},
 		{name: "refused by SendDatagram", steps: []step{{op: "keep", size: 100}, {op: "unhand"}, {op: "keep", size: 200},
-			{op: "first", pn: 5, size: 200}, {op: "lost", pn: 5}}, wantResent: 1, wantQueued: 1},
+			{op: "first", pn: 5, size: 200}, {op: "lost", pn: 5}}, wantResent: 1, wantOwn: 1},
 		{name: "connection ended", steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "close"},
 			{op: "lost", pn: 5}}},
 		{name: "expired", old: true, steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}},
 			wantLate: 1},
 		{name: "no other path", otherDown: true, steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}},
+			wantResent: 1, wantOwn: 1},
+		{name: "lost on a path that went down", ownDown: true, steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}},
+			wantResent: 1, wantQueued: 1},
+		{name: "both down", ownDown: true, otherDown: true, steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}},
 			wantResent: 1, wantOwn: 1},
 		{name: "retransmission off", off: true, steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}}},
 		{name: "parity", parity: true, steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}}},
@@ -92,6 +99,9 @@ func TestResendState(t *testing.T) {
 			a, b := resendBond(t, PathOptions{RetransmitOff: c.off})
 			if c.otherDown {
 				b.state.SetConnected(false, time.Now())
+			}
+			if c.ownDown {
+				a.state.SetConnected(false, time.Now())
 			}
 			var r resendState
 			now := time.Now()
@@ -241,7 +251,7 @@ func TestResendAll(t *testing.T) {
 // acknowledged, or sending it again when the packet is lost, allocates
 // nothing per datagram once every ring slot was used.
 func TestResendAllocs(t *testing.T) {
-	a, b := resendBond(t, PathOptions{})
+	a, _ := resendBond(t, PathOptions{})
 	var r resendState
 	pn := int64(0)
 	cycle := func() {
@@ -253,7 +263,7 @@ func TestResendAllocs(t *testing.T) {
 			r.acked(pn)
 		} else {
 			r.lost(pn, a, now)
-			f, _, _ := b.queue.pop(now.UnixNano())
+			f, _, _ := a.queue.pop(now.UnixNano())
 			putBuf(f.buf)
 		}
 		pn++

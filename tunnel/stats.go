@@ -67,8 +67,8 @@ type PathStats struct {
 	Drops            DropCounts        `json:"drops"`   // every reason of PathDropReasons
 	Rescued          uint64            `json:"rescued"` // queued frames moved to other paths when this one failed
 	// Resent counts data datagrams this path lost that were queued again
-	// (on the path the scheduler chose then); ResendLate those lost too
-	// late to arrive before they expired, and dropped.
+	// (on this path while it is ACTIVE, else on another); ResendLate
+	// those lost too late to arrive before they expired, and dropped.
 	Resent     uint64 `json:"resent"`
 	ResendLate uint64 `json:"resend_late"`
 	// ObjectsDropped counts the video frames (objects the classifier gave
