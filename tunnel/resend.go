@@ -291,23 +291,18 @@ func (p *path) resendable(f *frame) bool {
 // priority band: on p while p is ACTIVE (the scheduler chose p for it,
 // and a rule may have kept it off the other paths: a metered one), else
 // on the path the bond's picker chooses among the others, or on p again
-// when none can take it, where it waits for p to be usable or expires. A datagram that would arrive after it expires
-// is dropped (counted in ResendLate). With onlyOthers set it goes to
-// another path or nowhere: resend then reports false and leaves f to the
-// caller when no other path can take it.
+// when none can take it, where it waits for p to be usable or expires.
+// A datagram that the chosen path is not expected to deliver before it
+// expires (policy.Path.ExpectedDelivery: its queue and bytes in flight at
+// its rate, and half its RTT) is dropped and counted in ResendLate: on a
+// saturated path it would only take the place of a newer one. With
+// onlyOthers set it goes to another path or stays with the caller: resend
+// then reports false, and leaves f to the caller, when no other path can
+// take it.
 //
-// Like path.rescue, it follows the bond's picker, not the rules: a rule
-// that kept the packet off a path does not keep its retransmission off.
+// Like path.rescue, a datagram that leaves p follows the bond's picker,
+// not the rules.
 func (p *path) resend(f frame, now time.Time, onlyOthers bool) bool {
-	expires := f.expires
-	if expires == 0 {
-		expires = f.enqueued + p.queue.maxAge
-	}
-	if now.UnixNano()+int64(p.state.MinRTT()/2) >= expires {
-		putBuf(f.buf)
-		p.resendLate.Add(1)
-		return true
-	}
 	to := p
 	if onlyOthers || p.state.Status(now) != policy.StatusActive {
 		switch to = p.resendPath(now); {
@@ -316,6 +311,15 @@ func (p *path) resend(f frame, now time.Time, onlyOthers bool) bool {
 		case to == nil:
 			to = p
 		}
+	}
+	expires := f.expires
+	if expires == 0 {
+		expires = f.enqueued + p.queue.maxAge
+	}
+	if now.UnixNano()+int64(to.state.ExpectedDelivery()) >= expires {
+		putBuf(f.buf)
+		p.resendLate.Add(1)
+		return true
 	}
 	f.resent = true
 	to.queue.requeue(f)
