@@ -15,11 +15,13 @@ import (
 // datagram it hands to quic-go until the packet that carried it is
 // acknowledged, and when loss detection declares that packet lost (quic-go's
 // RFC 9002 §6.1 events, or the time threshold the recorder applies itself,
-// sentring.go) it queues the datagram once more, on the path the bond's
-// picker chooses now, at the head of its priority band, provided the
-// datagram can still arrive before it expires (its rule's deadline_ms, else
-// max_queue_delay after it was first queued). The receiver's duplicate
-// window drops a copy whose original arrived after all.
+// sentring.go) it queues the datagram once more, at the head of its
+// priority band (path.resend: on the same path while it is ACTIVE),
+// provided the datagram is expected to arrive before it expires (its
+// rule's deadline_ms, else max_queue_delay after it was first queued). A
+// path that turns SUSPECT, or whose last connection ends, sends what its
+// lanes keep to the other paths at once (resendAll). The receiver's
+// duplicate window drops a copy whose original arrived after all.
 //
 // What is retransmitted: DATA datagrams only, each at most once. Parity is
 // not: a late parity shard repairs nothing the retransmitted data does not.
@@ -34,9 +36,10 @@ import (
 // has is one the lane did not hand (a liveness probe, a path MTU probe) and
 // leaves the FIFO as it is; one that matches a later entry takes it and
 // frees the entries before it, so that a FIFO out of step with quic-go
-// (it should never be) catches up at the next datagram. The held ring has one slot per slot of the recorder's
-// sent ring (pmtuRing packets): a packet the ring forgets before it is
-// settled frees its datagrams unsent again.
+// (it should never be) catches up at the next datagram. The held ring has
+// one slot per slot of the recorder's sent ring (pmtuRing packets): a
+// packet the ring forgets before it is settled frees its datagrams unsent
+// again.
 
 // handedCap bounds the handed FIFO: more than the datagrams a lane keeps
 // inside quic-go (laneMaxUnsent).
