@@ -201,8 +201,12 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	}
 	defer bed.Close()
 
-	fmt.Fprintf(out, "bondd demo: %s, %.1f Mbit/s of %d-byte UDP packets for %s over %d uplinks, scheduler %s, FEC %s, lanes %s, rate control %s\n",
-		bed.Mode, o.RateMbps, PacketBytes, o.Duration, len(sc.Paths), o.Scheduler, o.FEC, o.Lanes, o.RateControl)
+	retransmit := "on"
+	if o.RetransmitOff {
+		retransmit = "off"
+	}
+	fmt.Fprintf(out, "bondd demo: %s, %.1f Mbit/s of %d-byte UDP packets for %s over %d uplinks, scheduler %s, FEC %s, lanes %s, rate control %s, retransmission %s\n",
+		bed.Mode, o.RateMbps, PacketBytes, o.Duration, len(sc.Paths), o.Scheduler, o.FEC, o.Lanes, o.RateControl, retransmit)
 	if o.LossPct > 0 {
 		fmt.Fprintf(out, "extra random loss: %g %% on every path, each direction\n", o.LossPct)
 	}
