@@ -303,12 +303,11 @@ func (l *lane) routineSend(conn *quic.Conn) {
 			conn.CloseWithError(codeProtocol, "sending a datagram failed") // a no-op if it is closing already
 			last := p.laneDown(l, conn)
 			switch {
-			case kept && last:
+			case last && kept: // the held ring owns f
 				p.rescue(nil)
-			case kept:
 			case last:
 				p.rescue(&f)
-			default:
+			case !kept:
 				p.queue.requeue(f) // another lane sends it
 			}
 			return
