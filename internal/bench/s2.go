@@ -190,10 +190,13 @@ type s2Result struct {
 // s2Report is results.json for S2.
 type s2Report struct {
 	benchHeader
-	Video        string     `json:"video"`
-	Configs      []s2Result `json:"configs"`
-	Targets      []target   `json:"targets"`
-	PaperFigures any        `json:"paper_figures"`
+	Video   string     `json:"video"`
+	Configs []s2Result `json:"configs"`
+	// StarlinkBound is, per run, what an ideal sender loses of the video
+	// over the Starlink path alone (satFrameBound): single-starlink's floor.
+	StarlinkBound []frameBound `json:"starlink_alone_bound"`
+	Targets       []target     `json:"targets"`
+	PaperFigures  any          `json:"paper_figures"`
 }
 
 // singlePath is a policy.Picker that uses one named path only: the
@@ -327,6 +330,13 @@ func runS2(ctx context.Context, o Options, out io.Writer) error {
 		if err != nil {
 			return err
 		}
+		fb, err := satFrameBound(rsc, ro)
+		if err != nil {
+			return err
+		}
+		rep.StarlinkBound = append(rep.StarlinkBound, fb)
+		fmt.Fprintf(out, "  seed %d: an ideal sender over the Starlink path alone loses %d/%d frames (paced), %d with the link's queue\n",
+			fb.Seed, fb.LostPaced, fb.Frames, fb.Lost)
 		for _, c := range s2Configs() {
 			if !o.selected(c.name) {
 				continue
@@ -571,6 +581,16 @@ func s2Markdown(r *s2Report) string {
 			c.BufferMs, c.CI95.text("buffer_ms"), 100*c.MeteredShare, c.FramesLost, c.Frames, c.FramesQueueHit, c.Resent, c.ResendLate, float64(c.WireBytes)/1e6)
 	}
 	b.WriteString("\nMedians over the runs ([95 % bootstrap interval] where there are several); buffer: median over the 10-s windows of all runs.\n")
+	if len(r.StarlinkBound) > 0 {
+		b.WriteString("\nThe floor under single-starlink's frames lost: what an ideal sender that knows the Starlink link's capacity (its outages and trace loss taken out) loses, serving frames earliest deadline first and giving up on a frame only when it cannot finish; paced: each frame leaves within the send queue's 200 ms and the link's queue stays empty; queued: it may also wait out the link's 100-ms queue. ")
+		for i, fb := range r.StarlinkBound {
+			if i > 0 {
+				b.WriteString("; ")
+			}
+			fmt.Fprintf(&b, "seed %d: %d paced, %d queued of %d", fb.Seed, fb.LostPaced, fb.Lost, fb.Frames)
+		}
+		b.WriteString(".\n")
+	}
 	b.WriteString("\nPaper 2 (Table 2 and Table 9, Germany relay) beside ours:\n\n")
 	b.WriteString("| configuration | paper p50 | ours p50 | paper p99.9 | ours p99.9 | paper buffer | ours buffer | paper metered | ours metered |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
