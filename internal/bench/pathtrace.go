@@ -19,7 +19,7 @@ import (
 // held a path below its link: a window that loss cut (cwnd over sRTT near
 // the path's rate, QUIC losses at the link's dips), the rate control's
 // target, too few lanes, or a DEGRADED status the scheduler kept traffic
-// from.
+// from; and what the link dropped of what the path sent, and why.
 
 // pathTraceStep is the sampling interval of paths.csv.
 const pathTraceStep = 250 * time.Millisecond
@@ -41,6 +41,10 @@ type pathSample struct {
 	Lost          uint64  // QUIC packets declared lost over the interval
 	QueueLen      int     // frames in the path's send queue at the end
 	QueueDrops    uint64  // frames dropped from that queue over the interval (full, expired, deadline)
+	// The emulated link's drops of the path's packets (edge→concentrator)
+	// over the interval: its drop-tail queue full, its random loss, its
+	// outages.
+	LinkQueueDrops, LinkLoss, LinkOutage uint64
 	TargetMbps    float64 // the rate control's target at the end; 0 without rate control
 	// The rate estimator's view at the end (0 without rate control): the
 	// smoothed rate the receiver got, its max_bw, the queueing delay over
@@ -53,9 +57,10 @@ type pathSample struct {
 
 // pathSamples returns the rows of the interval dt between two snapshots of
 // the edge, a and b, each path matched by name; link maps a path's name to
-// its link's capacity over the interval, Mbit/s. A path missing from a
+// its link's capacity over the interval, Mbit/s, and linkDrops to its link's
+// counters (edge→concentrator) at a and at b. A path missing from a
 // counts from zero.
-func pathSamples(a, b tunnel.BondStats, dt time.Duration, link map[string]float64) []pathSample {
+func pathSamples(a, b tunnel.BondStats, dt time.Duration, link map[string]float64, linkDrops map[string][2]emu.DirStats) []pathSample {
 	before := make(map[string]*tunnel.PathStats, len(a.Paths))
 	for i := range a.Paths {
 		before[a.Paths[i].Name] = &a.Paths[i]
@@ -74,6 +79,9 @@ func pathSamples(a, b tunnel.BondStats, dt time.Duration, link map[string]float6
 			CwndBytes: p.CongestionWindow, InflightBytes: p.BytesInFlight,
 			SRTTms: float64(p.SmoothedRTT) / 1e6, MinRTTms: float64(p.MinRTT) / 1e6,
 			Lost: sub(p.PacketsLost, lost), QueueLen: p.QueueLen, QueueDrops: sub(queueDrops(&p), drops)}
+		if d, ok := linkDrops[p.Name]; ok {
+			s.LinkQueueDrops, s.LinkLoss, s.LinkOutage = sub(d[1].DropQueue, d[0].DropQueue), sub(d[1].DropLoss, d[0].DropLoss), sub(d[1].DropOutage, d[0].DropOutage)
+		}
 		if secs > 0 {
 			s.TxMbps = float64(sub(p.TxBytes, tx)) * 8 / secs / 1e6
 		}
@@ -114,23 +122,35 @@ type pathTracer struct {
 func tracePaths(ctx context.Context, bed *demo.Bed, sc emu.Scenario, seed uint64, start time.Time) *pathTracer {
 	ctx, cancel := context.WithCancel(ctx)
 	t := &pathTracer{stop: cancel, done: make(chan struct{})}
-	last, prev := time.Now(), bed.Edge.Stats()
+	linkStats := func() []emu.DirStats {
+		out := make([]emu.DirStats, len(bed.Relays))
+		for i, r := range bed.Relays {
+			out[i] = r.Stats().Up
+		}
+		return out
+	}
+	last, prev, prevLinks := time.Now(), bed.Edge.Stats(), linkStats()
 	go func() {
 		defer close(t.done)
 		every(ctx, pathTraceStep, func() {
-			now, cur := time.Now(), bed.Edge.Stats()
+			now, cur, links := time.Now(), bed.Edge.Stats(), linkStats()
 			link := map[string]float64{}
-			if caps, err := windowCapacity(sc, seed, last.Sub(bed.Created), now.Sub(bed.Created)); err == nil {
-				for i, p := range sc.Paths {
+			drops := map[string][2]emu.DirStats{}
+			caps, err := windowCapacity(sc, seed, last.Sub(bed.Created), now.Sub(bed.Created))
+			for i, p := range sc.Paths {
+				if err == nil {
 					link[p.Name] = caps[i]
 				}
+				if i < len(links) {
+					drops[p.Name] = [2]emu.DirStats{prevLinks[i], links[i]}
+				}
 			}
-			rows := pathSamples(prev, cur, now.Sub(last), link)
+			rows := pathSamples(prev, cur, now.Sub(last), link, drops)
 			for i := range rows {
 				rows[i].T = now.Sub(start).Seconds()
 			}
 			t.rows = append(t.rows, rows...)
-			last, prev = now, cur
+			last, prev, prevLinks = now, cur, links
 		})
 	}()
 	return t
@@ -146,7 +166,7 @@ func (t *pathTracer) finish() []pathSample {
 // pathTraceHeader is paths.csv's first line.
 var pathTraceHeader = []string{"seed", "config", "t_s", "path", "status", "lanes", "link_mbps", "tx_mbps",
 	"cwnd_bytes", "inflight_bytes", "srtt_ms", "min_rtt_ms", "quic_lost", "queue_len", "queue_drops", "target_mbps",
-	"delivery_mbps", "max_bw_mbps", "queue_delay_ms", "rx_loss", "overuses"}
+	"delivery_mbps", "max_bw_mbps", "queue_delay_ms", "rx_loss", "overuses", "link_queue_drops", "link_loss", "link_outage"}
 
 // writePathTrace writes rows to dir/paths.csv.
 func writePathTrace(dir string, rows []pathSample) error {
@@ -161,7 +181,8 @@ func writePathTrace(dir string, rows []pathSample) error {
 		w.Write([]string{strconv.FormatUint(r.Seed, 10), r.Config, ff(r.T), r.Path, r.Status, strconv.Itoa(r.Lanes),
 			ff(r.LinkMbps), ff(r.TxMbps), strconv.Itoa(r.CwndBytes), strconv.Itoa(r.InflightBytes), ff(r.SRTTms), ff(r.MinRTTms),
 			strconv.FormatUint(r.Lost, 10), strconv.Itoa(r.QueueLen), strconv.FormatUint(r.QueueDrops, 10), ff(r.TargetMbps),
-			ff(r.DeliveryMbps), ff(r.CapacityMbps), ff(r.QueueDelayMs), strconv.FormatFloat(r.Loss, 'f', 4, 64), strconv.FormatUint(r.Overuses, 10)})
+			ff(r.DeliveryMbps), ff(r.CapacityMbps), ff(r.QueueDelayMs), strconv.FormatFloat(r.Loss, 'f', 4, 64), strconv.FormatUint(r.Overuses, 10),
+			strconv.FormatUint(r.LinkQueueDrops, 10), strconv.FormatUint(r.LinkLoss, 10), strconv.FormatUint(r.LinkOutage, 10)})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/tunnel"
 )
 
@@ -25,10 +26,11 @@ func TestPathSamples(t *testing.T) {
 		path("cell", 100, 1, 0, nil),                                  // restarted: counters went back
 		path("new", 250_000, 2, 1, &tunnel.RateStats{TargetBps: 9e6}), // not in a; rate control not active
 	}}
-	rows := pathSamples(a, b, 250*time.Millisecond, map[string]float64{"sat": 80, "cell": 5})
+	links := map[string][2]emu.DirStats{"sat": {{DropQueue: 4, DropLoss: 1, DropOutage: 2}, {DropQueue: 10, DropLoss: 4, DropOutage: 2}}}
+	rows := pathSamples(a, b, 250*time.Millisecond, map[string]float64{"sat": 80, "cell": 5}, links)
 	want := []pathSample{
 		{Path: "sat", Status: "ACTIVE", Lanes: 2, LinkMbps: 80, TxMbps: 40, CwndBytes: 100_000, InflightBytes: 90_000, SRTTms: 60, MinRTTms: 50, Lost: 30, QueueDrops: 20, TargetMbps: 42,
-			DeliveryMbps: 35, CapacityMbps: 38, QueueDelayMs: 12.5, Loss: 0.02, Overuses: 2},
+			DeliveryMbps: 35, CapacityMbps: 38, QueueDelayMs: 12.5, Loss: 0.02, Overuses: 2, LinkQueueDrops: 6, LinkLoss: 3},
 		{Path: "cell", Status: "ACTIVE", Lanes: 2, LinkMbps: 5, TxMbps: 0, CwndBytes: 100_000, InflightBytes: 90_000, SRTTms: 60, MinRTTms: 50},
 		{Path: "new", Status: "ACTIVE", Lanes: 2, TxMbps: 8, CwndBytes: 100_000, InflightBytes: 90_000, SRTTms: 60, MinRTTms: 50, Lost: 2, QueueDrops: 1},
 	}

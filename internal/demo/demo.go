@@ -111,6 +111,9 @@ type Bed struct {
 	// Created is when the emu relays were created, that is when the
 	// emulated links' traces started (see emu.Relay).
 	Created time.Time
+	// Relays are the emulated links, one per path in the scenario's
+	// order: their counters say what each link dropped and why.
+	Relays emu.Relays
 	// Send sends one UDP payload from the edge's inner address to the
 	// concentrator side's (Port to Port). Not safe for concurrent use;
 	// payload is not retained.

@@ -97,6 +97,7 @@ func newInprocessBed(o BedOptions) (*Bed, error) {
 		Edge:    edge.Bond(),
 		Conc:    conc.Bond("demo-edge"),
 		Created: created,
+		Relays:  relays,
 		Send: func(payload []byte) error {
 			var err error
 			if pkt, err = tuntest.AppendUDP4(pkt[:0], src, dst, payload); err != nil {

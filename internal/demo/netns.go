@@ -102,6 +102,7 @@ func newNetnsBed(o BedOptions) (bed *Bed, err error) {
 		listeners = append(listeners, l)
 	}
 	var uplinks []tunnel.UplinkOptions
+	var relays emu.Relays
 	created := time.Now()
 	for i, p := range sc.Paths {
 		name, edgeSide, l := veths[i].Name, veths[i].A, listeners[i]
@@ -114,6 +115,7 @@ func newNetnsBed(o BedOptions) (bed *Bed, err error) {
 			return nil, fmt.Errorf("path %s: %w", p.Name, err)
 		}
 		closers = append(closers, func() { r.Close() })
+		relays = append(relays, r)
 		uplinks = append(uplinks, tunnel.UplinkOptions{Name: p.Name, Bind: edgeSide.Addr(), Interface: name,
 			Remote: r.Addr().String(), Labels: p.Labels, LEOReconf: o.LEO[p.Name], Lanes: o.Lanes})
 	}
@@ -178,6 +180,7 @@ func newNetnsBed(o BedOptions) (bed *Bed, err error) {
 		Edge:    edge.Bond(),
 		Conc:    conc.Bond("demo-edge"),
 		Created: created,
+		Relays:  relays,
 		Send:    func(payload []byte) error { _, err := sender.Write(payload); return err },
 		Recv: func(ctx context.Context, deliver func([]byte, time.Time)) {
 			stop := context.AfterFunc(ctx, func() { receiver.SetReadDeadline(time.Now()) })
