@@ -38,14 +38,14 @@ type pathSample struct {
 	InflightBytes int
 	SRTTms        float64
 	MinRTTms      float64
-	Lost          uint64  // QUIC packets declared lost over the interval
-	QueueLen      int     // frames in the path's send queue at the end
-	QueueDrops    uint64  // frames dropped from that queue over the interval (full, expired, deadline)
+	Lost          uint64 // QUIC packets declared lost over the interval
+	QueueLen      int    // frames in the path's send queue at the end
+	QueueDrops    uint64 // frames dropped from that queue over the interval (full, expired, deadline)
 	// The emulated link's drops of the path's packets (edge→concentrator)
 	// over the interval: its drop-tail queue full, its random loss, its
 	// outages.
 	LinkQueueDrops, LinkLoss, LinkOutage uint64
-	TargetMbps    float64 // the rate control's target at the end; 0 without rate control
+	TargetMbps                           float64 // the rate control's target at the end; 0 without rate control
 	// The rate estimator's view at the end (0 without rate control): the
 	// smoothed rate the receiver got, its max_bw, the queueing delay over
 	// the base, the receiver-seen loss, and its back-offs over the interval.
