@@ -9,10 +9,10 @@ import (
 	"github.com/bondd/bondd/tunnel"
 )
 
-// frameBound is what an ideal sender could deliver of S2's video over
-// the Starlink path alone in one run (seed): the floor under
+// frameBound is what an ideal sender loses of S2's video over the
+// Starlink path alone in one run (seed), frames: the floor under
 // single-starlink's frames lost, which no scheduler, rate controller,
-// FEC or retransmission can go below on that link.
+// FEC or retransmission goes below on that link.
 type frameBound struct {
 	Seed   uint64 `json:"seed"`
 	Frames int    `json:"frames"`
