@@ -80,6 +80,10 @@ func edfLost(capBits []float64, sched []videoFrame, wait time.Duration) (lost in
 	for i, f := range sched {
 		left[i] = float64(f.bytes+f.packets*boundPacketOverhead) * 8
 	}
+	upTo := make([]float64, len(capBits)+1) // upTo[j]: the bits of bins 0..j-1
+	for j, c := range capBits {
+		upTo[j+1] = upTo[j] + c
+	}
 	next := 0 // the first frame neither done nor given up
 	for k := range capBits {
 		now, c := time.Duration(k)*boundBin, capBits[k]
@@ -92,12 +96,9 @@ func edfLost(capBits []float64, sched []videoFrame, wait time.Duration) (lost in
 				continue
 			}
 			due := min(int((at+wait)/boundBin), len(capBits)) // the first bin past the deadline
-			room := 0.0
+			room := 0.0                                       // what is left of this bin and the bins before due
 			if k < due {
-				room = c
-			}
-			for j := k + 1; j < due && room < left[i]; j++ {
-				room += capBits[j]
+				room = c + upTo[due] - upTo[k+1]
 			}
 			if room < left[i] {
 				left[i] = -1
