@@ -32,6 +32,9 @@ type path struct {
 
 	txPackets, txBytes, rxPackets, rxBytes atomic.Uint64
 	rescued                                atomic.Uint64
+	// pmtuHeld counts frames parked for a path MTU probe's answer
+	// (rerouteOversize).
+	pmtuHeld atomic.Uint64
 	// resent counts datagrams lost on this path and queued again,
 	// resendLate those lost too late to arrive before they expired
 	// (resend.go).
@@ -152,6 +155,7 @@ func (p *path) rescue(first *frame) {
 	if first != nil {
 		move(*first)
 	}
+	p.queue.unpark() // frames parked for a probe's answer (pmtu.go) move too
 	for {
 		f, ok, _ := p.queue.pop(now.UnixNano())
 		if !ok {
@@ -179,6 +183,7 @@ func (p *path) stats(now time.Time) PathStats {
 		RxBytes:          p.rxBytes.Load(),
 		Drops:            p.drops.snapshot(PathDropReasons),
 		Rescued:          p.rescued.Load(),
+		PMTUHeld:         p.pmtuHeld.Load(),
 		Resent:           p.resent.Load(),
 		ResendLate:       p.resendLate.Load(),
 		ObjectsDropped:   p.queue.objectsDropped(),

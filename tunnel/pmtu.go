@@ -36,7 +36,12 @@ import (
 //  3. The scheduler puts a packet only on paths whose budget carries its
 //     datagram (its length + HeaderBudget; Bond.send, sendParity); a frame
 //     queued before the budget fell moves to a path that carries it
-//     (rerouteOversize).
+//     (rerouteOversize). When no path's budget carries a data packet but
+//     one was cut on a mere suspicion (policy.PMTU.OnSuspect: an outage
+//     of every size looks the same), the packet waits parked beside that
+//     path's queue for the probe's answer, within its deadline: it leaves
+//     when the budget is back, and is dropped when the probe confirms a
+//     smaller one.
 //  4. The bond's send MTU is the largest budget of its connected paths,
 //     less HeaderBudget, rounded down to a multiple of 8, at most the
 //     configured MTU (Bond.updateMTU): when no path carries full-size
@@ -138,6 +143,7 @@ func (p *path) pmtuHandshake(now time.Time) {
 	pm.mu.Unlock()
 	if before != after {
 		p.bond.log.Info("path datagram budget restored by a new connection", "path", p.name, "from", before, "to", after)
+		p.queue.unpark()
 	}
 }
 
@@ -199,6 +205,9 @@ func (p *path) pmtuTick(l *lane, conn *quic.Conn, now time.Time) {
 		}
 	}
 	pm.mu.Unlock()
+	if after != before || confAfter != confBefore || p.queue.parkedExpired(now.UnixNano()) {
+		p.queue.unpark() // the frames rerouteOversize parked: sent, moved, dropped or parked again
+	}
 	if lost > lostBefore { // lost before the detection (policy.PMTU.HoleLosses)
 		p.drops.addN(DropBlackHole, lost-lostBefore)
 	}
@@ -248,6 +257,20 @@ func (f *fitScratch) fit(set *pathSet, size int) ([]*policy.Path, []int) {
 	return f.states, f.idx
 }
 
+// fitConfirmed returns, as fit, the states of set's paths whose
+// confirmed budget (policy.PMTU.Confirmed) carries a datagram of size
+// bytes: those whose budget fell on a mere suspicion, where the datagram
+// waits for the probe's answer (rerouteOversize) instead of being lost.
+func (f *fitScratch) fitConfirmed(set *pathSet, size int) ([]*policy.Path, []int) {
+	f.states, f.idx = f.states[:0], f.idx[:0]
+	for i, p := range set.paths {
+		if int(p.pmtu.confirmed.Load()) >= size {
+			f.states, f.idx = append(f.states, p.state), append(f.idx, i)
+		}
+	}
+	return f.states, f.idx
+}
+
 // fitStates returns the states the scheduler may choose from for a
 // datagram of size bytes: set.states and nil while every connected path
 // carries it (the common case, one atomic load), else the paths whose
@@ -271,19 +294,32 @@ func remap(picks []int, k int, idx []int) {
 }
 
 // rerouteOversize moves f, popped from p's queue but larger than p's
-// datagram budget now, to a path whose budget carries it; without one it
-// is dropped (DropNoPath).
+// datagram budget now, to a path whose budget carries it. Without one, f
+// waits parked beside p's queue while p's budget is cut on a mere
+// suspicion that a probe will settle (policy.PMTU.Confirmed still carries
+// f): it is neither sent into a possible black hole nor dropped, and
+// pmtuTick puts it back when the budget changes or its deadline passes.
+// Otherwise it is dropped (DropNoPath).
 func (p *path) rerouteOversize(f frame, now time.Time) {
 	b := p.bond
 	set := b.paths.Load()
+	size := f.end - f.off
 	p.fitMu.Lock()
-	states, idx := p.fit.fit(set, f.end-f.off)
+	states, idx := p.fit.fit(set, size)
 	var to *path
 	if len(states) > 0 && b.picker.Pick(states, now, p.fit.picks) > 0 {
 		to = set.paths[idx[p.fit.picks[0]]]
 	}
 	p.fitMu.Unlock()
 	if to == nil || to == p {
+		if size <= int(p.pmtu.confirmed.Load()) {
+			if !f.held {
+				f.held = true
+				p.pmtuHeld.Add(1)
+			}
+			p.queue.park(f)
+			return
+		}
 		putBuf(f.buf)
 		b.drops.add(DropNoPath)
 		return

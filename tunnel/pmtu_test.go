@@ -464,3 +464,63 @@ func TestMTUBlackHoleDownlink(t *testing.T) {
 	<-done
 	r.checkNotLate(t)
 }
+
+// TestMTUOutageParks puts a 300-ms outage of every size on the only path
+// while it carries a 1 kHz stream of full-size packets. The peer's silence
+// cuts the path's datagram budget to BASE on suspicion (policy.PMTU
+// OnSuspect) until a probe answers: the full-size packets queued or
+// arriving meanwhile, which no other path carries, wait parked for the
+// answer (rerouteOversize) instead of being dropped as no_path, and the
+// budget is back at full size once the path answers.
+func TestMTUOutageParks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping the outage run in -short mode")
+	}
+	var relays emu.Relays
+	tb := newTestBondWith(t, token, 1, func(o *EdgeOptions) {
+		o.FEC = FECOptions{Mode: FECOff}
+		relays = viaRelays(t, o, []emu.RelayLink{symmetric(10*time.Millisecond, 50*emu.Mbps, 0)}, 7)
+	})
+	tb.waitActive(t, 1)
+	waitFor(t, func() bool { return tb.edge.Bond().Stats().Paths[0].SmoothedRTT > 0 })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := &pmtuProbeRun{tb: tb}
+	done := make(chan struct{})
+	go func() { defer close(done); r.receive(ctx) }()
+
+	r.send(300*time.Millisecond, testMTU)
+	before := tb.edge.Bond().Stats()
+	seq0 := r.seq
+	relays[0].SetDown(true)
+	r.send(300*time.Millisecond, testMTU)
+	relays[0].SetDown(false)
+	seq1 := r.seq
+	full := testMTU + HeaderBudget
+	testkit.WaitFor(t, "full-size budget back after the outage", 5*time.Second, func() bool {
+		r.send(50*time.Millisecond, testMTU)
+		return tb.edge.Bond().Stats().Paths[0].DatagramBudget == full
+	})
+	seq2 := r.seq
+	r.send(300*time.Millisecond, testMTU)
+	want := int(r.seq-seq2) * 9 / 10
+	waitFor(t, func() bool { return r.arrivedFrom(seq2) >= want }) // full-size packets flow again
+	cancel()
+	<-done
+
+	after := tb.edge.Bond().Stats()
+	p := after.Paths[0]
+	noPath := after.Drops[DropNoPath] - before.Drops[DropNoPath]
+	_, _, lost, _ := pmtuMeasure(r.arrivals(), seq0, seq1, time.Time{}, testMTU, false)
+	t.Logf("outage: %d of %d full-size packets sent during it lost; %d parked for a probe's answer, %d no_path drops; budget %d (%s), reason %q, MTU %d",
+		lost, seq1-seq0, p.PMTUHeld-before.Paths[0].PMTUHeld, noPath, p.DatagramBudget, p.PMTUState, p.PMTUReason, after.MTU)
+	if p.PMTUHeld == before.Paths[0].PMTUHeld {
+		t.Errorf("no packet was parked: the outage did not cut the budget on suspicion (reason %q)", p.PMTUReason)
+	}
+	if noPath != 0 {
+		t.Errorf("%d packets dropped as no_path during an outage that only suspicion cut the budget for, want 0", noPath)
+	}
+	if after.MTU != testMTU {
+		t.Errorf("bond MTU %d after an outage of every size, want %d", after.MTU, testMTU)
+	}
+}

@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -21,6 +22,9 @@ type frame struct {
 	// resent is set on a datagram queued again after it was lost
 	// (resend.go): it is not retransmitted a second time.
 	resent bool
+	// held is set on a frame once parked for a path MTU probe's answer
+	// (rerouteOversize), so that it counts once.
+	held bool
 }
 
 // lostObjects is how many recently dropped objects a send queue remembers
@@ -79,6 +83,11 @@ type sendQueue struct {
 	n        int           // frames queued, all bands
 	bytes    int           // sum of the queued frames' lengths
 	offered  uint64        // bytes ever pushed: the demand on the path
+	// parked holds frames set aside by park, oldest first, outside the
+	// bands (pop does not see them) until unpark; parkedDue is the
+	// earliest deadline among them, unix ns.
+	parked    []frame
+	parkedDue int64
 }
 
 // recentObjects remembers the last objects (frame IDs) added to it, up to
@@ -328,6 +337,88 @@ func (q *sendQueue) expired(f *frame, now int64) (reason DropReason, dead bool) 
 	return DropExpired, q.maxAge > 0 && now-f.enqueued > q.maxAge
 }
 
+// deadline returns when f expires (expired), unix ns; math.MaxInt64:
+// never.
+func (q *sendQueue) deadline(f *frame) int64 {
+	switch {
+	case f.expires != 0:
+		return f.expires
+	case q.maxAge > 0:
+		return f.enqueued + q.maxAge
+	}
+	return math.MaxInt64
+}
+
+// park sets f, popped from this queue, aside until unpark: a frame the
+// path cannot carry now but may carry again soon (the path's datagram
+// budget cut on a mere suspicion, pmtu.go). Parked frames do not hold up
+// the frames behind them. At most the queue's capacity is parked: beyond
+// it the oldest parked frame is dropped (DropQueueFull).
+func (q *sendQueue) park(f frame) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.parked == nil {
+		q.parked = make([]frame, 0, q.cap) // once per path
+	}
+	if len(q.parked) == q.cap {
+		old := q.parked[0]
+		copy(q.parked, q.parked[1:])
+		q.parked[len(q.parked)-1] = frame{}
+		q.parked = q.parked[:len(q.parked)-1]
+		q.drops.add(DropQueueFull)
+		q.lostLocked(&old, f.enqueued)
+		putBuf(old.buf)
+	}
+	q.parked = append(q.parked, f)
+	if d := q.deadline(&f); len(q.parked) == 1 || d < q.parkedDue {
+		q.parkedDue = d
+	}
+}
+
+// parkedExpired reports whether a parked frame's deadline is past at now
+// (unix ns): unpark then lets pop drop it.
+func (q *sendQueue) parkedExpired(now int64) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.parked) > 0 && now > q.parkedDue
+}
+
+// unpark puts the parked frames back at the heads of their bands, in the
+// order they were popped, and returns how many. Pop then sends them,
+// drops those past their deadline, or hands them back for parking. When
+// the queue is full the rest are dropped (DropQueueFull).
+func (q *sendQueue) unpark() int {
+	q.mu.Lock()
+	k := len(q.parked)
+	if k == 0 {
+		q.mu.Unlock()
+		return 0
+	}
+	for i := k - 1; i >= 0; i-- { // newest first: the oldest ends at the head
+		f := q.parked[i]
+		q.parked[i] = frame{}
+		if q.n == q.cap {
+			q.drops.add(DropQueueFull)
+			q.lostLocked(&f, f.enqueued)
+			putBuf(f.buf)
+			continue
+		}
+		band := bandOf(f.prio)
+		if q.bands[band].buf == nil { // parked without having been queued here
+			q.bands[band].buf = make([]frame, q.cap)
+		}
+		q.bands[band].pushFront(f)
+		q.n++
+		q.bytes += f.end - f.off
+	}
+	q.parked = q.parked[:0]
+	n, b := q.n, q.bytes
+	q.mu.Unlock()
+	q.onLen(n, b)
+	q.ring()
+	return k
+}
+
 // wait blocks until a push rings the doorbell or done is closed; it reports
 // false when done is closed.
 func (q *sendQueue) wait(done <-chan struct{}) bool {
@@ -339,10 +430,17 @@ func (q *sendQueue) wait(done <-chan struct{}) bool {
 	}
 }
 
-// drain drops every queued frame, counting them as expired.
+// drain drops every queued and parked frame, counting them as expired.
 func (q *sendQueue) drain() {
 	q.mu.Lock()
 	now := time.Now().UnixNano()
+	for i := range q.parked {
+		q.countObjLocked(&q.parked[i], now)
+		putBuf(q.parked[i].buf)
+		q.parked[i] = frame{}
+		q.drops.add(DropExpired)
+	}
+	q.parked = q.parked[:0]
 	for b := range q.bands {
 		for q.bands[b].n > 0 {
 			f := q.bands[b].popFront()

@@ -153,3 +153,87 @@ func TestSendQueueRequeue(t *testing.T) {
 		t.Errorf("requeue into a full queue: %d full drops, want 1", d)
 	}
 }
+
+// TestSendQueuePark checks that parked frames leave the bands until
+// unpark, come back at the heads of their bands in the order they were
+// popped, expire there as queued frames do, and are freed by drain.
+func TestSendQueuePark(t *testing.T) {
+	ms := int64(time.Millisecond)
+	mk := func(id byte, prio uint8, at int64) frame {
+		b := getBuf()
+		b[0] = id
+		return frame{buf: b, end: 1, prio: prio, enqueued: at}
+	}
+	ids := func(q *sendQueue, now int64) []byte {
+		var out []byte
+		for {
+			f, ok, _ := q.pop(now)
+			if !ok {
+				return out
+			}
+			out = append(out, f.buf[0])
+			putBuf(f.buf)
+		}
+	}
+	cases := []struct {
+		name     string
+		park     int   // frames popped and parked, of 1 (prio 200), 2, 3, 4 (prio 0) in order
+		unparkAt int64 // ms
+		want     []byte
+		expired  uint64
+	}{
+		{"none parked", 0, 10, []byte{1, 2, 3, 4}, 0},
+		{"one parked comes back first", 1, 10, []byte{1, 2, 3, 4}, 0},
+		{"two parked keep their order", 3, 10, []byte{1, 2, 3, 4}, 0},
+		{"parked past their deadline are dropped", 2, 150, []byte{3, 4}, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			q := newSendQueue(8, 100*time.Millisecond, func(int, int) {}, nil)
+			q.push(mk(1, 200, 0))
+			q.push(mk(2, 0, 0))
+			q.push(mk(3, 0, 60*ms))
+			q.push(mk(4, 0, 60*ms))
+			for range c.park {
+				f, _, _ := q.pop(0)
+				q.park(f)
+			}
+			if got := len(q.parked); got != c.park {
+				t.Fatalf("%d parked, want %d", got, c.park)
+			}
+			if exp := q.parkedExpired(c.unparkAt * ms); exp != (c.expired > 0) {
+				t.Errorf("parkedExpired at %d ms = %v, want %v", c.unparkAt, exp, c.expired > 0)
+			}
+			if n := q.unpark(); n != c.park {
+				t.Errorf("unpark returned %d, want %d", n, c.park)
+			}
+			if got := ids(q, c.unparkAt*ms); string(got) != string(c.want) {
+				t.Errorf("popped %v, want %v", got, c.want)
+			}
+			if d := q.drops.get(DropExpired); d != c.expired {
+				t.Errorf("%d expired, want %d", d, c.expired)
+			}
+		})
+	}
+
+	t.Run("drain frees parked frames", func(t *testing.T) {
+		q := newSendQueue(4, time.Second, func(int, int) {}, nil)
+		q.push(mk(1, 0, 0))
+		f, _, _ := q.pop(0)
+		q.park(f)
+		q.drain()
+		if len(q.parked) != 0 || q.unpark() != 0 || q.drops.get(DropExpired) != 1 {
+			t.Errorf("after drain: %d parked, %d expired; want 0 and 1", len(q.parked), q.drops.get(DropExpired))
+		}
+	})
+	t.Run("parking beyond capacity drops the oldest", func(t *testing.T) {
+		q := newSendQueue(2, time.Second, func(int, int) {}, nil)
+		for i := range byte(3) {
+			q.park(mk(i+1, 0, 0))
+		}
+		q.unpark()
+		if got := ids(q, 0); string(got) != string([]byte{2, 3}) || q.drops.get(DropQueueFull) != 1 {
+			t.Errorf("popped %v with %d full drops, want [2 3] and 1", got, q.drops.get(DropQueueFull))
+		}
+	})
+}

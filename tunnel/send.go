@@ -134,6 +134,10 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 	// Only paths whose datagram budget carries the packet (pmtu.go).
 	states, idx := b.fitStates(set, n+HeaderBudget, &b.fit)
 	k := policy.Select(b.picker, dir, obj, states, now, b.picks, &b.sel)
+	if k == 0 && idx != nil { // no budget carries it: a path whose budget fell on suspicion holds it for the probe
+		states, idx = b.fit.fitConfirmed(set, n+HeaderBudget)
+		k = policy.Select(b.picker, dir, obj, states, now, b.picks, &b.sel)
+	}
 	remap(b.picks, k, idx)
 	if k == 0 {
 		b.drops.add(DropNoPath)

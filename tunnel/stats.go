@@ -124,12 +124,15 @@ type PathStats struct {
 	// (SEARCH_COMPLETE, BASE, SEARCH or ERROR); PMTUReason why the budget
 	// last changed, empty before any change. BlackHoles counts the black
 	// holes detected (large datagrams lost while smaller ones arrive);
-	// PMTUProbes the probes sent.
+	// PMTUProbes the probes sent; PMTUHeld the datagrams that waited
+	// parked for a probe's answer while the budget was cut on a mere
+	// suspicion and no other path carried them.
 	DatagramBudget int    `json:"datagram_budget_bytes"`
 	PMTUState      string `json:"pmtu_state"`
 	PMTUReason     string `json:"pmtu_reason,omitempty"`
 	BlackHoles     uint64 `json:"black_holes,omitempty"`
 	PMTUProbes     uint64 `json:"pmtu_probes,omitempty"`
+	PMTUHeld       uint64 `json:"pmtu_held,omitempty"`
 }
 
 // LaneStats is one lane of a path: its QUIC connection's congestion

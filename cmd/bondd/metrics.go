@@ -136,6 +136,7 @@ var (
 		{desc("path_liveness_probes_total", "Liveness probes sent on the path while it was SUSPECT.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.Probes) }},
 		{desc("path_pmtu_black_holes_total", "Path MTU black holes detected on the path: large datagrams lost while smaller ones arrive (RFC 8899 §4.3).", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.BlackHoles) }},
 		{desc("path_pmtu_probes_total", "Path MTU probes (padded datagrams) sent on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.PMTUProbes) }},
+		{desc("path_pmtu_held_packets_total", "Datagrams parked for a path MTU probe's answer while the path's budget was cut on suspicion alone.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.PMTUHeld) }},
 		{desc("path_migrations_total", "Changes of the peer's address under a live connection of the path (migration, NAT rebinding).", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.Migrations) }},
 	}
 	pathStatuses = []string{policy.StatusActive.String(), policy.StatusDegraded.String(), policy.StatusUnavailable.String()}
