@@ -30,6 +30,19 @@ const DefaultLEOWindow = 100 * time.Millisecond
 // 15-second Starlink cycle.
 const MaxLEOWindow = 7500 * time.Millisecond
 
+// DefaultLEOHold is how long after each scheduled second a path with a
+// marker holds its frames by default: 100 ms, the end of 88 % of the
+// outages (MoMQ §4.1, F4; median 58 ms).
+const DefaultLEOHold = 100 * time.Millisecond
+
+// MaxLEOHold bounds LEOReconf.Hold: a frame waits at most the send
+// queue's 200 ms by default, so a longer hold only expires frames.
+const MaxLEOHold = time.Second
+
+// LEOHoldLead is how long before each scheduled second the hold begins:
+// a datagram handed to QUIC just before the second may leave after it.
+const LEOHoldLead = 10 * time.Millisecond
+
 // LEOReconf is a LEO reconfiguration schedule: the path is in a danger zone
 // whenever the UTC clock is within Window of one of Seconds of a minute.
 // The zero value is the Starlink schedule. Read-only once attached to a
@@ -41,6 +54,13 @@ type LEOReconf struct {
 	// Window is the half-width of each danger zone, 1 ms to MaxLEOWindow.
 	// Zero: DefaultLEOWindow.
 	Window time.Duration
+	// Hold is how long after each scheduled second the path holds the
+	// frames queued on it rather than send them into the outage that
+	// follows (they wait in its send queue, where their deadlines act,
+	// and the scheduler sees the queue grow); the hold begins
+	// LEOHoldLead before the second. Zero: DefaultLEOHold; negative: no
+	// hold. At most MaxLEOHold.
+	Hold time.Duration
 }
 
 // Validate reports a second outside 0–59 or a window outside 0 (the
@@ -54,7 +74,46 @@ func (l LEOReconf) Validate() error {
 	if l.Window != 0 && (l.Window < time.Millisecond || l.Window > MaxLEOWindow) {
 		return fmt.Errorf("policy: LEO danger-zone window %v is outside 1ms..%v", l.Window, MaxLEOWindow)
 	}
+	if l.Hold > MaxLEOHold {
+		return fmt.Errorf("policy: LEO hold %v is above %v", l.Hold, MaxLEOHold)
+	}
 	return nil
+}
+
+// HoldFor returns how much longer, from now (UTC), a path with this
+// schedule holds its frames: the rest of the span from LEOHoldLead before
+// a scheduled second to Hold after it, or 0 outside every such span (and
+// always with a negative Hold). It does not allocate.
+func (l *LEOReconf) HoldFor(now time.Time) time.Duration {
+	hold := l.Hold
+	switch {
+	case hold < 0:
+		return 0
+	case hold == 0:
+		hold = DefaultLEOHold
+	}
+	const minute = int64(time.Minute)
+	t := now.UnixNano() % minute
+	if t < 0 {
+		t += minute
+	}
+	secs := l.Seconds
+	if len(secs) == 0 {
+		secs = defaultLEOSeconds[:]
+	}
+	for _, s := range secs {
+		d := t - int64(s)*int64(time.Second) // time since the second, wrapped into (-30 s, 30 s]
+		switch {
+		case d > minute/2:
+			d -= minute
+		case d <= -minute/2:
+			d += minute
+		}
+		if d >= -int64(LEOHoldLead) && d < int64(hold) {
+			return time.Duration(int64(hold) - d)
+		}
+	}
+	return 0
 }
 
 // Active reports whether now (UTC; Unix time has no leap seconds, so
@@ -99,6 +158,17 @@ func (p *Path) SetLEOReconf(l *LEOReconf) {
 	}
 	c := *l
 	p.leo.Store(&c)
+}
+
+// LEOHold returns how much longer, from now, the path holds its frames
+// around a scheduled reconfiguration ([LEOReconf.HoldFor]); 0 without a
+// marker. Allocation-free.
+func (p *Path) LEOHold(now time.Time) time.Duration {
+	l := p.leo.Load()
+	if l == nil {
+		return 0
+	}
+	return l.HoldFor(now)
 }
 
 // LEOReconf returns the path's reconfiguration marker, or nil.

@@ -49,6 +49,51 @@ func TestLEOReconfActive(t *testing.T) {
 	}
 }
 
+func TestLEOReconfHoldFor(t *testing.T) {
+	minute := time.Date(2025, 3, 5, 12, 30, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return minute.Add(d) }
+	ms := time.Millisecond
+	var starlink LEOReconf // seconds 12, 27, 42, 57; hold 10 ms before to 100 ms after
+	custom := LEOReconf{Seconds: []int{0}, Hold: 150 * ms}
+	off := LEOReconf{Hold: -1}
+	tests := []struct {
+		name string
+		l    *LEOReconf
+		t    time.Time
+		want time.Duration
+	}{
+		{"at the second", &starlink, at(12 * time.Second), 100 * ms},
+		{"the lead before it", &starlink, at(12*time.Second - 10*ms), 110 * ms},
+		{"before the lead", &starlink, at(12*time.Second - 11*ms), 0},
+		{"inside the hold", &starlink, at(27*time.Second + 60*ms), 40 * ms},
+		{"at the hold's end", &starlink, at(42*time.Second + 100*ms), 0},
+		{"between seconds", &starlink, at(30 * time.Second), 0},
+		{"custom hold, across the minute", &custom, at(-5 * ms), 155 * ms},
+		{"custom hold, after", &custom, at(149 * ms), ms},
+		{"before 1970", &custom, time.Unix(-60, 100*1e6), 50 * ms},
+		{"hold off", &off, at(12 * time.Second), 0},
+	}
+	for _, tt := range tests {
+		if got := tt.l.HoldFor(tt.t); got != tt.want {
+			t.Errorf("%s: HoldFor = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() { starlink.HoldFor(minute) }); a != 0 {
+		t.Fatalf("HoldFor allocates %v times", a)
+	}
+	if (LEOReconf{Hold: 2 * time.Second}).Validate() == nil {
+		t.Error("a 2-s hold validated")
+	}
+	p := NewPath("sat", nil, 64)
+	if d := p.LEOHold(at(12 * time.Second)); d != 0 {
+		t.Errorf("a path without a marker holds for %v", d)
+	}
+	p.SetLEOReconf(&starlink)
+	if d := p.LEOHold(at(12 * time.Second)); d != 100*ms {
+		t.Errorf("a path with the Starlink marker holds for %v at second 12, want 100ms", d)
+	}
+}
+
 func TestLEOState(t *testing.T) {
 	zone := time.Date(2025, 3, 5, 12, 30, 27, 0, time.UTC)
 	calm := zone.Add(5 * time.Second)

@@ -262,7 +262,11 @@ func (l *lane) routineSend(conn *quic.Conn) {
 			}
 			continue
 		}
-		if d := p.rc.pace(time.Now()); d > 0 { // frames wait in the queue, where deadlines act
+		// Frames wait in the queue, where deadlines act: for the pacer
+		// (ratectl.go), and through a LEO path's scheduled reconfiguration
+		// outage (policy.LEOReconf.Hold).
+		now := time.Now()
+		if d := max(p.rc.pace(now), p.state.LEOHold(now)); d > 0 {
 			pace.Reset(d)
 			select {
 			case <-pace.C:

@@ -178,6 +178,11 @@ type s2Result struct {
 	ResendLate uint64            `json:"resend_late"`
 	SendErrors int               `json:"send_errors"`         // video packets the sender's host refused (EMSGSIZE, ...)
 	MTUChanges uint64            `json:"mtu_changes"`         // the edge bond's MTU changes by path MTU discovery
+	// NoPath is the edge's packets that no path could take (no_path
+	// drops); PMTUHeld those that waited parked for a path MTU probe's
+	// answer instead (tunnel.PathStats.PMTUHeld, summed over paths).
+	NoPath   uint64 `json:"no_path_drops"`
+	PMTUHeld uint64 `json:"pmtu_held"`
 	ICMPSent   uint64            `json:"icmp_sent"`           // "fragmentation needed" replies the edge wrote into its TUN
 	RuleHits   []tunnel.RuleHits `json:"rule_hits,omitempty"` // packets each rule matched on the edge
 	Paths      []benchPath       `json:"paths"`
@@ -487,7 +492,13 @@ func runS2Config(ctx context.Context, o Options, sc emu.Scenario, c s2Config, ou
 		Frames: vs.frames, FramesLost: vs.lost, FramesQueueHit: int(run.objDrops), WireBytes: run.wireBytes, QueueDrops: run.queueDrops,
 		Resent: run.resent, ResendLate: run.resendLate,
 		SendErrors: vs.sendErrors, MTUChanges: run.edge1.MTUChanges - run.edge0.MTUChanges, ICMPSent: run.edge1.ICMPSent - run.edge0.ICMPSent,
-		Paths: run.paths(), video: vs, trace: trace}
+		NoPath: run.edge1.Drops[tunnel.DropNoPath] - run.edge0.Drops[tunnel.DropNoPath],
+		Paths:  run.paths(), video: vs, trace: trace}
+	for i, p := range run.edge1.Paths {
+		if i < len(run.edge0.Paths) {
+			res.PMTUHeld += p.PMTUHeld - run.edge0.Paths[i].PMTUHeld
+		}
+	}
 	for _, p := range res.Paths {
 		if p.Name == s2Metered {
 			res.MeteredShare = p.Share
@@ -502,6 +513,9 @@ func runS2Config(ctx context.Context, o Options, sc emu.Scenario, c s2Config, ou
 	if res.SendErrors > 0 || res.MTUChanges > 0 {
 		fmt.Fprintf(out, "  %-16s warning: the bond's MTU changed %d times, %d \"fragmentation needed\" replies, the sender's host refused %d packets\n",
 			c.name, res.MTUChanges, res.ICMPSent, res.SendErrors)
+	}
+	if res.NoPath > 0 || res.PMTUHeld > 0 {
+		fmt.Fprintf(out, "  %-16s %d packets waited for a path MTU probe's answer, %d found no path\n", c.name, res.PMTUHeld, res.NoPath)
 	}
 	return res, run.mode, nil
 }

@@ -239,8 +239,10 @@ type UplinkConfig struct {
 	// LEOReconf marks a LEO satellite uplink with its reconfiguration
 	// schedule (YAML leo_reconf: true for Starlink's seconds 12, 27, 42
 	// and 57 of each UTC minute, ±100 ms; or {seconds: [...], window_ms:
-	// N}): inside a danger zone the rules see leo_state=reconf. nil:
-	// none. Optional.
+	// N, hold_ms: N}): inside a danger zone the rules see
+	// leo_state=reconf, and from 10 ms before each second to hold_ms
+	// (default 100, 0: none) after it the uplink holds its queued
+	// frames. nil: none. Optional.
 	LEOReconf *policy.LEOReconf
 	// Budget is the uplink's byte budget per UTC day, week or month (YAML
 	// budget: 2GB/month); at 90 % the path is DEGRADED for traffic no rule

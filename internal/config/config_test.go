@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // testToken is a valid token (32 bytes) for fixture files.
@@ -249,12 +250,15 @@ func TestConfigParse(t *testing.T) {
 		{"leo_reconf false", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: false}", 1), ""},
 		{"leo_reconf schedule", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: {seconds: [12, 27, 42, 57], window_ms: 150}}", 1), ""},
 		{"leo_reconf defaults", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: {}}", 1), ""},
+		{"leo_reconf hold", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: {hold_ms: 150}}", 1), ""},
+		{"leo_reconf no hold", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: {hold_ms: 0}}", 1), ""},
+		{"leo_reconf hold too long", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: {hold_ms: 1001}}", 1), `bondd.yaml:9: edge.uplinks[0].leo_reconf.hold_ms: expected a hold in milliseconds from 0 (none) to 1000 after each second, like 100, got "1001"`},
 		{"leo_reconf second out of range", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: {seconds: [12, 60]}}", 1), `bondd.yaml:9: edge.uplinks[0].leo_reconf.seconds[1]: expected a second of the UTC minute from 0 to 59, got "60"`},
 		{"leo_reconf seconds not a list", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: {seconds: 12}}", 1), "bondd.yaml:9: edge.uplinks[0].leo_reconf.seconds: expected a list of seconds of the minute from 0 to 59, got"},
 		{"leo_reconf window zero", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: {window_ms: 0}}", 1), `bondd.yaml:9: edge.uplinks[0].leo_reconf.window_ms: expected a window in milliseconds from 1 to 7500 either side of each second, like 100, got "0"`},
 		{"leo_reconf window too wide", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: {window_ms: 8000}}", 1), "bondd.yaml:9: edge.uplinks[0].leo_reconf.window_ms: expected a window in milliseconds from 1 to 7500"},
 		{"leo_reconf not a bool", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: yes}", 1), `bondd.yaml:9: edge.uplinks[0].leo_reconf: expected true or false, got "yes"`},
-		{"leo_reconf unknown field", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: {window: 100}}", 1), `bondd.yaml:9: edge.uplinks[0].leo_reconf.window: unknown field "window"; known fields: seconds, window_ms`},
+		{"leo_reconf unknown field", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: {window: 100}}", 1), `bondd.yaml:9: edge.uplinks[0].leo_reconf.window: unknown field "window"; known fields: seconds, window_ms, hold_ms`},
 		{"budget", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, budget: 2GB/month}", 1), ""},
 		{"budget binary units", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, budget: 10GiB/week}", 1), ""},
 		{"budget fraction", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, budget: 1.5 GB/day}", 1), ""},
@@ -568,6 +572,30 @@ func TestFECVideoResidual(t *testing.T) {
 		f := FECConfig{VideoResidual: tt.in}
 		if got := f.TunnelVideoResidual(); got != tt.want {
 			t.Errorf("VideoResidual %v: %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestLEOReconfHold checks the hold an uplink's leo_reconf gives the path:
+// the default, a set one, and none.
+func TestLEOReconfHold(t *testing.T) {
+	dir := configDir(t)
+	for _, tc := range []struct {
+		yaml string
+		want time.Duration
+	}{
+		{"leo_reconf: true", 0},
+		{"leo_reconf: {}", 0},
+		{"leo_reconf: {hold_ms: 150}", 150 * time.Millisecond},
+		{"leo_reconf: {hold_ms: 0}", -1},
+	} {
+		c, err := ParseWith("bondd.yaml", []byte(strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, "+tc.yaml+"}", 1)), Options{Dir: dir})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.yaml, err)
+		}
+		l := c.Edge.Uplinks[0].LEOReconf
+		if l == nil || l.Hold != tc.want {
+			t.Errorf("%s: LEOReconf %+v, want Hold %v", tc.yaml, l, tc.want)
 		}
 	}
 }

@@ -95,7 +95,7 @@ var (
 	tunKeys          = []string{"name", "addresses", "mtu", "routes"}
 	edgeKeys         = []string{"id", "concentrator", "server_name", "ca_file", "server_cert_sha256", "token_file", "cert_file", "key_file", "uplinks", "downlink_rules", "failover"}
 	uplinkKeys       = []string{"name", "bind", "interface", "remote", "labels", "lanes", "leo_reconf", "budget"}
-	leoReconfKeys    = []string{"seconds", "window_ms"}
+	leoReconfKeys    = []string{"seconds", "window_ms", "hold_ms"}
 	concentratorKeys = []string{"listen", "cert_file", "key_file", "client_ca_file", "edges", "bgp"}
 	edgeEntryKeys    = []string{"id", "token_file", "cert_cn", "allowed_prefixes", "allow_edge_rules", "policy_label_keys"}
 	pathsKeys        = []string{"queue_packets", "max_queue_delay", "keepalive", "idle_timeout", "redial_min", "redial_max", "initial_packet_size_bytes", "rate_control", "suspect_rtts", "suspect_min", "dead_after", "stale_after", "pmtu_discovery", "pmtu_raise", "retransmit"}
@@ -433,7 +433,8 @@ func (d *configDecoder) uplink(n *yaml.Node, path string) UplinkConfig {
 }
 
 // leoReconf decodes an uplink's leo_reconf: true (the Starlink schedule),
-// false (none), or a mapping {seconds: [0..59, ...], window_ms: 1..7500}.
+// false (none), or a mapping {seconds: [0..59, ...], window_ms: 1..7500,
+// hold_ms: 0..1000} (hold_ms 0: no hold).
 func (d *configDecoder) leoReconf(n *yaml.Node, field string) *policy.LEOReconf {
 	if n.Kind == yaml.ScalarNode {
 		if on, ok := d.boolean(n, field); ok && on {
@@ -467,6 +468,20 @@ func (d *configDecoder) leoReconf(n *yaml.Node, field string) *policy.LEOReconf 
 				d.errorf(w, field+".window_ms", "expected %s, got %q", want, s)
 			} else {
 				l.Window = time.Duration(v) * time.Millisecond
+			}
+		}
+	}
+	if h := f["hold_ms"]; h != nil {
+		maxMS := int(policy.MaxLEOHold / time.Millisecond)
+		want := fmt.Sprintf("a hold in milliseconds from 0 (none) to %d after each second, like 100", maxMS)
+		if s, ok := d.scalar(h, field+".hold_ms", want); ok {
+			switch v, err := strconv.Atoi(s); {
+			case err != nil || v < 0 || v > maxMS:
+				d.errorf(h, field+".hold_ms", "expected %s, got %q", want, s)
+			case v == 0:
+				l.Hold = -1
+			default:
+				l.Hold = time.Duration(v) * time.Millisecond
 			}
 		}
 	}
