@@ -175,7 +175,10 @@ type UplinkOptions struct {
 	// LEOReconf, when set, marks the uplink as a LEO satellite path with a
 	// reconfiguration schedule (Starlink: seconds 12, 27, 42, 57 of each
 	// UTC minute, ±100 ms): inside a danger zone the rules see
-	// leo_state=reconf (policy.LEOState; MoMQ §4.1 R2). Optional.
+	// leo_state=reconf (policy.LEOState; MoMQ §4.1 R2), and around each
+	// scheduled second the path's lanes hand nothing to QUIC for its Hold
+	// (policy.LEOReconf.HoldFor): the frames wait in the path's send
+	// queue. Optional.
 	LEOReconf *policy.LEOReconf
 	// Budget is the uplink's byte budget per UTC day, week or month (the
 	// zero value: none). At 90 % of it the path turns DEGRADED for traffic

@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -19,16 +23,23 @@ import (
 
 func newRunCmd() *cobra.Command {
 	var cfgPath, ctlPath string
+	var check bool
 	cmd := &cobra.Command{
 		Use:   "run --config FILE",
 		Short: "Run an edge or a concentrator from a config file",
 		Long: "Run opens the TUN device and the uplinks described in the config file and\n" +
-			"carries traffic until SIGINT or SIGTERM. See docs/config.md.",
+			"carries traffic until SIGINT or SIGTERM. See docs/config.md.\n\n" +
+			"With --check it only loads the config file, the files it names and its rule\n" +
+			"file, prints what it would run, and exits: non-zero, with every error found,\n" +
+			"when something is wrong (before a restart or a reload, like nginx -t).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.Load(cfgPath)
 			if err != nil {
 				return err
+			}
+			if check {
+				return checkConfig(cmd.OutOrStdout(), cfg)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -38,7 +49,68 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().StringVarP(&cfgPath, "config", "c", "", "config file (YAML)")
 	cmd.MarkFlagRequired("config")
 	cmd.Flags().StringVar(&ctlPath, "control-socket", defaultControlSocket, "Unix socket serving status to bondd status; empty: none")
+	cmd.Flags().BoolVar(&check, "check", false, "check the config file and its rule file, print a summary and exit")
 	return cmd
+}
+
+// checkConfig compiles cfg's rule file, if any, and writes a summary of
+// what cfg runs to w. It returns the rule file's errors.
+func checkConfig(w io.Writer, cfg *config.Config) error {
+	var nrules int
+	var warns []rules.Error
+	if cfg.Rules != "" {
+		copts, err := cfg.Classify.Options()
+		if err != nil {
+			return err
+		}
+		set, err := rules.Load(cfg.Rules, rules.Options{Classes: copts.Classes})
+		if err != nil {
+			return err
+		}
+		nrules, warns = set.Len(), set.Warnings()
+	}
+	fmt.Fprintf(w, "%s: OK, role %s\n", cfg.File(), cfg.Role)
+	switch {
+	case cfg.Edge != nil:
+		e := cfg.Edge
+		fmt.Fprintf(w, "edge %s to concentrator %s, %d uplink(s):\n", e.ID, e.Concentrator, len(e.Uplinks))
+		for _, u := range e.Uplinks {
+			fmt.Fprintf(w, "  %s", u.Name)
+			if u.Interface != "" {
+				fmt.Fprintf(w, " on %s", u.Interface)
+			}
+			if u.LEOReconf != nil {
+				fmt.Fprint(w, ", LEO reconfiguration schedule")
+			}
+			if len(u.Labels) > 0 {
+				keys := slices.Sorted(maps.Keys(u.Labels))
+				fmt.Fprint(w, ", labels")
+				for _, k := range keys {
+					fmt.Fprintf(w, " %s=%s", k, u.Labels[k])
+				}
+			}
+			fmt.Fprintln(w)
+		}
+	case cfg.Concentrator != nil:
+		fmt.Fprintf(w, "concentrator on %s, %d edge(s)\n", cfg.Concentrator.Listen, len(cfg.Concentrator.Edges))
+	}
+	if cfg.Rules != "" {
+		fmt.Fprintf(w, "rules: %s, %d rule(s)\n", cfg.Rules, nrules)
+		for _, e := range warns {
+			fmt.Fprintf(w, "  warning: %v\n", e)
+		}
+	}
+	if cfg.Edge != nil && cfg.Edge.DownlinkRules != "" {
+		set, err := rules.Load(cfg.Edge.DownlinkRules, rules.Options{}) // as the edge loads it (internal/node)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "downlink rules: %s, %d rule(s)\n", cfg.Edge.DownlinkRules, set.Len())
+		for _, e := range set.Warnings() {
+			fmt.Fprintf(w, "  warning: %v\n", e)
+		}
+	}
+	return nil
 }
 
 // runDaemon starts the configured role, its control socket and metrics

@@ -174,22 +174,22 @@ type s2Result struct {
 	QueueDrops     uint64  `json:"queue_drops"`
 	// Resent is the edge's data datagrams lost on a path and sent again,
 	// ResendLate those lost too late to arrive in time (tunnel.PathStats).
-	Resent     uint64            `json:"resent"`
-	ResendLate uint64            `json:"resend_late"`
-	SendErrors int               `json:"send_errors"`         // video packets the sender's host refused (EMSGSIZE, ...)
-	MTUChanges uint64            `json:"mtu_changes"`         // the edge bond's MTU changes by path MTU discovery
+	Resent     uint64 `json:"resent"`
+	ResendLate uint64 `json:"resend_late"`
+	SendErrors int    `json:"send_errors"` // video packets the sender's host refused (EMSGSIZE, ...)
+	MTUChanges uint64 `json:"mtu_changes"` // the edge bond's MTU changes by path MTU discovery
 	// NoPath is the edge's packets that no path could take (no_path
 	// drops); PMTUHeld those that waited parked for a path MTU probe's
 	// answer instead (tunnel.PathStats.PMTUHeld, summed over paths).
-	NoPath   uint64 `json:"no_path_drops"`
-	PMTUHeld uint64 `json:"pmtu_held"`
-	ICMPSent   uint64            `json:"icmp_sent"`           // "fragmentation needed" replies the edge wrote into its TUN
-	RuleHits   []tunnel.RuleHits `json:"rule_hits,omitempty"` // packets each rule matched on the edge
-	Paths      []benchPath       `json:"paths"`
-	Runs       int               `json:"runs"` // runs the numbers are medians over (buffer_ms: over their windows)
-	CI95       ciMap             `json:"ci95"` // 95 % bootstrap intervals of the medians
-	video      videoStats        // all runs' samples, pooled and sorted
-	trace      []pathSample      // the edge's paths every pathTraceStep (paths.csv)
+	NoPath   uint64            `json:"no_path_drops"`
+	PMTUHeld uint64            `json:"pmtu_held"`
+	ICMPSent uint64            `json:"icmp_sent"`           // "fragmentation needed" replies the edge wrote into its TUN
+	RuleHits []tunnel.RuleHits `json:"rule_hits,omitempty"` // packets each rule matched on the edge
+	Paths    []benchPath       `json:"paths"`
+	Runs     int               `json:"runs"` // runs the numbers are medians over (buffer_ms: over their windows)
+	CI95     ciMap             `json:"ci95"` // 95 % bootstrap intervals of the medians
+	video    videoStats        // all runs' samples, pooled and sorted
+	trace    []pathSample      // the edge's paths every pathTraceStep (paths.csv)
 }
 
 // s2Report is results.json for S2.
