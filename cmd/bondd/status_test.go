@@ -28,7 +28,8 @@ func TestPrintStatus(t *testing.T) {
 		"duplicate 7 too_old 0 spoofed 5",
 		"rule hits: video=42 rest=58",
 		"bond van-18 (id 0), up 0s, mtu 1152 (configured 1280: no path carries full-size datagrams; largest datagram budget 1195 bytes, on path cell-a), addresses -:",
-		"  path cell-a datagram budget 1195 bytes (SEARCH_COMPLETE, 1 black holes, 16 probes): black hole: 5 datagrams of 1322+ bytes lost",
+		"  path cell-a datagram budget 1195 bytes (SEARCH_COMPLETE, 1 black holes, 16 probes, 4 datagrams parked for a probe): black hole: 5 datagrams of 1322+ bytes lost",
+		"  path cell-a: 9 datagrams resent, 2 lost too late to resend, 5 queued frames moved to other paths when it failed, 1 video frames hit in its queue",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in\n%s", want, out)

@@ -254,6 +254,7 @@ func Print(w io.Writer, r *Report, now time.Time) {
 				formatPathDrops(p.Drops), formatLabels(p.Labels), formatPeer(p), p.LastError)
 		}
 		tw.Flush()
+		writeResends(w, b.Paths)
 		writePMTU(w, b.Paths)
 		writeRateTable(w, b.Paths)
 	}
@@ -269,6 +270,20 @@ func formatMTU(b tunnel.BondStats) string {
 	return fmt.Sprintf("%d (configured %d: %s)", b.MTU, b.MTUConfigured, b.MTUReason)
 }
 
+// writeResends prints, for each path that ever lost a datagram it sent
+// again or moved queued frames to other paths, those counts: datagrams
+// resent (and those lost too late to resend), frames rescued when the
+// path failed, and video frames its send queue dropped a packet of.
+func writeResends(w io.Writer, paths []tunnel.PathStats) {
+	for _, p := range paths {
+		if p.Resent+p.ResendLate+p.Rescued == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "  path %s: %d datagrams resent, %d lost too late to resend, %d queued frames moved to other paths when it failed, %d video frames hit in its queue\n",
+			p.Name, p.Resent, p.ResendLate, p.Rescued, p.ObjectsDropped)
+	}
+}
+
 // writePMTU prints, for each path whose datagram budget path MTU
 // discovery ever changed, the budget, its RFC 8899 state and why
 // (tunnel.PathStats.PMTUReason).
@@ -277,8 +292,8 @@ func writePMTU(w io.Writer, paths []tunnel.PathStats) {
 		if p.PMTUReason == "" {
 			continue
 		}
-		fmt.Fprintf(w, "  path %s datagram budget %d bytes (%s, %d black holes, %d probes): %s\n",
-			p.Name, p.DatagramBudget, p.PMTUState, p.BlackHoles, p.PMTUProbes, p.PMTUReason)
+		fmt.Fprintf(w, "  path %s datagram budget %d bytes (%s, %d black holes, %d probes, %d datagrams parked for a probe): %s\n",
+			p.Name, p.DatagramBudget, p.PMTUState, p.BlackHoles, p.PMTUProbes, p.PMTUHeld, p.PMTUReason)
 	}
 }
 
