@@ -329,7 +329,8 @@ func (c *Concentrator) accept(conn *quic.Conn) (*lane, error) {
 		conn.CloseWithError(codeProtocol, "too many paths")
 		return nil, fmt.Errorf("edge %s: more than %d paths", h.EdgeID, maxPaths)
 	}
-	caps := ctrlmsg.CapsOf(h.Control) // the concentrator takes every capability it knows
+	p.state.SetLEOReconf(leoFromWire(h.LEO)) // the uplink's schedule acts on the downlink too
+	caps := ctrlmsg.CapsOf(h.Control)        // the concentrator takes every capability it knows
 	e.bond.peerTags.Store(caps&ctrlmsg.CapFlowTags != 0)
 	if err := ctrlmsg.Write(str, &ctrlmsg.HelloReply{Type: ctrlmsg.TypeHelloReply, OK: true, MTU: c.opts.MTU, Control: caps.Names()}); err != nil {
 		conn.CloseWithError(codeProtocol, "hello reply failed")

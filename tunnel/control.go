@@ -3,7 +3,10 @@ package tunnel
 import (
 	"errors"
 	"io"
+	"slices"
+	"time"
 
+	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
@@ -95,4 +98,31 @@ func screenType(typ string, caps ctrlmsg.Caps, peer ctrlmsg.Side) (known bool, v
 		return true, typ + " sent by the " + side
 	}
 	return true, ""
+}
+
+// leoToWire is an uplink's LEO reconfiguration schedule as the hello
+// carries it; nil for none.
+func leoToWire(l *policy.LEOReconf) *ctrlmsg.LEOSchedule {
+	if l == nil {
+		return nil
+	}
+	w := &ctrlmsg.LEOSchedule{Seconds: l.Seconds, WindowMs: int(l.Window / time.Millisecond), HoldMs: int(l.Hold / time.Millisecond)}
+	if l.Hold < 0 {
+		w.HoldMs = -1
+	}
+	return w
+}
+
+// leoFromWire is the schedule of a hello (checked by Hello.Check) as the
+// path's marker; nil for none.
+func leoFromWire(w *ctrlmsg.LEOSchedule) *policy.LEOReconf {
+	if w == nil {
+		return nil
+	}
+	l := &policy.LEOReconf{Seconds: slices.Clone(w.Seconds), Window: time.Duration(w.WindowMs) * time.Millisecond,
+		Hold: time.Duration(w.HoldMs) * time.Millisecond}
+	if l.Validate() != nil {
+		return nil // bounds Hello.Check does not know of
+	}
+	return l
 }

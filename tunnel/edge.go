@@ -368,7 +368,7 @@ func (e *Edge) hello(ctx context.Context, conn *quic.Conn, u UplinkOptions, lane
 	// Shutdown must not wait for the reply: cut the stream's deadline short.
 	defer context.AfterFunc(ctx, func() { str.SetDeadline(time.Now()) })()
 	err = ctrlmsg.Write(str, &ctrlmsg.Hello{Type: ctrlmsg.TypeHello, Version: Version, EdgeID: e.opts.ID, BondID: e.bondID,
-		Path: u.Name, Lane: lane, Labels: u.Labels, Token: e.opts.Token, Control: ctrlmsg.CapsAll.Names()})
+		Path: u.Name, Lane: lane, Labels: u.Labels, Token: e.opts.Token, Control: ctrlmsg.CapsAll.Names(), LEO: leoToWire(u.LEOReconf)})
 	if err != nil {
 		return unauthorizedOr(err)
 	}

@@ -42,6 +42,12 @@ func TestHelloCheck(t *testing.T) {
 			}
 		}, "labels"},
 		{"long value", func(h *Hello) { h.Labels = map[string]string{"k": strings.Repeat("v", 1025)} }, "out of bounds"},
+		{"leo schedule", func(h *Hello) { h.LEO = &LEOSchedule{Seconds: []int{12, 27, 42, 57}, WindowMs: 100, HoldMs: -1} }, ""},
+		{"leo default", func(h *Hello) { h.LEO = &LEOSchedule{} }, ""},
+		{"leo second", func(h *Hello) { h.LEO = &LEOSchedule{Seconds: []int{60}} }, "LEO second"},
+		{"leo many seconds", func(h *Hello) { h.LEO = &LEOSchedule{Seconds: make([]int, 61)} }, "LEO seconds"},
+		{"leo window", func(h *Hello) { h.LEO = &LEOSchedule{WindowMs: 7501} }, "LEO window"},
+		{"leo hold", func(h *Hello) { h.LEO = &LEOSchedule{HoldMs: -2} }, "LEO hold"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,6 +26,8 @@ func FuzzControlMessage(f *testing.F) {
 		f.Add(binary.BigEndian.AppendUint16(nil, uint16(len(s))), []byte(s))
 	}
 	f.Add([]byte{0, 2}, []byte("{}"))
+	hello := `{"type":"hello","version":1,"edge_id":"van-1","path":"sat","leo":{"seconds":[12,27,42,57],"window_ms":100,"hold_ms":-1}}`
+	f.Add(binary.BigEndian.AppendUint16(nil, uint16(len(hello))), []byte(hello))
 	f.Fuzz(func(t *testing.T, prefix, body []byte) {
 		in := append(append([]byte(nil), prefix...), body...)
 		typ, b, err := Read(bytes.NewReader(in))

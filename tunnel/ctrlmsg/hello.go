@@ -28,6 +28,50 @@ type Hello struct {
 	// MoMQ A.2 ENABLE_MOMQ). Unknown names are ignored. At most MaxCaps
 	// entries of MaxCapLen bytes.
 	Control []string `json:"control,omitempty"`
+	// LEO is the path's LEO reconfiguration schedule, when the uplink has
+	// one (policy.LEOReconf): the concentrator applies it to the path's
+	// downlink (the rules' leo_state, the hold around each second). nil:
+	// none. A concentrator that predates it ignores it.
+	LEO *LEOSchedule `json:"leo,omitempty"`
+}
+
+// LEOSchedule is a path's LEO reconfiguration schedule on the wire. Zero
+// fields take the defaults of policy.LEOReconf.
+type LEOSchedule struct {
+	// Seconds are the scheduled seconds of each UTC minute, 0..59, at
+	// most MaxLEOSeconds of them.
+	Seconds []int `json:"seconds,omitempty"`
+	// WindowMs is the danger zone's half-width, ms: 0 (default) or
+	// 1..MaxLEOWindowMs.
+	WindowMs int `json:"window_ms,omitempty"`
+	// HoldMs is the hold after each second, ms: 0 (default), -1 (none)
+	// or 1..MaxLEOHoldMs.
+	HoldMs int `json:"hold_ms,omitempty"`
+}
+
+// Bounds of a LEOSchedule (those of policy.LEOReconf).
+const (
+	MaxLEOSeconds  = 60
+	MaxLEOWindowMs = 7500
+	MaxLEOHoldMs   = 1000
+)
+
+// check returns an error naming the first field of l out of bounds.
+func (l *LEOSchedule) check() error {
+	switch {
+	case len(l.Seconds) > MaxLEOSeconds:
+		return fmt.Errorf("hello: %d LEO seconds, at most %d", len(l.Seconds), MaxLEOSeconds)
+	case l.WindowMs < 0 || l.WindowMs > MaxLEOWindowMs:
+		return fmt.Errorf("hello: LEO window %d ms outside 0..%d", l.WindowMs, MaxLEOWindowMs)
+	case l.HoldMs < -1 || l.HoldMs > MaxLEOHoldMs:
+		return fmt.Errorf("hello: LEO hold %d ms outside -1..%d", l.HoldMs, MaxLEOHoldMs)
+	}
+	for _, s := range l.Seconds {
+		if s < 0 || s > 59 {
+			return fmt.Errorf("hello: LEO second %d outside 0..59", s)
+		}
+	}
+	return nil
 }
 
 // HelloReply accepts or refuses a path. A refusal does not say why.
@@ -70,6 +114,9 @@ func (h *Hello) Check(version, lanes int) error {
 		if k == "" || len(k) > MaxLabelKey || len(v) > MaxLabelValue {
 			return errors.New("hello: label key or value out of bounds")
 		}
+	}
+	if h.LEO != nil {
+		return h.LEO.check()
 	}
 	return nil
 }
