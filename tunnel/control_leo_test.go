@@ -1,10 +1,12 @@
 package tunnel
 
 import (
+	"context"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
@@ -61,4 +63,69 @@ func TestLEOScheduleReachesConcentrator(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestLEOHoldOutage runs a 1 kHz stream over one path whose LEO schedule
+// names the coming second, and takes the path's link down for 80 ms from
+// that second: the hold (10 ms before to 150 ms after) keeps the stream's
+// packets out of the outage, where without the hold the link drops every
+// packet sent into it (retransmission then recovers most: the check is on
+// the link's outage drops, and on the stream's loss with the hold).
+func TestLEOHoldOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping the LEO outage run in -short mode")
+	}
+	for _, hold := range []bool{true, false} {
+		name := "hold"
+		if !hold {
+			name = "no hold"
+		}
+		t.Run(name, func(t *testing.T) {
+			lost, sent, outage := leoOutageRun(t, hold)
+			t.Logf("%s: %d of %d packets lost; the link dropped %d edge datagrams in the outage", name, lost, sent, outage)
+			switch {
+			case hold && (outage > 5 || lost > sent/100):
+				t.Errorf("with the hold, %d datagrams went into the outage and %d of %d packets were lost, want at most 5 and 1 %%", outage, lost, sent)
+			case !hold && outage < 40:
+				t.Errorf("without the hold only %d datagrams went into the outage: it did not bite, the test measures nothing", outage)
+			}
+		})
+	}
+}
+
+// leoOutageRun sends 1 kHz for 1.6 s across a scheduled second and an
+// 80-ms outage starting at it, and returns the packets lost and sent, and
+// the edge's datagrams the link dropped in the outage.
+func leoOutageRun(t *testing.T, hold bool) (lost, sent int, outage uint64) {
+	at := time.Now().Add(1500 * time.Millisecond).Truncate(time.Second) // the second the outage starts at
+	if time.Until(at) < 700*time.Millisecond {
+		at = at.Add(time.Second)
+	}
+	l := &policy.LEOReconf{Seconds: []int{at.UTC().Second()}, Hold: 150 * time.Millisecond}
+	if !hold {
+		l.Hold = -1
+	}
+	var relays emu.Relays
+	tb := newTestBondWith(t, token, 1, func(o *EdgeOptions) {
+		o.FEC = FECOptions{Mode: FECOff}
+		o.Uplinks[0].LEOReconf = l
+		relays = viaRelays(t, o, []emu.RelayLink{symmetric(10*time.Millisecond, 50*emu.Mbps, 0)}, 3)
+	})
+	tb.waitActive(t, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := &pmtuProbeRun{tb: tb}
+	done := make(chan struct{})
+	go func() { defer close(done); r.receive(ctx) }()
+	time.AfterFunc(time.Until(at), func() {
+		relays[0].SetDown(true)
+		time.AfterFunc(80*time.Millisecond, func() { relays[0].SetDown(false) })
+	})
+	seq0 := r.seq
+	r.send(time.Until(at.Add(600*time.Millisecond)), 300)
+	sent = int(r.seq - seq0)
+	waitSettled(func() int { return r.arrivedFrom(seq0) }, 300*time.Millisecond)
+	cancel()
+	<-done
+	return sent - r.arrivedFrom(seq0), sent, relays[0].Stats().Up.DropOutage
 }
