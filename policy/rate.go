@@ -304,6 +304,11 @@ func (e *RateEstimator) Estimate() RateEstimate {
 	}
 }
 
+// SetLEO sets the path's reconfiguration schedule (RateConfig.LEO), for
+// a schedule learned after the estimator was made (the concentrator
+// learns its paths' from the edge's hello); nil: none.
+func (e *RateEstimator) SetLEO(l *LEOReconf) { e.cfg.LEO = l }
+
 // inLEOWindow reports whether the interval the report covers, placed on
 // the sender's clock as [now − length − sRTT, now], touches a
 // reconfiguration window. It samples the span at the window's half-width.

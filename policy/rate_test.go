@@ -140,6 +140,14 @@ func TestRateEstimatorLEOFreeze(t *testing.T) {
 	if e2.Target() >= before {
 		t.Errorf("without a marker the spike left the target at %.0f, want below %.0f", e2.Target(), before)
 	}
+	// A marker set after the estimator was made (SetLEO) freezes it too.
+	e3 := NewRateEstimator(RateConfig{InitialRate: 1e6})
+	feed(e3, now, 10, 1e6, 0, constOWD(20_000), constOWD(20_000))
+	e3.SetLEO(&LEOReconf{})
+	e3.Update(in, &r, SendStats{BacklogBytes: 1, SRTT: 40 * time.Millisecond})
+	if est := e3.Estimate(); !est.Frozen || est.Target != before {
+		t.Errorf("with the marker set later: %+v, want frozen at target %.0f", est, before)
+	}
 }
 
 func TestRateEstimatorBadReport(t *testing.T) {

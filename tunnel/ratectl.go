@@ -241,6 +241,7 @@ func (rc *rateCtl) onFeedback(m *ctrlmsg.RateFeedback, now time.Time) {
 	rc.reports.Add(1)
 	rc.estMu.Lock()
 	sent := rc.released.Load()
+	rc.est.SetLEO(rc.p.state.LEOReconf()) // the concentrator learns it from the hello, after the path was made
 	rc.est.Update(now, &r, policy.SendStats{SentBytes: int64(sent - rc.lastSent),
 		BacklogBytes: int64(rc.p.state.QueueBytes()), SRTT: rc.p.state.SmoothedRTT()})
 	rc.lastSent = sent
