@@ -87,6 +87,10 @@ type s2Config struct {
 	rules      []string // rule ids of momqRules in force
 }
 
+// baseline reports whether c is one of paper 2's multipath baselines: a
+// scheduler with no rules.
+func (c s2Config) baseline() bool { return c.scheduler != "" && len(c.rules) == 0 }
+
 // s2Configs lists the S2 configurations in the order they run: paper 2's
 // Table 2, then the rule ablation of its Table 9.
 func s2Configs() []s2Config {
@@ -451,12 +455,18 @@ func runS2Config(ctx context.Context, o Options, sc emu.Scenario, c s2Config, ou
 			return s2Result{}, "", err
 		}
 	}
+	// The satellite uplink has Starlink's reconfiguration schedule
+	// (seconds 12/27/42/57, ±100 ms), which the emulated outages follow.
+	// The multipath baselines (paper 2's MPQUIC schedulers) do not hold
+	// their frames through it; bondd's own configurations do.
+	leo := &policy.LEOReconf{}
+	if c.baseline() {
+		leo.Hold = -1
+	}
 	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, Picker: picker, Lanes: o.Lanes, RateControl: o.RateControl, RetransmitOff: o.RetransmitOff,
 		FEC:      tunnel.FECOptions{Mode: tunnel.FECAdaptive},
 		Classify: classify.Options{PayloadTypes: map[uint8]classify.Codec{videoPT: classify.CodecH264}},
-		// The satellite uplink has Starlink's reconfiguration schedule
-		// (seconds 12/27/42/57, ±100 ms), which the emulated outages follow.
-		LEO: map[string]*policy.LEOReconf{s2Sat: {}}}
+		LEO:      map[string]*policy.LEOReconf{s2Sat: leo}}
 	if len(c.rules) > 0 {
 		var err error
 		if bo.Rules, err = momqSubset(c.rules); err != nil {

@@ -70,3 +70,15 @@ func TestSatFrameBound(t *testing.T) {
 		t.Error("no Starlink path: no error")
 	}
 }
+
+// TestS2Baselines checks which S2 configurations hold their frames
+// through the reconfigurations: bondd's own (single paths, the rules),
+// not paper 2's multipath baselines.
+func TestS2Baselines(t *testing.T) {
+	want := map[string]bool{"roundrobin": true, "minrtt": true, "blest": true, "redundant": true}
+	for _, c := range s2Configs() {
+		if got := c.baseline(); got != want[c.name] {
+			t.Errorf("%s: baseline %v, want %v", c.name, got, want[c.name])
+		}
+	}
+}
