@@ -492,11 +492,18 @@ func TestMTUOutageParks(t *testing.T) {
 	r.send(300*time.Millisecond, testMTU)
 	before := tb.edge.Bond().Stats()
 	seq0 := r.seq
+	full := testMTU + HeaderBudget
 	relays[0].SetDown(true)
-	r.send(300*time.Millisecond, testMTU)
+	// The outage lasts until suspicion cuts the budget (SuspectAfter,
+	// max(3 × sRTT, 100 ms), is longer on a loaded machine), and 200 ms
+	// beyond: the packets sent meanwhile are the ones to park.
+	testkit.WaitFor(t, "the budget cut on suspicion during the outage", 10*time.Second, func() bool {
+		r.send(50*time.Millisecond, testMTU)
+		return tb.edge.Bond().Stats().Paths[0].DatagramBudget < full
+	})
+	r.send(200*time.Millisecond, testMTU)
 	relays[0].SetDown(false)
 	seq1 := r.seq
-	full := testMTU + HeaderBudget
 	testkit.WaitFor(t, "full-size budget back after the outage", 5*time.Second, func() bool {
 		r.send(50*time.Millisecond, testMTU)
 		return tb.edge.Bond().Stats().Paths[0].DatagramBudget == full
