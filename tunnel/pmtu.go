@@ -318,6 +318,12 @@ func (p *path) rerouteOversize(f frame, now time.Time) {
 				p.pmtuHeld.Add(1)
 			}
 			p.queue.park(f)
+			// pmtuTick or pmtuHandshake may have changed the budget since
+			// this lane read it, and unparked before f was parked: nothing
+			// would wake f before its deadline.
+			if size <= int(p.pmtu.budget.Load()) || size > int(p.pmtu.confirmed.Load()) {
+				p.queue.unpark()
+			}
 			return
 		}
 		putBuf(f.buf)

@@ -366,7 +366,7 @@ func (q *sendQueue) park(f frame) {
 		q.parked[len(q.parked)-1] = frame{}
 		q.parked = q.parked[:len(q.parked)-1]
 		q.drops.add(DropQueueFull)
-		q.lostLocked(&old, f.enqueued)
+		q.lostLocked(&old, time.Now().UnixNano()) // f.enqueued is when f was first queued, not now
 		putBuf(old.buf)
 	}
 	q.parked = append(q.parked, f)
@@ -394,12 +394,13 @@ func (q *sendQueue) unpark() int {
 		q.mu.Unlock()
 		return 0
 	}
+	now := time.Now().UnixNano()
 	for i := k - 1; i >= 0; i-- { // newest first: the oldest ends at the head
 		f := q.parked[i]
 		q.parked[i] = frame{}
 		if q.n == q.cap {
 			q.drops.add(DropQueueFull)
-			q.lostLocked(&f, f.enqueued)
+			q.lostLocked(&f, now)
 			putBuf(f.buf)
 			continue
 		}

@@ -183,8 +183,10 @@ func TestSendQueuePark(t *testing.T) {
 		expired  uint64
 	}{
 		{"none parked", 0, 10, []byte{1, 2, 3, 4}, 0},
-		{"one parked comes back first", 1, 10, []byte{1, 2, 3, 4}, 0},
-		{"two parked keep their order", 3, 10, []byte{1, 2, 3, 4}, 0},
+		{"one parked, alone in its band", 1, 10, []byte{1, 2, 3, 4}, 0},
+		// 2 goes back ahead of 3 and 4, still queued in its band.
+		{"two parked, back at the heads of their bands", 2, 10, []byte{1, 2, 3, 4}, 0},
+		{"three parked keep their order", 3, 10, []byte{1, 2, 3, 4}, 0},
 		{"parked past their deadline are dropped", 2, 150, []byte{3, 4}, 2},
 	}
 	for _, c := range cases {
