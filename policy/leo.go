@@ -63,13 +63,19 @@ type LEOReconf struct {
 	Hold time.Duration
 }
 
-// Validate reports a second outside 0–59 or a window outside 0 (the
-// default) or 1 ms to MaxLEOWindow.
+// Validate reports a second outside 0–59 or listed twice, a window
+// outside 0 (the default) or 1 ms to MaxLEOWindow, or a Hold above
+// MaxLEOHold.
 func (l LEOReconf) Validate() error {
+	var seen [60]bool
 	for _, s := range l.Seconds {
 		if s < 0 || s > 59 {
 			return fmt.Errorf("policy: LEO reconfiguration second %d is outside 0..59", s)
 		}
+		if seen[s] {
+			return fmt.Errorf("policy: LEO reconfiguration second %d is listed twice", s)
+		}
+		seen[s] = true
 	}
 	if l.Window != 0 && (l.Window < time.Millisecond || l.Window > MaxLEOWindow) {
 		return fmt.Errorf("policy: LEO danger-zone window %v is outside 1ms..%v", l.Window, MaxLEOWindow)

@@ -39,7 +39,7 @@ func TestLEOReconfActive(t *testing.T) {
 	if a := testing.AllocsPerRun(100, func() { starlink.Active(minute) }); a != 0 {
 		t.Fatalf("Active allocates %v times", a)
 	}
-	for _, bad := range []LEOReconf{{Seconds: []int{60}}, {Seconds: []int{-1}}, {Window: time.Microsecond}, {Window: 8 * time.Second}} {
+	for _, bad := range []LEOReconf{{Seconds: []int{60}}, {Seconds: []int{-1}}, {Seconds: []int{12, 27, 12}}, {Window: time.Microsecond}, {Window: 8 * time.Second}} {
 		if bad.Validate() == nil {
 			t.Errorf("%+v validated", bad)
 		}

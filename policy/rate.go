@@ -311,7 +311,10 @@ func (e *RateEstimator) SetLEO(l *LEOReconf) { e.cfg.LEO = l }
 
 // inLEOWindow reports whether the interval the report covers, placed on
 // the sender's clock as [now − length − sRTT, now], touches a
-// reconfiguration window. It samples the span at the window's half-width.
+// reconfiguration window or the hold after a scheduled second
+// (LEOReconf.HoldFor; a hold longer than the window leaves a gap in the
+// delivery that is the sender's, not the link's). It samples the span at
+// the shorter of the window's half-width and the hold.
 func (e *RateEstimator) inLEOWindow(now time.Time, length, srtt time.Duration) bool {
 	l := e.cfg.LEO
 	if l == nil {
@@ -321,13 +324,17 @@ func (e *RateEstimator) inLEOWindow(now time.Time, length, srtt time.Duration) b
 	if step <= 0 {
 		step = DefaultLEOWindow
 	}
+	if l.Hold > 0 {
+		step = min(step, l.Hold)
+	}
+	in := func(t time.Time) bool { return l.Active(t) || l.HoldFor(t) > 0 }
 	from := now.Add(-length - srtt)
 	for t := from; t.Before(now); t = t.Add(step) {
-		if l.Active(t) {
+		if in(t) {
 			return true
 		}
 	}
-	return l.Active(now)
+	return in(now)
 }
 
 // Update feeds one receiver report, received at now, with the sender's

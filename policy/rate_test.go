@@ -148,6 +148,17 @@ func TestRateEstimatorLEOFreeze(t *testing.T) {
 	if est := e3.Estimate(); !est.Frozen || est.Target != before {
 		t.Errorf("with the marker set later: %+v, want frozen at target %.0f", est, before)
 	}
+	// A hold longer than the window: the sender's own gap, 300 ms after
+	// the second, is not the link's either.
+	late := time.Date(2026, 1, 5, 10, 0, 12, 300_000_000, time.UTC)
+	for _, hold := range []time.Duration{400 * time.Millisecond, -1} {
+		e4 := NewRateEstimator(RateConfig{InitialRate: 1e6, LEO: &LEOReconf{Window: 20 * time.Millisecond, Hold: hold}})
+		feed(e4, now, 10, 1e6, 0, constOWD(20_000), constOWD(20_000))
+		e4.Update(late, &r, SendStats{BacklogBytes: 1, SRTT: 40 * time.Millisecond})
+		if frozen := e4.Estimate().Frozen; frozen != (hold > 0) {
+			t.Errorf("hold %v, 300 ms after the second, 20-ms window: frozen %v, want %v", hold, frozen, hold > 0)
+		}
+	}
 }
 
 func TestRateEstimatorBadReport(t *testing.T) {

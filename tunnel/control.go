@@ -106,7 +106,8 @@ func leoToWire(l *policy.LEOReconf) *ctrlmsg.LEOSchedule {
 	if l == nil {
 		return nil
 	}
-	w := &ctrlmsg.LEOSchedule{Seconds: l.Seconds, WindowMs: int(l.Window / time.Millisecond), HoldMs: int(l.Hold / time.Millisecond)}
+	ceilMs := func(d time.Duration) int { return int((d + time.Millisecond - 1) / time.Millisecond) } // 0.5 ms is not 0, the default
+	w := &ctrlmsg.LEOSchedule{Seconds: l.Seconds, WindowMs: ceilMs(l.Window), HoldMs: ceilMs(l.Hold)}
 	if l.Hold < 0 {
 		w.HoldMs = -1
 	}

@@ -2,12 +2,15 @@ package tunnel
 
 import (
 	"context"
+	"crypto/tls"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/policy"
+	"github.com/bondd/bondd/tun/tuntest"
 	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
 
@@ -31,6 +34,19 @@ func TestLEOWire(t *testing.T) {
 	}
 	if l := leoFromWire(&ctrlmsg.LEOSchedule{HoldMs: 5000}); l != nil {
 		t.Errorf("a 5-s hold was accepted: %+v", l)
+	}
+	if l := leoFromWire(&ctrlmsg.LEOSchedule{Seconds: []int{12, 12}}); l != nil {
+		t.Errorf("a second listed twice was accepted: %+v", l)
+	}
+	if w := leoToWire(&policy.LEOReconf{Hold: 500 * time.Microsecond}); w.HoldMs != 1 {
+		t.Errorf("a 0.5-ms hold went on the wire as %d ms (0 is the 100-ms default), want 1", w.HoldMs)
+	}
+	// The hello's bounds are policy's: a schedule the edge accepts is one
+	// the concentrator accepts.
+	if ctrlmsg.MaxLEOWindowMs != int(policy.MaxLEOWindow/time.Millisecond) || ctrlmsg.MaxLEOHoldMs != int(policy.MaxLEOHold/time.Millisecond) ||
+		ctrlmsg.MaxLEOSeconds != 60 {
+		t.Errorf("hello bounds window %d ms, hold %d ms, %d seconds; policy %v, %v, 60 distinct seconds",
+			ctrlmsg.MaxLEOWindowMs, ctrlmsg.MaxLEOHoldMs, ctrlmsg.MaxLEOSeconds, policy.MaxLEOWindow, policy.MaxLEOHold)
 	}
 }
 
@@ -97,6 +113,17 @@ func TestLEOHoldOutage(t *testing.T) {
 // 80-ms outage starting at it, and returns the packets lost and sent, and
 // the edge's datagrams the link dropped in the outage.
 func leoOutageRun(t *testing.T, hold bool) (lost, sent int, outage uint64) {
+	var relays emu.Relays
+	tb := newTestBondWith(t, token, 1, func(o *EdgeOptions) {
+		o.FEC = FECOptions{Mode: FECOff}
+		// The packets held 160 ms must not expire behind the hold while the
+		// window drains them: the test is on the outage, not on the queue.
+		o.Paths.MaxQueueDelay = 400 * time.Millisecond
+		relays = viaRelays(t, o, []emu.RelayLink{symmetric(10*time.Millisecond, 50*emu.Mbps, 0)}, 3)
+	})
+	tb.waitActive(t, 1)
+	// The schedule is set once the path is up, however long that took on
+	// a loaded machine: the second it names is still to come.
 	at := time.Now().Add(1500 * time.Millisecond).Truncate(time.Second) // the second the outage starts at
 	if time.Until(at) < 700*time.Millisecond {
 		at = at.Add(time.Second)
@@ -105,13 +132,7 @@ func leoOutageRun(t *testing.T, hold bool) (lost, sent int, outage uint64) {
 	if !hold {
 		l.Hold = -1
 	}
-	var relays emu.Relays
-	tb := newTestBondWith(t, token, 1, func(o *EdgeOptions) {
-		o.FEC = FECOptions{Mode: FECOff}
-		o.Uplinks[0].LEOReconf = l
-		relays = viaRelays(t, o, []emu.RelayLink{symmetric(10*time.Millisecond, 50*emu.Mbps, 0)}, 3)
-	})
-	tb.waitActive(t, 1)
+	tb.edge.paths[0].state.SetLEOReconf(l)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	r := &pmtuProbeRun{tb: tb}
@@ -128,4 +149,16 @@ func leoOutageRun(t *testing.T, hold bool) (lost, sent int, outage uint64) {
 	cancel()
 	<-done
 	return sent - r.arrivedFrom(seq0), sent, relays[0].Stats().Up.DropOutage
+}
+
+// TestEdgeRefusesBadLEO: a schedule the concentrator would refuse in the
+// hello is refused when the edge is made, with the uplink's name.
+func TestEdgeRefusesBadLEO(t *testing.T) {
+	for _, l := range []*policy.LEOReconf{{Seconds: []int{12, 12}}, {Hold: 2 * time.Second}, {Window: 8 * time.Second}} {
+		_, err := NewEdge(EdgeOptions{ID: "van-1", Device: tuntest.New(1280, 1), MTU: 1280, Concentrator: "127.0.0.1:1",
+			TLS: &tls.Config{}, Uplinks: []UplinkOptions{{Name: "sat", LEOReconf: l}}})
+		if err == nil || !strings.Contains(err.Error(), "uplink sat") {
+			t.Errorf("%+v: NewEdge error %v, want one naming uplink sat", l, err)
+		}
+	}
 }

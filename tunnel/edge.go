@@ -104,6 +104,11 @@ func (o *EdgeOptions) validate() error {
 		if u.Lanes < 0 || u.Lanes > MaxLanes {
 			return fmt.Errorf("uplink %s: %d lanes, want 1..%d or LanesAuto", u.Name, u.Lanes, MaxLanes)
 		}
+		if u.LEOReconf != nil {
+			if err := u.LEOReconf.Validate(); err != nil {
+				return fmt.Errorf("uplink %s: %w", u.Name, err) // the concentrator would refuse its hello
+			}
+		}
 	}
 	if err := o.FEC.validate(); err != nil {
 		return err

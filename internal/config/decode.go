@@ -458,6 +458,10 @@ func (d *configDecoder) leoReconf(n *yaml.Node, field string) *policy.LEOReconf 
 			d.errorf(it, sf, "expected a second of the UTC minute from 0 to 59, got %q", s)
 			continue
 		}
+		if slices.Contains(l.Seconds, v) {
+			d.errorf(it, sf, "second %d is listed twice", v)
+			continue
+		}
 		l.Seconds = append(l.Seconds, v)
 	}
 	if w := f["window_ms"]; w != nil {
