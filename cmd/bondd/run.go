@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -53,21 +54,30 @@ func newRunCmd() *cobra.Command {
 	return cmd
 }
 
-// checkConfig compiles cfg's rule file, if any, and writes a summary of
-// what cfg runs to w. It returns the rule file's errors.
+// checkConfig compiles cfg's rule files, if any (rules, and an edge's
+// downlink_rules), and writes a summary of what cfg runs to w. It returns
+// the errors of every rule file, joined, and then writes nothing.
 func checkConfig(w io.Writer, cfg *config.Config) error {
-	var nrules int
-	var warns []rules.Error
+	type ruleFile struct {
+		what, file string
+		set        *rules.Set
+	}
+	var files []ruleFile
+	var errs []error
 	if cfg.Rules != "" {
 		copts, err := cfg.Classify.Options()
-		if err != nil {
-			return err
+		var set *rules.Set
+		if err == nil {
+			set, err = rules.Load(cfg.Rules, rules.Options{Classes: copts.Classes})
 		}
-		set, err := rules.Load(cfg.Rules, rules.Options{Classes: copts.Classes})
-		if err != nil {
-			return err
-		}
-		nrules, warns = set.Len(), set.Warnings()
+		files, errs = append(files, ruleFile{"rules", cfg.Rules, set}), append(errs, err)
+	}
+	if cfg.Edge != nil && cfg.Edge.DownlinkRules != "" {
+		set, err := rules.Load(cfg.Edge.DownlinkRules, rules.Options{}) // as the edge loads it (internal/node)
+		files, errs = append(files, ruleFile{"downlink rules", cfg.Edge.DownlinkRules, set}), append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	fmt.Fprintf(w, "%s: OK, role %s\n", cfg.File(), cfg.Role)
 	switch {
@@ -94,19 +104,9 @@ func checkConfig(w io.Writer, cfg *config.Config) error {
 	case cfg.Concentrator != nil:
 		fmt.Fprintf(w, "concentrator on %s, %d edge(s)\n", cfg.Concentrator.Listen, len(cfg.Concentrator.Edges))
 	}
-	if cfg.Rules != "" {
-		fmt.Fprintf(w, "rules: %s, %d rule(s)\n", cfg.Rules, nrules)
-		for _, e := range warns {
-			fmt.Fprintf(w, "  warning: %v\n", e)
-		}
-	}
-	if cfg.Edge != nil && cfg.Edge.DownlinkRules != "" {
-		set, err := rules.Load(cfg.Edge.DownlinkRules, rules.Options{}) // as the edge loads it (internal/node)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "downlink rules: %s, %d rule(s)\n", cfg.Edge.DownlinkRules, set.Len())
-		for _, e := range set.Warnings() {
+	for _, f := range files {
+		fmt.Fprintf(w, "%s: %s, %d rule(s)\n", f.what, f.file, f.set.Len())
+		for _, e := range f.set.Warnings() {
 			fmt.Fprintf(w, "  warning: %v\n", e)
 		}
 	}

@@ -21,6 +21,7 @@ func TestRunCheck(t *testing.T) {
 	write("van-17.token", strings.Repeat("t", 32), 0o600)
 	write("rules.yaml", "rules:\n  - id: video-sat\n    priority: 10\n    match: {codec: h264}\n    actions: {prefer: {link_type: satellite}}\n", 0o644)
 	write("broken-rules.yaml", "rules:\n  - id: x\n    priority: 1\n    match: {codek: h264}\n    actions: {prefer: {link_type: satellite}}\n", 0o644)
+	write("broken-down.yaml", "rules:\n  - id: y\n    priority: 1\n    match: {dscpp: 46}\n    actions: {prefer: {link_type: satellite}}\n", 0o644)
 	const edge = "role: edge\ntun: {name: bond0, addresses: [10.77.17.1/24]}\n" +
 		"edge:\n  id: van-17\n  concentrator: concentrator.example.net:4433\n  ca_file: ca.pem\n  token_file: van-17.token\n" +
 		"  uplinks:\n    - {name: cell-a, interface: wwan0, labels: {link_type: cellular, cost_class: metered}}\n" +
@@ -37,6 +38,13 @@ func TestRunCheck(t *testing.T) {
 		{"broken config", strings.Replace(edge, "id: van-17", "id: ''", 1), []string{"edge.id"}, true},
 		{"broken rule file", edge + "rules: broken-rules.yaml\n", []string{"broken-rules.yaml", "codek"}, true},
 		{"missing rule file", edge + "rules: nope.yaml\n", []string{"nope.yaml"}, true},
+		{"good downlink rules", strings.Replace(edge, "  uplinks:", "  downlink_rules: rules.yaml\n  uplinks:", 1),
+			[]string{"OK, role edge", "downlink rules: " + filepath.Join(dir, "rules.yaml") + ", 1 rule(s)"}, false},
+		{"broken downlink rules", strings.Replace(edge, "  uplinks:", "  downlink_rules: broken-rules.yaml\n  uplinks:", 1),
+			[]string{"broken-rules.yaml", "codek"}, true},
+		// Every rule file's errors, in one run.
+		{"both broken", strings.Replace(edge, "  uplinks:", "  downlink_rules: broken-down.yaml\n  uplinks:", 1) + "rules: broken-rules.yaml\n",
+			[]string{"broken-rules.yaml", "codek", "broken-down.yaml", "dscpp"}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -53,6 +61,9 @@ func TestRunCheck(t *testing.T) {
 			if c.errWant {
 				if err == nil {
 					t.Fatalf("no error; printed:\n%s", got)
+				}
+				if strings.Contains(got, "OK") {
+					t.Errorf("printed OK for a config with errors:\n%s", got)
 				}
 				got = err.Error()
 			} else if err != nil {
