@@ -465,8 +465,9 @@ func TestMTUBlackHoleDownlink(t *testing.T) {
 	r.checkNotLate(t)
 }
 
-// TestMTUOutageParks puts a 300-ms outage of every size on the only path
-// while it carries a 1 kHz stream of full-size packets. The peer's silence
+// TestMTUOutageParks puts an outage of every size on the only path while
+// it carries a 1 kHz stream of full-size packets, from its start until
+// suspicion cuts the budget and 200 ms beyond. The peer's silence
 // cuts the path's datagram budget to BASE on suspicion (policy.PMTU
 // OnSuspect) until a probe answers: the full-size packets queued or
 // arriving meanwhile, which no other path carries, wait parked for the
@@ -497,7 +498,7 @@ func TestMTUOutageParks(t *testing.T) {
 	// The outage lasts until suspicion cuts the budget (SuspectAfter,
 	// max(3 × sRTT, 100 ms), is longer on a loaded machine), and 200 ms
 	// beyond: the packets sent meanwhile are the ones to park.
-	testkit.WaitFor(t, "the budget cut on suspicion during the outage", 10*time.Second, func() bool {
+	testkit.WaitFor(t, "the budget cut on suspicion during the outage", 2*time.Second, func() bool { // before DefaultDeadAfter (3 s) ends the path
 		r.send(50*time.Millisecond, testMTU)
 		return tb.edge.Bond().Stats().Paths[0].DatagramBudget < full
 	})

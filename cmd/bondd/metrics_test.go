@@ -195,6 +195,15 @@ bondd_path_dropped_packets_total{edge="van-17",path="starlink",reason="too_large
 	if err := testutil.CollectAndCompare(c, strings.NewReader(wantDrops), "bondd_path_dropped_packets_total"); err != nil {
 		t.Error(err)
 	}
+	wantPMTU := `
+# HELP bondd_path_pmtu_held_packets_total Datagrams parked for a path MTU probe's answer while the path's budget was cut on suspicion alone.
+# TYPE bondd_path_pmtu_held_packets_total counter
+bondd_path_pmtu_held_packets_total{edge="van-17",path="cell-a"} 4
+bondd_path_pmtu_held_packets_total{edge="van-17",path="starlink"} 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(wantPMTU), "bondd_path_pmtu_held_packets_total"); err != nil {
+		t.Error(err)
+	}
 	if n := testutil.CollectAndCount(c, "bondd_bond_dropped_packets_total"); n != 2*len(tunnel.BondDropReasons) {
 		t.Errorf("%d bond drop series, want %d (2 bonds × %d reasons)", n, 2*len(tunnel.BondDropReasons), len(tunnel.BondDropReasons))
 	}
