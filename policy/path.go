@@ -233,8 +233,10 @@ func (p *Path) Saturated() bool {
 // ExpectedDelivery estimates how long a packet queued now takes to reach the
 // peer: the bytes ahead of it (queued plus in flight) drained at the path's
 // rate, cwnd per smoothed RTT, plus half the smoothed RTT (the one-way
-// propagation). Paths without an RTT sample yet count as 0 RTT. A
-// rate-controlled path uses DeliveryEstimate instead (pathrate.go).
+// propagation), and the receiver-seen loss weighted by DefaultLossPenalty
+// (DeliveryEstimate; OnReceiverLoss). Paths without an RTT sample yet
+// count as 0 RTT. A rate-controlled path drains its queue at its target
+// rate instead (pathrate.go).
 func (p *Path) ExpectedDelivery() time.Duration { return p.expectedDeliveryAt(time.Now()) }
 
 func (p *Path) expectedDeliveryAt(now time.Time) time.Duration {
@@ -244,10 +246,11 @@ func (p *Path) expectedDeliveryAt(now time.Time) time.Duration {
 	srtt := p.srtt.Load()
 	cwnd := p.cwnd.Load()
 	ahead := p.queueB.Load() + p.inflight.Load()
-	if cwnd <= 0 {
-		return time.Duration(srtt / 2)
+	owd := time.Duration(srtt / 2)
+	if cwnd > 0 {
+		owd += time.Duration(float64(srtt) * float64(ahead) / float64(cwnd))
 	}
-	return time.Duration(float64(srtt)*float64(ahead)/float64(cwnd) + float64(srtt)/2)
+	return DeliveryEstimate(0, 0, owd, p.ReceiverLoss(now), DefaultLossPenalty)
 }
 
 // Status derives the path status at now that default path choices use:

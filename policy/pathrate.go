@@ -25,7 +25,12 @@ import (
 //     DEGRADED with reason ReasonLoss until it falls below LossRecovered.
 //
 // A path without rate control (RateControl false, the "quic" setting)
-// keeps the congestion-window view.
+// keeps the congestion-window view, but the receiver-seen loss acts there
+// too ([Path.OnReceiverLoss]): QUIC's loss events understate a lossy
+// link's loss (12–28 % reported for 50 % real, with lanes), and a path
+// with the lowest RTT that loses half of what it is sent must not be the
+// first choice of every low-rate packet. So in both views it makes the
+// path DEGRADED (ReasonLoss) and is charged in its expected delivery.
 
 // Constants of the rate-controlled view.
 const (
@@ -43,8 +48,8 @@ const (
 	LossMemory = 10 * time.Second
 )
 
-// ReasonLoss is the [Path.StatusReason] of a rate-controlled path that is
-// DEGRADED because the receiver sees it lose LossDegraded or more.
+// ReasonLoss is the [Path.StatusReason] of a path that is DEGRADED
+// because the receiver sees it lose LossDegraded or more.
 const ReasonLoss = "loss"
 
 // pathRate is the rate-control state of a Path, set by SetRateControl and
@@ -86,12 +91,22 @@ func (p *Path) RateControlled() bool { return p.rate.on.Load() }
 // target (bytes/s), the receiver-seen datagram loss rate (0–1) and the
 // queueing delay the receiver measured. Safe for concurrent use.
 func (p *Path) OnRateEstimate(target, loss float64, queue time.Duration, now time.Time) {
+	p.rate.target.Store(math.Float64bits(max(target, 0)))
+	p.rate.queue.Store(int64(queue))
+	p.OnReceiverLoss(loss, now)
+}
+
+// OnReceiverLoss publishes the path's receiver-seen datagram loss rate
+// (0–1; NaN counts as 0) at now, from the peer's rate reports, for a path
+// with or without rate control: at LossDegraded or more the path is
+// DEGRADED (ReasonLoss) until it falls below LossRecovered, and
+// ExpectedDelivery charges it DefaultLossPenalty weighted by the loss.
+// Safe for concurrent use.
+func (p *Path) OnReceiverLoss(loss float64, now time.Time) {
 	if math.IsNaN(loss) {
 		loss = 0
 	}
-	p.rate.target.Store(math.Float64bits(max(target, 0)))
 	p.rate.loss.Store(math.Float64bits(min(max(loss, 0), 1)))
-	p.rate.queue.Store(int64(queue))
 	p.rate.at.Store(now.UnixNano())
 	switch {
 	case !p.rate.lossy.Load() && loss >= LossDegraded:
@@ -115,10 +130,10 @@ func (p *Path) ReceiverLoss(now time.Time) float64 {
 	return math.Float64frombits(p.rate.loss.Load())
 }
 
-// LossDegradedAt reports whether the rate-controlled path is DEGRADED for
-// loss at now (ReasonLoss).
+// LossDegradedAt reports whether the path is DEGRADED for its
+// receiver-seen loss at now (ReasonLoss; OnReceiverLoss).
 func (p *Path) LossDegradedAt(now time.Time) bool {
-	return p.rate.on.Load() && p.rate.lossy.Load() && now.UnixNano()-p.rate.at.Load() <= int64(LossMemory)
+	return p.rate.lossy.Load() && now.UnixNano()-p.rate.at.Load() <= int64(LossMemory)
 }
 
 // rateHasWindow is HasWindow for a rate-controlled path.

@@ -106,13 +106,26 @@ func TestRateLossStatus(t *testing.T) {
 			t.Fatalf("loss %.2f: %v %q, want %v %q", s.loss, st, r, s.status, s.reason)
 		}
 	}
-	// A stale figure is forgotten; without rate control loss does not count.
+	// A stale figure is forgotten.
 	if late := now.Add(LossMemory + time.Second); p.ReceiverLoss(late) != 0 || p.LossDegradedAt(late) {
 		t.Fatal("stale loss still counts")
 	}
-	p.SetRateControl(false)
-	if p.LossDegradedAt(now.Add(400 * time.Millisecond)) {
-		t.Fatal("loss degrades a path without rate control")
+	// Without rate control (quic-go keeps the rate) the receiver-seen loss
+	// degrades the path as well, and is charged in its expected delivery.
+	q := NewPath("q", nil, 1000)
+	q.SetConnected(true, now)
+	for _, s := range steps {
+		at := now.Add(s.at)
+		q.OnMetrics(20*time.Millisecond, 20*time.Millisecond, 64000, 0)
+		q.OnReceive(at)
+		q.OnReceiverLoss(s.loss, at)
+		if st, r := q.Status(at), q.StatusReason(at); st != s.status || r != s.reason {
+			t.Fatalf("without rate control, loss %.2f: %v %q, want %v %q", s.loss, st, r, s.status, s.reason)
+		}
+		want := 10*time.Millisecond + time.Duration(s.loss/(1-s.loss)*float64(DefaultLossPenalty))
+		if d := q.expectedDeliveryAt(at); d != want {
+			t.Errorf("without rate control, loss %.2f: expected delivery %v, want %v", s.loss, d, want)
+		}
 	}
 }
 

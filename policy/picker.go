@@ -19,7 +19,7 @@ type Picker interface {
 // (Path.ExpectedDelivery), which spreads a load above any one path's rate
 // in proportion to the paths' rates. DEGRADED paths are used only when no
 // path is ACTIVE, with one exception: when no ACTIVE path has room, a
-// rate-controlled path DEGRADED only for its receiver-seen loss
+// path DEGRADED only for its receiver-seen loss
 // (ReasonLoss) that has room takes the packet if its expected delivery,
 // the loss penalty included, is earlier than the ACTIVE paths' (lossyRoom):
 // a bond carries the sum of its links, and a packet sent where it may be

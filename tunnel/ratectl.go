@@ -250,7 +250,11 @@ func (rc *rateCtl) onFeedback(m *ctrlmsg.RateFeedback, now time.Time) {
 	rc.estMu.Unlock()
 	rc.estimate.Store(&est)
 	if !rc.active() {
-		return // reports are shown, but quic-go keeps the rate
+		// quic-go keeps the rate, but the path's own loss, which QUIC's
+		// loss events understate, still makes it DEGRADED and is charged
+		// in its expected delivery (policy.Path.OnReceiverLoss).
+		rc.p.state.OnReceiverLoss(est.OwnLoss, now)
+		return
 	}
 	rc.target.Store(math.Float64bits(est.Target))
 	// The scheduler and the status see the path's own loss: a capacity
@@ -445,7 +449,7 @@ func (rc *rateCtl) stats() *RateStats {
 }
 
 // probeLossy adds to the k picks of a packet (out of set, at now) a copy
-// for each rate-controlled path that the scheduler avoids for its loss,
+// for each path that the scheduler avoids for its loss,
 // at most one every lossProbeEvery per path: the copies cost nothing in
 // loss (the receiver keeps the first of each sequence number) and keep
 // the path's loss figure fresh, so it turns ACTIVE again when its loss
@@ -455,7 +459,7 @@ func (rc *rateCtl) stats() *RateStats {
 func (b *Bond) probeLossy(set *pathSet, picks []int, k, size int, now time.Time) int {
 	ns := now.UnixNano()
 	for i, p := range set.paths {
-		if k >= len(picks) || !p.rc.active() || ns-p.rc.probeAt < int64(lossProbeEvery) || int(p.pmtu.budget.Load()) < size ||
+		if k >= len(picks) || ns-p.rc.probeAt < int64(lossProbeEvery) || int(p.pmtu.budget.Load()) < size ||
 			p.state.ReceiverLoss(now) < policy.LossRecovered || p.state.LinkStatus(now) == policy.StatusUnavailable {
 			continue
 		}

@@ -107,21 +107,32 @@ func runLoad(t *testing.T, tb *testBond, bulkBps int, warm, measure time.Duratio
 // TestRateControlOneBadPath is the one-bad-path case of issue "rate
 // control": three paths of about 10, 20 and 35 ms RTT, 3 Mbit/s each, the
 // lowest-RTT one losing 50 % at random, carry a 4 Mbit/s bulk flow (it
-// needs two paths) and a 10 packets/s ping-like flow. With rate control
-// the end-to-end loss of each flow must stay within 0.1 point of the two
-// good paths alone.
+// needs two paths) and a 10 packets/s ping-like flow. With either rate
+// control (bondd's, and quic-go's, the default, where only the
+// receiver-seen loss is bondd's) the end-to-end loss of each flow must
+// stay within 0.1 point of the two good paths alone, and the bad path is
+// DEGRADED for its loss.
 func TestRateControlOneBadPath(t *testing.T) {
 	if testing.Short() {
 		t.Skip("emulated-path run skipped in -short mode")
 	}
+	for _, mode := range []string{RateControlBondd, RateControlQUIC} {
+		t.Run(mode, func(t *testing.T) { oneBadPath(t, mode) })
+	}
+}
+
+func oneBadPath(t *testing.T, mode string) {
 	good := []emu.RelayLink{symmetric(10*time.Millisecond, 3*emu.Mbps, 0), symmetric(17*time.Millisecond, 3*emu.Mbps, 0)}
 	bad := symmetric(5*time.Millisecond, 3*emu.Mbps, 0.5)
 	run := func(links []emu.RelayLink) (loadResult, BondStats) {
 		tb := newTestBondWith(t, token, len(links), func(o *EdgeOptions) {
 			o.FEC = FECOptions{Mode: FECOff}
-			o.Paths.RateControl = RateControlBondd
+			o.Paths.RateControl = mode
 			for i := range o.Uplinks {
 				o.Uplinks[i].Lanes = 1
+				if mode == RateControlQUIC {
+					o.Uplinks[i].Lanes = LanesAuto // the defaults: lanes must not grow on the bad path
+				}
 			}
 			viaRelays(t, o, links, 1)
 		})
@@ -136,8 +147,8 @@ func TestRateControlOneBadPath(t *testing.T) {
 		if p.Rate != nil {
 			rate = *p.Rate
 		}
-		t.Logf("path %s: %s %s, tx %d, target %.2f Mbit/s, delivery %.2f Mbit/s, loss %.3f, reports %d, held back %d B",
-			p.Name, p.Status, p.StatusReason, p.TxPackets, float64(rate.TargetBps)/1e6, float64(rate.DeliveryBps)/1e6,
+		t.Logf("path %s: %s %s, %d lanes, tx %d, target %.2f Mbit/s, delivery %.2f Mbit/s, loss %.3f, reports %d, held back %d B",
+			p.Name, p.Status, p.StatusReason, len(p.Lanes), p.TxPackets, float64(rate.TargetBps)/1e6, float64(rate.DeliveryBps)/1e6,
 			rate.Loss, rate.Reports, rate.HeldBackBytes)
 	}
 	t.Logf("two good paths: bulk loss %.4f (%d/%d), ping loss %.4f (%d/%d)", base.bulkLoss(), base.bulkGot, base.bulkSent,
@@ -152,6 +163,9 @@ func TestRateControlOneBadPath(t *testing.T) {
 	}
 	if bp := st.Paths[0]; bp.Rate == nil || bp.Rate.Loss < 0.15 || bp.StatusReason != "loss" {
 		t.Errorf("bad path: %+v, want a receiver-seen loss near 0.5 (a 10-probes-a-second estimate) and DEGRADED (loss)", bp.Rate)
+	}
+	if n := len(st.Paths[0].Lanes); n != 1 {
+		t.Errorf("bad path: %d lanes, want 1: more lanes cannot help a path the scheduler avoids", n)
 	}
 }
 

@@ -170,7 +170,7 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 			}
 		}
 	}
-	k = b.probeLossy(set, b.picks, k, n+HeaderBudget, now) // rate control: keep a lossy path's loss figure fresh
+	k = b.probeLossy(set, b.picks, k, n+HeaderBudget, now) // keep a lossy path's loss figure fresh
 	h := Header{Type: TypeData, Seq: b.seq.Add(1) - 1, Timestamp: uint64(now.UnixMicro())}
 	if tl > 0 {
 		h.Flags |= FlagFlow
