@@ -170,6 +170,12 @@ type SendStats struct {
 	BacklogBytes int64
 	// SRTT is the path's smoothed RTT (RFC 9002 §5.3), 0 if unknown.
 	SRTT time.Duration
+	// Outage is set when the path turned SUSPECT or lost its connection
+	// without a word from the peer since the previous Update: the gaps
+	// the receiver finds when packets arrive again are the outage's, and
+	// for max(congestMemory, 2 sRTT) the reports do not count toward the
+	// path's own loss (RateEstimate.OwnLoss).
+	Outage bool
 }
 
 // RateEstimate is the estimator's output for one path.
@@ -223,6 +229,7 @@ type RateEstimator struct {
 	floorTotal float64
 	ownLoss    float64   // loss EWMA over lossWindow without congested reports (RateEstimate.OwnLoss)
 	congestAt  time.Time // the last report that showed a queue above QueueTarget overflowing or draining
+	outageAt   time.Time // the last report after an outage (SendStats.Outage)
 	overflowAt time.Time // the last report that showed a shallow queue overflowing
 	queue      float64   // µs
 	qmin       float64   // µs, the last report's least queueing delay
@@ -343,6 +350,9 @@ func (e *RateEstimator) inLEOWindow(now time.Time, length, srtt time.Duration) b
 func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	if r.End < r.Start {
 		return
+	}
+	if s.Outage {
+		e.outageAt = now
 	}
 	length := float64(min(r.End-r.Start, staleReport)) // µs
 	elapsed := length
@@ -672,14 +682,18 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 // learnOwnLoss feeds a report's loss rate lossNow (over length µs) into
 // the path's own loss (RateEstimate.OwnLoss), unless the report came
 // within max(congestMemory, 2 sRTT) of one that showed the path's queue
-// overflowing or draining above QueueTarget: a drop-tail queue's
-// overflow, and the gaps found only when packets arrive again after it,
-// are the target's to answer, not the path's own. The queue must be a real one: random loss
+// overflowing or draining above QueueTarget, or of the first after an
+// outage (SendStats.Outage): a drop-tail queue's overflow, and the gaps
+// found only when packets arrive again after it or after an outage, are
+// the target's or the liveness check's to answer, not the path's own.
+// The queue must be a real one: random loss
 // that starts on a path whose floor was learnt clean reads as overflow at
 // first, over a queue of a millisecond or less.
 func (e *RateEstimator) learnOwnLoss(now time.Time, lossNow, length float64, srtt time.Duration) {
-	if !e.congestAt.IsZero() && now.Sub(e.congestAt) <= max(congestMemory, 2*srtt) {
-		return
+	for _, at := range [...]time.Time{e.congestAt, e.outageAt} {
+		if !at.IsZero() && now.Sub(at) <= max(congestMemory, 2*srtt) {
+			return
+		}
 	}
 	e.ownLoss += min(1, length/lossWindow) * (lossNow - e.ownLoss)
 }

@@ -79,18 +79,21 @@ func TestRateEstimatorOwnLoss(t *testing.T) {
 	type report struct {
 		arrived, lost uint32 // datagrams in the 50-ms report
 		queue         int64  // µs above the base, mean and least
+		outage        bool   // the sender presumed datagrams lost since the last report
 	}
-	overflow, clean := report{28, 12, 40_000}, report{40, 0, 0}
+	overflow, clean := report{28, 12, 40_000, false}, report{40, 0, 0, false}
+	outageGaps := []report{{10, 300, 0, true}, {40, 20, 0, false}, clean, clean, clean, clean, clean, clean, clean, clean}
 	cases := []struct {
 		name           string
 		cycle          []report // repeated for 20 reports
 		ownMin, ownMax float64
 	}{
 		{"overflow over a 40-ms queue", []report{overflow}, 0, 0.02},
-		{"overflow, then the gaps found after it drained", []report{overflow, {28, 12, 0}, clean, clean, clean}, 0, 0.02},
-		{"random loss, no queue", []report{{28, 12, 0}}, 0.15, 0.3},
-		{"random loss over a 0.5-ms queue", []report{{28, 12, 500}}, 0.15, 0.3},
-		{"everything lost", []report{{0, 40, 0}}, 0.5, 1},
+		{"overflow, then the gaps found after it drained", []report{overflow, {28, 12, 0, false}, clean, clean, clean}, 0, 0.02},
+		{"the gaps found after an outage", outageGaps, 0, 0.02},
+		{"random loss, no queue", []report{{28, 12, 0, false}}, 0.15, 0.3},
+		{"random loss over a 0.5-ms queue", []report{{28, 12, 500, false}}, 0.15, 0.3},
+		{"everything lost", []report{{0, 40, 0, false}}, 0.5, 1},
 	}
 	for _, c := range cases {
 		e := NewRateEstimator(RateConfig{InitialRate: 1e6})
@@ -99,7 +102,7 @@ func TestRateEstimatorOwnLoss(t *testing.T) {
 			now = now.Add(50 * time.Millisecond)
 			r := RateReport{Start: uint64(i) * 50_000, End: uint64(i+1) * 50_000, Bytes: rp.arrived * 1200,
 				Datagrams: rp.arrived, Lost: rp.lost, OWDMin: base + rp.queue, OWDMean: base + rp.queue}
-			e.Update(now, &r, SendStats{SentBytes: int64(e.Target() * 0.05), BacklogBytes: 100_000, SRTT: 40 * time.Millisecond})
+			e.Update(now, &r, SendStats{SentBytes: int64(e.Target() * 0.05), BacklogBytes: 100_000, SRTT: 40 * time.Millisecond, Outage: rp.outage})
 		}
 		for i := range 100 {
 			send(i, clean)

@@ -203,6 +203,7 @@ func (p *path) presumeLost() uint64 {
 		return 0
 	}
 	p.drops.addN(DropSuspect, tx-from)
+	p.outages.Add(1) // the receiver's next reports find these gaps (ratectl.go)
 	return tx - from
 }
 

@@ -48,6 +48,7 @@ type path struct {
 	gated                              atomic.Bool // SUSPECT while another path is ACTIVE: lanes hold frames back
 	txAtHeard                          atomic.Uint64
 	txPresumed                         atomic.Uint64 // txPackets up to which presumeLost counted
+	outages                            atomic.Uint64 // presumeLost calls that found datagrams lost
 	probes, suspectStarts, suspectEnds atomic.Uint64
 	peerAddr                           atomic.Pointer[string] // a live lane's peer address
 	migrations                         atomic.Uint64

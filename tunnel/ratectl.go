@@ -90,6 +90,7 @@ type rateCtl struct {
 	estMu     sync.Mutex
 	est       *policy.RateEstimator
 	lastSent  uint64    // paced at the previous Update, bytes
+	outages   uint64    // path.outages at the previous Update
 	staleAt   time.Time // the last report, or the last fallback step
 	staleSent uint64    // paced bytes at staleAt
 	estimate  atomic.Pointer[policy.RateEstimate]
@@ -242,8 +243,10 @@ func (rc *rateCtl) onFeedback(m *ctrlmsg.RateFeedback, now time.Time) {
 	rc.estMu.Lock()
 	sent := rc.released.Load()
 	rc.est.SetLEO(rc.p.state.LEOReconf()) // the concentrator learns it from the hello, after the path was made
+	outages := rc.p.outages.Load()
 	rc.est.Update(now, &r, policy.SendStats{SentBytes: int64(sent - rc.lastSent),
-		BacklogBytes: int64(rc.p.state.QueueBytes()), SRTT: rc.p.state.SmoothedRTT()})
+		BacklogBytes: int64(rc.p.state.QueueBytes()), SRTT: rc.p.state.SmoothedRTT(), Outage: outages != rc.outages})
+	rc.outages = outages
 	rc.lastSent = sent
 	rc.staleAt, rc.staleSent = now, sent
 	est := rc.est.Estimate()

@@ -394,8 +394,11 @@ func TestNetnsBond(t *testing.T) {
 			return strings.Contains(getStatus(t, sock).Bonds[0].Paths[0].LastError, "refused the credentials")
 		})
 		// The right edge is unaffected.
-		if n := activePaths(getStatus(t, b.edgeSock)); n != 3 {
-			t.Errorf("%d active paths on the good edge after the refusal", n)
+		if r := getStatus(t, b.edgeSock); activePaths(r) != 3 {
+			for _, p := range r.Bonds[0].Paths {
+				t.Logf("good edge: path %s %s %q", p.Name, p.Status, p.StatusReason)
+			}
+			t.Errorf("%d active paths on the good edge after the refusal", activePaths(r))
 		}
 	})
 }
