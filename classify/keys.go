@@ -3,6 +3,8 @@ package classify
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -140,7 +142,12 @@ func (k Key) ParseValue(s string) (uint64, error) {
 		if p, ok := protoByName[strings.ToLower(s)]; ok {
 			return uint64(p), nil
 		}
-		return parseUintMax(s, 255, bad)
+		v, err := parseUintMax(s, 255, bad)
+		if err != nil {
+			names := slices.Sorted(maps.Keys(protoByName))
+			return bad(fmt.Errorf("want a protocol name (%s) or a number from 0 to 255", strings.Join(names, ", ")))
+		}
+		return v, nil
 	case KeySrcIP, KeyDstIP:
 		var b [4]byte
 		parts := strings.Split(s, ".")
@@ -165,7 +172,7 @@ func (k Key) ParseValue(s string) (uint64, error) {
 	case KeyRTPMarker:
 		v, err := strconv.ParseBool(s)
 		if err != nil {
-			return bad(err)
+			return bad(errors.New("want true or false"))
 		}
 		if v {
 			return 1, nil
@@ -184,7 +191,7 @@ func (k Key) ParseValue(s string) (uint64, error) {
 		case "p", "delta":
 			return uint64(FrameDelta), nil
 		}
-		return bad(errors.New("want IDR or P"))
+		return bad(errors.New("want IDR, I, key or keyframe (a keyframe), or P or delta"))
 	case KeyFrameID:
 		s = strings.TrimPrefix(strings.ToLower(s), "0x")
 		v, err := strconv.ParseUint(s, 16, 64)
@@ -214,7 +221,7 @@ func parseUintMax(s string, max uint64, bad func(error) (uint64, error)) (uint64
 	}
 	v, err := strconv.ParseUint(s, base, 64)
 	if err != nil {
-		return bad(err)
+		return bad(fmt.Errorf("want a number from 0 to %d", max))
 	}
 	if v > max {
 		return bad(fmt.Errorf("above %d", max))

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"github.com/bondd/bondd/internal/config"
 	"github.com/bondd/bondd/internal/node"
 	"github.com/bondd/bondd/internal/status"
+	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 )
 
@@ -89,8 +91,27 @@ func checkConfig(w io.Writer, cfg *config.Config) error {
 			if u.Interface != "" {
 				fmt.Fprintf(w, " on %s", u.Interface)
 			}
-			if u.LEOReconf != nil {
-				fmt.Fprint(w, ", LEO reconfiguration schedule")
+			if l := u.LEOReconf; l != nil {
+				secs, win, hold := l.Seconds, l.Window, l.Hold
+				if len(secs) == 0 {
+					secs = policy.DefaultLEOSeconds()
+				}
+				if win == 0 {
+					win = policy.DefaultLEOWindow
+				}
+				holdText := "no hold"
+				switch {
+				case hold == 0:
+					holdText = "hold " + policy.DefaultLEOHold.String()
+				case hold > 0:
+					holdText = "hold " + hold.String()
+				}
+				list := make([]string, len(secs))
+				for i, s := range secs {
+					list[i] = strconv.Itoa(s)
+				}
+				fmt.Fprintf(w, ", LEO reconfiguration schedule (seconds %s of each UTC minute, window ±%v, %s)",
+					strings.Join(list, ","), win, holdText)
 			}
 			if len(u.Labels) > 0 {
 				keys := slices.Sorted(maps.Keys(u.Labels))

@@ -214,7 +214,11 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		fmt.Fprintf(out, "extra random loss: %g %% on every path, each direction\n", o.LossPct)
 	}
 	if sc.Source == "builtin" {
-		fmt.Fprintln(out, "traces: none found; using the built-in models fitted to the public traces (see docs/emu.md)")
+		where := "no trace folder found (looked for ../shared/data/traces from the working directory, the executable's directory and the module root; --traces DIR names one)"
+		if o.Traces != "" {
+			where = o.Traces + " holds no cellular/mahimahi and cellular/5gophers traces"
+		}
+		fmt.Fprintf(out, "traces: %s; using the built-in models fitted to the public traces (see docs/emu.md)\n", where)
 	} else {
 		fmt.Fprintf(out, "traces: %s\n", sc.Source)
 	}
