@@ -37,12 +37,13 @@ func newRunCmd() *cobra.Command {
 			"when something is wrong (before a restart or a reload, like nginx -t).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if check {
+				cfg, err := config.LoadWith(cfgPath, config.Options{Partial: true})
+				return checkConfig(cmd.OutOrStdout(), cfg, err)
+			}
 			cfg, err := config.Load(cfgPath)
 			if err != nil {
 				return err
-			}
-			if check {
-				return checkConfig(cmd.OutOrStdout(), cfg)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -52,21 +53,38 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().StringVarP(&cfgPath, "config", "c", "", "config file (YAML)")
 	cmd.MarkFlagRequired("config")
 	cmd.Flags().StringVar(&ctlPath, "control-socket", defaultControlSocket, "Unix socket serving status to bondd status; empty: none")
-	cmd.Flags().BoolVar(&check, "check", false, "check the config file and its rule file, print a summary and exit")
+	cmd.Flags().BoolVar(&check, "check", false, "check the config file and its rule files, print a summary and exit")
 	return cmd
 }
 
 // checkConfig compiles cfg's rule files, if any (rules, and an edge's
-// downlink_rules), and writes a summary of what cfg runs to w. It returns
-// the errors of every rule file, joined, and then writes nothing.
-func checkConfig(w io.Writer, cfg *config.Config) error {
+// downlink_rules), and writes a summary of what cfg runs to w. cfgErr is
+// what loading cfg found (cfg partial, or nil when the file is not YAML):
+// the rule files are still checked, except one whose path, or whose
+// classes (classify), the config's errors already name. It returns
+// cfgErr and the errors of every rule file, joined, and then writes
+// nothing.
+func checkConfig(w io.Writer, cfg *config.Config, cfgErr error) error {
+	if cfg == nil {
+		return cfgErr
+	}
+	var bad []string // fields cfgErr names
+	var ces config.Errors
+	if errors.As(cfgErr, &ces) {
+		for _, e := range ces {
+			bad = append(bad, e.Field)
+		}
+	}
+	named := func(prefix string) bool {
+		return slices.ContainsFunc(bad, func(f string) bool { return strings.HasPrefix(f, prefix) })
+	}
 	type ruleFile struct {
 		what, file string
 		set        *rules.Set
 	}
 	var files []ruleFile
-	var errs []error
-	if cfg.Rules != "" {
+	errs := []error{cfgErr}
+	if cfg.Rules != "" && !named("rules") && !named("classify") {
 		copts, err := cfg.Classify.Options()
 		var set *rules.Set
 		if err == nil {
@@ -74,7 +92,7 @@ func checkConfig(w io.Writer, cfg *config.Config) error {
 		}
 		files, errs = append(files, ruleFile{"rules", cfg.Rules, set}), append(errs, err)
 	}
-	if cfg.Edge != nil && cfg.Edge.DownlinkRules != "" {
+	if cfg.Edge != nil && cfg.Edge.DownlinkRules != "" && !named("edge.downlink_rules") {
 		set, err := rules.Load(cfg.Edge.DownlinkRules, rules.Options{}) // as the edge loads it (internal/node)
 		files, errs = append(files, ruleFile{"downlink rules", cfg.Edge.DownlinkRules, set}), append(errs, err)
 	}

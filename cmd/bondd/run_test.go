@@ -30,21 +30,26 @@ func TestRunCheck(t *testing.T) {
 		name, config string
 		want         []string // in the output, or in the error when errWant
 		errWant      bool
+		once         string // in the error only once, when set
 	}{
 		{"good", edge + "rules: rules.yaml\n",
 			[]string{"OK, role edge", "edge van-17 to concentrator concentrator.example.net:4433, 2 uplink(s)",
-				"cell-a on wwan0, labels cost_class=metered link_type=cellular", "sat on eth1, LEO reconfiguration schedule (seconds 12,27,42,57 of each UTC minute, window ±100ms, hold 100ms)", "1 rule(s)"}, false},
-		{"no rules", edge, []string{"OK, role edge"}, false},
-		{"broken config", strings.Replace(edge, "id: van-17", "id: ''", 1), []string{"edge.id"}, true},
-		{"broken rule file", edge + "rules: broken-rules.yaml\n", []string{"broken-rules.yaml", "codek"}, true},
-		{"missing rule file", edge + "rules: nope.yaml\n", []string{"nope.yaml"}, true},
+				"cell-a on wwan0, labels cost_class=metered link_type=cellular", "sat on eth1, LEO reconfiguration schedule (seconds 12,27,42,57 of each UTC minute, window ±100ms, hold 100ms)", "1 rule(s)"}, false, ""},
+		{"no rules", edge, []string{"OK, role edge"}, false, ""},
+		{"broken config", strings.Replace(edge, "id: van-17", "id: ''", 1), []string{"edge.id"}, true, ""},
+		{"broken rule file", edge + "rules: broken-rules.yaml\n", []string{"broken-rules.yaml", "codek"}, true, ""},
+		{"missing rule file", edge + "rules: nope.yaml\n", []string{"nope.yaml"}, true, "nope.yaml"},
+		// The config's errors and the rule file's, in one run.
+		{"broken config and rule file", strings.Replace(edge, "id: van-17", "id: ''", 1) + "rules: broken-rules.yaml\n",
+			[]string{"edge.id", "broken-rules.yaml", "codek"}, true, ""},
+		{"not YAML", "role: edge\n  tun: [\n", []string{"bondd.yaml"}, true, ""},
 		{"good downlink rules", strings.Replace(edge, "  uplinks:", "  downlink_rules: rules.yaml\n  uplinks:", 1),
-			[]string{"OK, role edge", "downlink rules: " + filepath.Join(dir, "rules.yaml") + ", 1 rule(s)"}, false},
+			[]string{"OK, role edge", "downlink rules: " + filepath.Join(dir, "rules.yaml") + ", 1 rule(s)"}, false, ""},
 		{"broken downlink rules", strings.Replace(edge, "  uplinks:", "  downlink_rules: broken-rules.yaml\n  uplinks:", 1),
-			[]string{"broken-rules.yaml", "codek"}, true},
+			[]string{"broken-rules.yaml", "codek"}, true, ""},
 		// Every rule file's errors, in one run.
 		{"both broken", strings.Replace(edge, "  uplinks:", "  downlink_rules: broken-down.yaml\n  uplinks:", 1) + "rules: broken-rules.yaml\n",
-			[]string{"broken-rules.yaml", "codek", "broken-down.yaml", "dscpp"}, true},
+			[]string{"broken-rules.yaml", "codek", "broken-down.yaml", "dscpp"}, true, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -66,6 +71,9 @@ func TestRunCheck(t *testing.T) {
 					t.Errorf("printed OK for a config with errors:\n%s", got)
 				}
 				got = err.Error()
+				if c.once != "" && strings.Count(got, c.once) != 1 {
+					t.Errorf("%q not once in:\n%s", c.once, got)
+				}
 			} else if err != nil {
 				t.Fatalf("error: %v", err)
 			}

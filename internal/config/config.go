@@ -556,6 +556,11 @@ type Options struct {
 	// configs whose files live on another machine (docs/examples, and
 	// `bondd classify --config`).
 	SkipFileChecks bool
+	// Partial returns the decoded config together with its Errors instead
+	// of nil, so that `bondd run --check` can go on to check the rule
+	// files it names. Such a config must not be run. A file that is not
+	// YAML still returns nil.
+	Partial bool
 }
 
 // ParseWith is Parse with options. The error, if any, is Errors.
@@ -588,6 +593,9 @@ func ParseWith(name string, data []byte, opts Options) (*Config, error) {
 	errs := append(d.errs, v.errs...)
 	if len(errs) > 0 {
 		errs.sort()
+		if opts.Partial {
+			return c, errs
+		}
 		return nil, errs
 	}
 	return c, nil

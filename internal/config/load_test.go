@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -618,17 +619,42 @@ func TestConfigExamples(t *testing.T) {
 }
 
 // TestConfigDoc keeps docs/config.md in step with the decoder: it names
-// every key, and the YAML blocks under Examples parse.
+// every key, its Syntax block lists each key under its section and no
+// other, and the YAML blocks under Examples parse.
 func TestConfigDoc(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "config.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, keys := range [][]string{configKeys, tunKeys, edgeKeys, uplinkKeys, concentratorKeys, edgeEntryKeys, pathsKeys, classifyKeys, classKeys, classMatchKeys} {
+	for _, keys := range [][]string{configKeys, tunKeys, edgeKeys, failoverKeys, uplinkKeys, leoReconfKeys, concentratorKeys, edgeEntryKeys, bgpKeys, bgpNeighborKeys, pathsKeys, fecKeys, classifyKeys, classKeys, classMatchKeys} {
 		for _, k := range keys {
 			if !bytes.Contains(doc, []byte("`"+k+"`")) {
 				t.Errorf("docs/config.md does not mention `%s`", k)
 			}
+		}
+	}
+	syntaxKeys := map[string][]string{
+		"": configKeys, "tun": tunKeys, "edge": edgeKeys, "edge.failover": failoverKeys,
+		"edge.uplinks": uplinkKeys, "concentrator": concentratorKeys, "concentrator.edges": edgeEntryKeys,
+		"concentrator.bgp": bgpKeys, "concentrator.bgp.neighbors": bgpNeighborKeys, "paths": pathsKeys,
+		"fec": fecKeys, "classify": classifyKeys, "classify.classes": classKeys, "classify.classes.match": classMatchKeys,
+	}
+	got := syntaxBlockKeys(t, string(doc))
+	for section, keys := range syntaxKeys {
+		for _, k := range keys {
+			if !slices.Contains(got[section], k) {
+				t.Errorf("docs/config.md's Syntax block has no %q under %q", k, section)
+			}
+		}
+		for _, k := range got[section] {
+			if !slices.Contains(keys, k) {
+				t.Errorf("docs/config.md's Syntax block has %q under %q, which the decoder does not know", k, section)
+			}
+		}
+	}
+	for section := range got {
+		if _, ok := syntaxKeys[section]; !ok {
+			t.Errorf("docs/config.md's Syntax block has a section %q the test does not know", section)
 		}
 	}
 	_, examples, ok := strings.Cut(string(doc), "\n## Examples\n")
@@ -645,4 +671,52 @@ func TestConfigDoc(t *testing.T) {
 			t.Errorf("docs/config.md example %d:\n%v", i+1, err)
 		}
 	}
+}
+
+// syntaxBlockKeys reads the first YAML block under "## Syntax" in doc and
+// returns, per section (dotted path of its keys, list items taken as the
+// list's key), the keys written in it.
+func syntaxBlockKeys(t *testing.T, doc string) map[string][]string {
+	t.Helper()
+	_, rest, ok := strings.Cut(doc, "\n## Syntax\n")
+	if !ok {
+		t.Fatal("docs/config.md has no Syntax section")
+	}
+	_, block, ok := strings.Cut(rest, "```yaml\n")
+	if !ok {
+		t.Fatal("docs/config.md's Syntax section has no YAML block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	type level struct {
+		indent int
+		key    string
+	}
+	var stack []level
+	keys := make(map[string][]string)
+	for _, line := range strings.Split(block, "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		trimmed := strings.TrimLeft(line, " ")
+		if strings.TrimSpace(trimmed) == "" {
+			continue
+		}
+		indent := len(line) - len(trimmed)
+		if item, ok := strings.CutPrefix(trimmed, "- "); ok {
+			trimmed, indent = item, indent+2
+		}
+		key, _, ok := strings.Cut(trimmed, ":")
+		if !ok {
+			t.Fatalf("docs/config.md's Syntax block: %q is not a key", line)
+		}
+		for len(stack) > 0 && stack[len(stack)-1].indent >= indent {
+			stack = stack[:len(stack)-1]
+		}
+		path := make([]string, len(stack))
+		for i, l := range stack {
+			path[i] = l.key
+		}
+		section := strings.Join(path, ".")
+		keys[section] = append(keys[section], key)
+		stack = append(stack, level{indent, key})
+	}
+	return keys
 }

@@ -261,6 +261,9 @@ func (p *emuParser) config(f *emuFile) (*Config, error) {
 			p.traces = filepath.Join(p.dir, p.traces)
 		}
 		if fi, err := os.Stat(p.traces); err != nil || !fi.IsDir() {
+			if p.traces != f.TracesDir {
+				return nil, p.errorf([]any{"traces_dir"}, "%s (%s, relative to the config file) is not a folder", f.TracesDir, p.traces)
+			}
 			return nil, p.errorf([]any{"traces_dir"}, "%s is not a folder", p.traces)
 		}
 	}

@@ -70,7 +70,7 @@ func TestEmuConfigErrors(t *testing.T) {
 		{"model and up", head + "    model: cellular/att\n    up: {delay_ms: 1}\n", `^F:5: relays\[0\]\.model: a relay takes either model or up/down`},
 		{"unknown model", head + "    model: cellular/sprint\n", `^F:5: relays\[0\]\.model: unknown model "cellular/sprint"; want one of cellular/att`},
 		{"starlink direction", head + "    up:\n      starlink: {file: x.csv, direction: sideways}\n", `^F:6: relays\[0\]\.up\.starlink: direction "sideways"`},
-		{"traces_dir", "traces_dir: nope\n" + head, `^F:1: traces_dir: .*nope is not a folder`},
+		{"traces_dir", "traces_dir: nope\n" + head, `^F:1: traces_dir: nope \(.*/nope, relative to the config file\) is not a folder`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
