@@ -57,8 +57,9 @@ type LEOReconf struct {
 	// Hold is how long after each scheduled second the path holds the
 	// frames queued on it rather than send them into the outage that
 	// follows (they wait in its send queue, where their deadlines act,
-	// and the scheduler sees the queue grow); the hold begins
-	// LEOHoldLead before the second. Zero: DefaultLEOHold; negative: no
+	// and the pickers count the rest of the hold in the path's expected
+	// delivery, so new packets go to another path that delivers
+	// earlier); the hold begins LEOHoldLead before the second. Zero: DefaultLEOHold; negative: no
 	// hold. At most MaxLEOHold.
 	Hold time.Duration
 }

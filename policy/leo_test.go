@@ -116,3 +116,46 @@ func TestLEOState(t *testing.T) {
 		t.Fatal("leo_state=reconf without a marker")
 	}
 }
+
+// TestPickAroundLEOHold: a path holding its frames around a scheduled
+// reconfiguration sends nothing until the hold ends, so the default picker
+// counts the rest of the hold in its delay and takes a slower path that
+// delivers earlier, and the path's expected delivery includes it.
+func TestPickAroundLEOHold(t *testing.T) {
+	minute := time.Date(2025, 3, 5, 12, 30, 0, 0, time.UTC)
+	ms := time.Millisecond
+	tests := []struct {
+		name     string
+		at       time.Duration // into the minute
+		hold     time.Duration // the LEO path's LEOReconf.Hold
+		want     string
+		minDeliv time.Duration // the LEO path's expected delivery at least
+	}{
+		{"outside the hold", 20 * time.Second, 0, "sat", 0},
+		{"10 ms before the second: the hold has begun", 12*time.Second - 5*ms, 0, "cell", 100 * ms},
+		{"50 ms after the second", 12*time.Second + 50*ms, 0, "cell", 50 * ms},
+		{"hold nearly over: the LEO path is earlier again", 12*time.Second + 99*ms, 0, "sat", 0},
+		{"no hold (hold < 0)", 12*time.Second + 50*ms, -1, "sat", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := minute.Add(tt.at)
+			sat := NewPath("sat", nil, 1000)
+			sat.SetLEOReconf(&LEOReconf{Hold: tt.hold})
+			cell := NewPath("cell", nil, 1000)
+			for _, p := range []*Path{sat, cell} {
+				p.SetConnected(true, now)
+			}
+			sat.OnMetrics(30*ms, 30*ms, 1<<20, 0)
+			cell.OnMetrics(70*ms, 70*ms, 1<<20, 0)
+			out := make([]int, 2)
+			paths := []*Path{sat, cell}
+			if n := (LowestRTT{}).Pick(paths, now, out); n != 1 || paths[out[0]].Name != tt.want {
+				t.Errorf("picked %v, want %s", out[:n], tt.want)
+			}
+			if d := sat.expectedDeliveryAt(now); d < tt.minDeliv {
+				t.Errorf("the LEO path's expected delivery %v, want at least %v", d, tt.minDeliv)
+			}
+		})
+	}
+}

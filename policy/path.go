@@ -180,18 +180,19 @@ func (p *Path) HasWindow() bool {
 
 // sendDelay estimates the one-way delay of a packet sent on the path now
 // from the sender's own state (RFC 9002 §5): half the minimum RTT
-// (propagation) plus the queueing delay (queueDelay); 0 before the first
-// sample. The pickers rank paths without rate control by it rather than
+// (propagation) plus the queueing delay (queueDelay) and the rest of a
+// LEO reconfiguration hold the path is in at now (LEOHold); 0 before the
+// first sample. The pickers rank paths without rate control by it rather than
 // by the smoothed RTT: the earliest-arrival choice of ECF (Lim et al.,
 // "ECF: An MPTCP Path Scheduler to Manage Heterogeneous Paths", CoNEXT
 // 2017), so a fast path whose bottleneck holds a standing queue longer
 // than the one-way gap to a slower path stops being the first choice.
-func (p *Path) sendDelay() time.Duration {
+func (p *Path) sendDelay(now time.Time) time.Duration {
 	srtt := p.SmoothedRTT()
 	if srtt <= 0 {
 		return 0
 	}
-	return OneWayDelay(p.MinRTT(), srtt, p.queueDelay())
+	return OneWayDelay(p.MinRTT(), srtt, p.queueDelay()) + p.LEOHold(now)
 }
 
 // queueDelay estimates the queueing delay a packet sent on the path now
@@ -234,7 +235,9 @@ func (p *Path) Saturated() bool {
 // peer: the bytes ahead of it (queued plus in flight) drained at the path's
 // rate, cwnd per smoothed RTT, plus half the smoothed RTT (the one-way
 // propagation), and the receiver-seen loss weighted by DefaultLossPenalty
-// (DeliveryEstimate; OnReceiverLoss). Paths without an RTT sample yet
+// (DeliveryEstimate; OnReceiverLoss), plus the rest of a LEO
+// reconfiguration hold the path is in (LEOHold: it sends nothing until
+// then). Paths without an RTT sample yet
 // count as 0 RTT. A rate-controlled path drains its queue at its target
 // rate instead (pathrate.go).
 func (p *Path) ExpectedDelivery() time.Duration { return p.expectedDeliveryAt(time.Now()) }
@@ -246,7 +249,7 @@ func (p *Path) expectedDeliveryAt(now time.Time) time.Duration {
 	srtt := p.srtt.Load()
 	cwnd := p.cwnd.Load()
 	ahead := p.queueB.Load() + p.inflight.Load()
-	owd := time.Duration(srtt / 2)
+	owd := time.Duration(srtt/2) + p.LEOHold(now)
 	if cwnd > 0 {
 		owd += time.Duration(float64(srtt) * float64(ahead) / float64(cwnd))
 	}
@@ -258,8 +261,8 @@ func (p *Path) expectedDeliveryAt(now time.Time) time.Duration {
 // UNAVAILABLE ([Path.SetPeerUnavailable]), DEGRADED when the peer has been
 // silent for longer than max(MinSilence, 4·smoothed RTT), when the path is
 // SUSPECT (liveness.go: the peer has not answered a send within
-// [Path.SuspectAfter]), when a rate-controlled path loses LossDegraded or
-// more ([Path.LossDegradedAt]), or when the path has used
+// [Path.SuspectAfter]), when the path's own receiver-seen loss reaches
+// LossDegraded ([Path.LossDegradedAt]), or when the path has used
 // BudgetDegradeFraction of its byte budget in the current period (see
 // [Path.SetBudget]), ACTIVE otherwise.
 func (p *Path) Status(now time.Time) Status {

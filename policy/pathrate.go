@@ -38,8 +38,8 @@ const (
 	// rate-controlled path may hold and still count as having room: about
 	// one pacing burst.
 	RateRoomTime = 10 * time.Millisecond
-	// LossDegraded is the receiver-seen loss rate (0–1) at which a
-	// rate-controlled path becomes DEGRADED with ReasonLoss; LossRecovered
+	// LossDegraded is the receiver-seen loss rate (0–1) at which a path
+	// becomes DEGRADED with ReasonLoss, whatever its rate control; LossRecovered
 	// the rate below which it is ACTIVE again (hysteresis).
 	LossDegraded  = 0.10
 	LossRecovered = 0.05
@@ -106,6 +106,9 @@ func (p *Path) OnReceiverLoss(loss float64, now time.Time) {
 	if math.IsNaN(loss) {
 		loss = 0
 	}
+	if now.UnixNano()-p.rate.at.Load() > int64(LossMemory) {
+		p.rate.lossy.Store(false) // the last figure expired: it counts as no loss (ReceiverLoss)
+	}
 	p.rate.loss.Store(math.Float64bits(min(max(loss, 0), 1)))
 	p.rate.at.Store(now.UnixNano())
 	switch {
@@ -165,7 +168,7 @@ func (p *Path) Overdue(now time.Time) bool {
 
 // rateExpectedDelivery is ExpectedDelivery for a rate-controlled path.
 func (p *Path) rateExpectedDelivery(now time.Time) time.Duration {
-	owd := OneWayDelay(p.MinRTT(), p.SmoothedRTT(), time.Duration(p.rate.queue.Load()))
+	owd := OneWayDelay(p.MinRTT(), p.SmoothedRTT(), time.Duration(p.rate.queue.Load())) + p.LEOHold(now)
 	return DeliveryEstimate(int(p.queueB.Load()), p.TargetRate(), owd, p.ReceiverLoss(now), DefaultLossPenalty)
 }
 
@@ -177,7 +180,7 @@ func pickLess(a, b *Path, now time.Time) bool {
 	if bothRated(a, b) {
 		return a.expectedDeliveryAt(now) < b.expectedDeliveryAt(now)
 	}
-	return rttLess(a.sendDelay(), b.sendDelay())
+	return rttLess(a.sendDelay(now), b.sendDelay(now))
 }
 
 // baselineLess is pickLess for the baseline schedulers (MinRTT, BLEST),

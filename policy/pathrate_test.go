@@ -110,6 +110,15 @@ func TestRateLossStatus(t *testing.T) {
 	if late := now.Add(LossMemory + time.Second); p.ReceiverLoss(late) != 0 || p.LossDegradedAt(late) {
 		t.Fatal("stale loss still counts")
 	}
+	// The first figure after a stale one starts the hysteresis afresh:
+	// 7 % alone is ACTIVE, though the last figure, 20 %, had been DEGRADED.
+	if late := now.Add(LossMemory + time.Second); func() bool {
+		p.OnReceive(late)
+		p.OnRateEstimate(1e6, 0.07, 0, late)
+		return p.LossDegradedAt(late)
+	}() {
+		t.Fatal("7 % after a stale 20 % is still DEGRADED (loss)")
+	}
 	// Without rate control (quic-go keeps the rate) the receiver-seen loss
 	// degrades the path as well, and is charged in its expected delivery.
 	q := NewPath("q", nil, 1000)

@@ -130,7 +130,7 @@ func TestStandingQueue(t *testing.T) {
 				if q := p.queueDelay(); q != s.queue {
 					t.Errorf("path %d: queueDelay %v, want %v", i, q, s.queue)
 				}
-				if d := p.sendDelay(); d != s.sendDelay {
+				if d := p.sendDelay(now); d != s.sendDelay {
 					t.Errorf("path %d: sendDelay %v, want %v", i, d, s.sendDelay)
 				}
 				if got := p.Saturated(); got != s.saturated {

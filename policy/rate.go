@@ -170,8 +170,9 @@ type SendStats struct {
 	BacklogBytes int64
 	// SRTT is the path's smoothed RTT (RFC 9002 §5.3), 0 if unknown.
 	SRTT time.Duration
-	// Outage is set when the path turned SUSPECT or lost its connection
-	// without a word from the peer since the previous Update: the gaps
+	// Outage is set when datagrams were presumed lost since the previous
+	// Update because the path turned SUSPECT or its last connection ended
+	// without a word from the peer (the edge's side): the gaps
 	// the receiver finds when packets arrive again are the outage's, and
 	// for max(congestMemory, 2 sRTT) the reports do not count toward the
 	// path's own loss (RateEstimate.OwnLoss).
@@ -228,6 +229,7 @@ type RateEstimator struct {
 	floorLost  float64 // datagrams lost and in all, decayed, in reports without a queue
 	floorTotal float64
 	ownLoss    float64   // loss EWMA over lossWindow without congested reports (RateEstimate.OwnLoss)
+	ownAt      time.Time // when ownLoss last learnt; a figure older than LossMemory is forgotten
 	congestAt  time.Time // the last report that showed a queue above QueueTarget overflowing or draining
 	outageAt   time.Time // the last report after an outage (SendStats.Outage)
 	overflowAt time.Time // the last report that showed a shallow queue overflowing
@@ -321,7 +323,8 @@ func (e *RateEstimator) SetLEO(l *LEOReconf) { e.cfg.LEO = l }
 // reconfiguration window or the hold after a scheduled second
 // (LEOReconf.HoldFor; a hold longer than the window leaves a gap in the
 // delivery that is the sender's, not the link's). It samples the span at
-// the shorter of the window's half-width and the hold.
+// the shorter of the window's half-width and the hold's whole span
+// (LEOHoldLead + Hold, at least 10 ms, so a sub-ms Hold costs no more).
 func (e *RateEstimator) inLEOWindow(now time.Time, length, srtt time.Duration) bool {
 	l := e.cfg.LEO
 	if l == nil {
@@ -332,7 +335,7 @@ func (e *RateEstimator) inLEOWindow(now time.Time, length, srtt time.Duration) b
 		step = DefaultLEOWindow
 	}
 	if l.Hold > 0 {
-		step = min(step, l.Hold)
+		step = min(step, LEOHoldLead+l.Hold)
 	}
 	in := func(t time.Time) bool { return l.Active(t) || l.HoldFor(t) > 0 }
 	from := now.Add(-length - srtt)
@@ -686,6 +689,8 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 // outage (SendStats.Outage): a drop-tail queue's overflow, and the gaps
 // found only when packets arrive again after it or after an outage, are
 // the target's or the liveness check's to answer, not the path's own.
+// After more than LossMemory without learning (an idle path) it starts
+// again from no loss, as Path.ReceiverLoss already reads it.
 // The queue must be a real one: random loss
 // that starts on a path whose floor was learnt clean reads as overflow at
 // first, over a queue of a millisecond or less.
@@ -695,6 +700,10 @@ func (e *RateEstimator) learnOwnLoss(now time.Time, lossNow, length float64, srt
 			return
 		}
 	}
+	if !e.ownAt.IsZero() && now.Sub(e.ownAt) > LossMemory { // an idle path: what it lost then is not news
+		e.ownLoss = 0
+	}
+	e.ownAt = now
 	e.ownLoss += min(1, length/lossWindow) * (lossNow - e.ownLoss)
 }
 

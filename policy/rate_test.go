@@ -120,6 +120,30 @@ func TestRateEstimatorOwnLoss(t *testing.T) {
 	}
 }
 
+// TestRateEstimatorOwnLossForgotten: a path idle for longer than
+// LossMemory starts from no own loss; what it lost before is not news.
+func TestRateEstimatorOwnLossForgotten(t *testing.T) {
+	e := NewRateEstimator(RateConfig{InitialRate: 1e6})
+	now := modelStart
+	report := func(i int, arrived, lost uint32) {
+		r := RateReport{Start: uint64(i) * 50_000, End: uint64(i+1) * 50_000, Bytes: arrived * 1200,
+			Datagrams: arrived, Lost: lost, OWDMin: 20_000, OWDMean: 20_000}
+		e.Update(now, &r, SendStats{SentBytes: int64(arrived+lost) * 1200, BacklogBytes: 100_000, SRTT: 40 * time.Millisecond})
+	}
+	for i := range 60 { // 30 % random loss, no queue
+		now = now.Add(50 * time.Millisecond)
+		report(i, 28, 12)
+	}
+	if own := e.Estimate().OwnLoss; own < 0.15 {
+		t.Fatalf("OwnLoss %.3f after 3 s of 30 %% loss, want ≥ 0.15", own)
+	}
+	now = now.Add(LossMemory + time.Second) // idle
+	report(60+220, 40, 0)
+	if own := e.Estimate().OwnLoss; own > 0.01 {
+		t.Errorf("OwnLoss %.3f after %v idle and a clean report, want ≤ 0.01", own, LossMemory+time.Second)
+	}
+}
+
 // TestRateEstimatorLEOFreeze: reports that overlap a reconfiguration
 // window leave the target alone, however bad they look.
 func TestRateEstimatorLEOFreeze(t *testing.T) {

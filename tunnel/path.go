@@ -156,7 +156,9 @@ func (p *path) rescue(first *frame) {
 	if first != nil {
 		move(*first)
 	}
-	p.queue.unpark() // frames parked for a probe's answer (pmtu.go) move too
+	for _, f := range p.queue.takeParked() { // parked for a probe's answer (pmtu.go); older than the queue's
+		move(f)
+	}
 	for {
 		f, ok, _ := p.queue.pop(now.UnixNano())
 		if !ok {

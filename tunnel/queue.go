@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"time"
 )
@@ -373,6 +374,20 @@ func (q *sendQueue) park(f frame) {
 	if d := q.deadline(&f); len(q.parked) == 1 || d < q.parkedDue {
 		q.parkedDue = d
 	}
+}
+
+// takeParked removes the parked frames and returns them, oldest first
+// (nil when none), for a caller that moves them to another path.
+func (q *sendQueue) takeParked() []frame {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.parked) == 0 {
+		return nil
+	}
+	fs := slices.Clone(q.parked)
+	clear(q.parked)
+	q.parked = q.parked[:0]
+	return fs
 }
 
 // parkedExpired reports whether a parked frame's deadline is past at now

@@ -218,6 +218,32 @@ func TestSendQueuePark(t *testing.T) {
 		})
 	}
 
+	// A path's rescue takes its parked frames out to move them: a full
+	// queue must not drop them, as unpark would.
+	t.Run("takeParked from a full queue", func(t *testing.T) {
+		q := newSendQueue(2, time.Second, func(int, int) {}, nil)
+		q.push(mk(1, 0, 0))
+		q.push(mk(2, 0, 0))
+		for range 2 {
+			f, _, _ := q.pop(0)
+			q.park(f)
+		}
+		q.push(mk(3, 0, 0))
+		q.push(mk(4, 0, 0))
+		fs := q.takeParked()
+		var got []byte
+		for _, f := range fs {
+			got = append(got, f.buf[0])
+			putBuf(f.buf)
+		}
+		if string(got) != string([]byte{1, 2}) || len(q.parked) != 0 || q.drops.get(DropQueueFull) != 0 {
+			t.Errorf("took %v, %d left parked, %d queue_full; want [1 2], 0, 0", got, len(q.parked), q.drops.get(DropQueueFull))
+		}
+		if got := ids(q, 0); string(got) != string([]byte{3, 4}) {
+			t.Errorf("queue then popped %v, want [3 4]", got)
+		}
+	})
+
 	t.Run("drain frees parked frames", func(t *testing.T) {
 		q := newSendQueue(4, time.Second, func(int, int) {}, nil)
 		q.push(mk(1, 0, 0))

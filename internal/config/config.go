@@ -331,10 +331,11 @@ type PathsConfig struct {
 	// DefaultInitialPacketSizeBytes.
 	InitialPacketSizeBytes int
 	// RateControl is who decides each path's sending rate, bond-wide for
-	// what this end sends: "bondd" (DefaultRateControl; a per-path rate
-	// estimator fed by the receiver's reports, and pacing) or "quic"
-	// (quic-go's congestion control alone, the behaviour before rate
-	// control; tunnel.PathOptions.RateControl).
+	// what this end sends: "quic" (DefaultRateControl; quic-go's
+	// congestion control, with the receiver's reports acting on path
+	// status, choice and lanes only) or "bondd" (a per-path rate
+	// estimator fed by the receiver's reports, and pacing;
+	// tunnel.PathOptions.RateControl).
 	RateControl string
 	// PMTUOff turns off path MTU discovery and black-hole detection (YAML
 	// pmtu_discovery: false; default on; tunnel.PathOptions.PMTUOff).
