@@ -292,12 +292,15 @@ func (p *path) resendable(f *frame) bool {
 
 // resend queues f, a datagram lost on p, once more, at the head of its
 // priority band: on p while p is ACTIVE (the scheduler chose p for it,
-// and a rule may have kept it off the other paths: a metered one), else
-// on the path the bond's picker chooses among the others, or on p again
-// when none can take it, where it waits for p to be usable or expires.
-// A datagram that the chosen path is not expected to deliver before it
-// expires (policy.Path.ExpectedDelivery: its queue and bytes in flight at
-// its rate, and half its RTT) is dropped and counted in ResendLate: on a
+// and a rule may have preferred it to the others: a metered one) and p
+// is expected to deliver it before it expires, else on the path the
+// bond's picker chooses among the others, or on p again when none can
+// take it, where it waits for p to be usable or expires. A path that
+// loses in a capacity dip fills its queue as it loses, so a datagram
+// late there may still be in time on another. A datagram that the chosen
+// path is not expected to deliver before it expires
+// (policy.Path.ExpectedDelivery: its queue and bytes in flight at its
+// rate, and half its RTT) is dropped and counted in ResendLate: on a
 // saturated path it would only take the place of a newer one. With
 // onlyOthers set it goes to another path or stays with the caller: resend
 // then reports false, and leaves f to the caller, when no other path can
@@ -318,6 +321,11 @@ func (p *path) resend(f frame, now time.Time, onlyOthers bool) bool {
 	expires := f.expires
 	if expires == 0 {
 		expires = f.enqueued + p.queue.maxAge
+	}
+	if to == p && now.UnixNano()+int64(p.state.ExpectedDelivery()) >= expires {
+		if q := p.resendPath(now); q != nil {
+			to = q
+		}
 	}
 	if now.UnixNano()+int64(to.state.ExpectedDelivery()) >= expires {
 		putBuf(f.buf)

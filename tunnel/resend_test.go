@@ -40,8 +40,8 @@ func dataFrame(n int, enqueued time.Time) frame {
 // TestResendState follows datagrams from the lane's hand-over through
 // quic-go's packets to their acknowledgement or loss: what is lost is
 // queued once more, at the head of its band, on the same path while it is
-// ACTIVE, else on the picker's other path; what is acknowledged, not kept,
-// too late or already resent is not.
+// ACTIVE and can deliver it in time, else on the picker's other path; what
+// is acknowledged, not kept, too late or already resent is not.
 func TestResendState(t *testing.T) {
 	type step struct {
 		op   string // hand, keep, packed, first, ack, lost, dropped, unhand, close
@@ -55,6 +55,8 @@ func TestResendState(t *testing.T) {
 		parity     bool
 		otherDown  bool // path b is not connected
 		ownDown    bool // path a, which loses the datagrams, is not connected
+		ownBacklog int  // bytes queued on path a: 2 MiB is 80 ms at its window and RTT
+		age        time.Duration
 		steps      []step
 		wantResent uint64
 		wantLate   uint64
@@ -85,6 +87,12 @@ func TestResendState(t *testing.T) {
 			{op: "lost", pn: 5}}},
 		{name: "expired", old: true, steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}},
 			wantLate: 1},
+		// 150 ms old: path a (20 + 80 ms) would deliver it after its
+		// 200-ms deadline, path b (10 ms) before.
+		{name: "late on its own path, in time on the other", ownBacklog: 2 << 20, age: 150 * time.Millisecond,
+			steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}}, wantResent: 1, wantQueued: 1},
+		{name: "late on its own path, no other path", ownBacklog: 2 << 20, age: 150 * time.Millisecond, otherDown: true,
+			steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}}, wantLate: 1},
 		{name: "no other path", otherDown: true, steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}},
 			wantResent: 1, wantOwn: 1},
 		{name: "lost on a path that went down", ownDown: true, steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}},
@@ -103,12 +111,16 @@ func TestResendState(t *testing.T) {
 			if c.ownDown {
 				a.state.SetConnected(false, time.Now())
 			}
+			if c.ownBacklog > 0 {
+				a.state.SetQueueLen(c.ownBacklog/1200, c.ownBacklog)
+			}
 			var r resendState
 			now := time.Now()
 			enq := now
 			if c.old {
 				enq = now.Add(-DefaultMaxQueueDelay)
 			}
+			enq = enq.Add(-c.age)
 			var last frame
 			for _, s := range c.steps {
 				switch s.op {
