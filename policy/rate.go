@@ -318,35 +318,6 @@ func (e *RateEstimator) Estimate() RateEstimate {
 // learns its paths' from the edge's hello); nil: none.
 func (e *RateEstimator) SetLEO(l *LEOReconf) { e.cfg.LEO = l }
 
-// inLEOWindow reports whether the interval the report covers, placed on
-// the sender's clock as [now − length − sRTT, now], touches a
-// reconfiguration window or the hold after a scheduled second
-// (LEOReconf.HoldFor; a hold longer than the window leaves a gap in the
-// delivery that is the sender's, not the link's). It samples the span at
-// the shorter of the window's half-width and the hold's whole span
-// (LEOHoldLead + Hold, at least 10 ms, so a sub-ms Hold costs no more).
-func (e *RateEstimator) inLEOWindow(now time.Time, length, srtt time.Duration) bool {
-	l := e.cfg.LEO
-	if l == nil {
-		return false
-	}
-	step := l.Window
-	if step <= 0 {
-		step = DefaultLEOWindow
-	}
-	if l.Hold > 0 {
-		step = min(step, LEOHoldLead+l.Hold)
-	}
-	in := func(t time.Time) bool { return l.Active(t) || l.HoldFor(t) > 0 }
-	from := now.Add(-length - srtt)
-	for t := from; t.Before(now); t = t.Add(step) {
-		if in(t) {
-			return true
-		}
-	}
-	return in(now)
-}
-
 // Update feeds one receiver report, received at now, with the sender's
 // side of the same time; the target changes at most once per call. A
 // report whose interval ends before it starts is ignored.

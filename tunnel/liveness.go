@@ -112,13 +112,7 @@ func (l *lane) routineLiveness(conn *quic.Conn) {
 			if p.suspect.CompareAndSwap(false, true) {
 				p.onSuspect(now, silent)
 			}
-			// Hold frames back only while another path can take them: when
-			// every path is silent (a stall of this host, or of everything),
-			// holding them would only expire them.
-			if g := p.bond.otherActive(p, now); p.gated.Swap(g) && !g {
-				l.signal()
-				p.queue.ringIfQueued()
-			}
+			p.regate(l, now)
 			if silent > p.bond.popts.DeadAfter {
 				p.bond.log.Warn("path dead: the peer is silent", "path", p.name, "lane", l.idx, "silent", silent.Round(time.Millisecond))
 				conn.CloseWithError(codePeerSilent, "peer silent")
@@ -168,15 +162,32 @@ func (p *path) livenessStats(s *PathStats) {
 }
 
 // onSuspect acts on p turning SUSPECT at now: counts what it handed quic-go
-// since the peer was last heard as lost, and moves its queued frames to a
-// live path, and the data datagrams its lanes sent and keep unacknowledged
-// as well (resend.go).
+// since the peer was last heard as lost. regate then moves what p holds
+// to a live path, if there is one.
 func (p *path) onSuspect(now time.Time, silent time.Duration) {
 	p.suspectStarts.Add(1)
 	p.pmtuSuspect(now) // large datagrams unanswered: a path MTU black hole? (pmtu.go)
 	lost := p.presumeLost()
-	moved, resent := 0, 0
-	if p.bond.otherActive(p, now) {
+	p.bond.log.Info("path suspect: the peer does not answer", "path", p.name, "silent", silent.Round(time.Millisecond),
+		"bound", p.state.SuspectAfter().Round(time.Millisecond), "presumed_lost", lost)
+}
+
+// regate decides, at now, whether p, SUSPECT, holds its frames back: only
+// while another path is ACTIVE to take them. When every path is silent (a
+// stall of this host, or of everything), holding them would only expire
+// them, so l sends on. When another path becomes ACTIVE — at once, or
+// later, after every path went silent and another came back first — p's
+// queued and parked frames move to the live paths, and the data datagrams
+// its lanes sent and keep unacknowledged are sent again there (resend.go),
+// rather than wait out their deadlines on a path that may stay dead.
+func (p *path) regate(l *lane, now time.Time) {
+	g := p.bond.otherActive(p, now)
+	switch old := p.gated.Swap(g); {
+	case old && !g:
+		l.signal()
+		p.queue.ringIfQueued()
+	case !old && g:
+		resent := 0
 		for i := range p.lanes {
 			if rec := p.lanes[i].rec.Load(); rec != nil {
 				resent += rec.held.resendAll(p, now)
@@ -184,10 +195,9 @@ func (p *path) onSuspect(now time.Time, silent time.Duration) {
 		}
 		before := p.rescued.Load()
 		p.rescue(nil)
-		moved = int(p.rescued.Load() - before)
+		p.bond.log.Info("path suspect: its frames move to the live paths", "path", p.name,
+			"moved", p.rescued.Load()-before, "resent", resent)
 	}
-	p.bond.log.Info("path suspect: the peer does not answer", "path", p.name, "silent", silent.Round(time.Millisecond),
-		"bound", p.state.SuspectAfter().Round(time.Millisecond), "presumed_lost", lost, "moved", moved, "resent", resent)
 }
 
 // presumeLost counts as DropSuspect, and returns, the datagrams p handed

@@ -142,3 +142,39 @@ rules:
 		})
 	}
 }
+
+// TestRegate: a SUSPECT path holds its frames back, and moves them with
+// its parked frames to the live paths, only once another path is ACTIVE:
+// also when that path comes back after every path went silent, not only
+// when the suspicion starts.
+func TestRegate(t *testing.T) {
+	a, b := resendBond(t, PathOptions{})
+	now := time.Now()
+	b.state.SetConnected(false, now) // every other path down
+	a.suspect.Store(true)
+	for i := range 3 {
+		a.queue.push(dataFrame(100+i, now))
+	}
+	f, _, _ := a.queue.pop(now.UnixNano())
+	a.queue.park(f)
+	queued := func(q *sendQueue) int {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.n + len(q.parked)
+	}
+	a.regate(&a.lanes[0], now)
+	if a.gated.Load() || queued(a.queue) != 3 || queued(b.queue) != 0 {
+		t.Fatalf("no other path: gated %v, %d frames kept, %d moved; want false, 3, 0", a.gated.Load(), queued(a.queue), queued(b.queue))
+	}
+	b.state.SetConnected(true, now) // another path is back first
+	a.regate(&a.lanes[0], now)
+	if !a.gated.Load() || queued(a.queue) != 0 || queued(b.queue) != 3 || a.rescued.Load() != 3 {
+		t.Fatalf("another path ACTIVE: gated %v, %d frames kept, %d moved (rescued %d); want true, 0, 3, 3",
+			a.gated.Load(), queued(a.queue), queued(b.queue), a.rescued.Load())
+	}
+	a.regate(&a.lanes[0], now) // still gated: nothing more to move
+	if a.rescued.Load() != 3 {
+		t.Errorf("rescued %d after a second regate, want 3", a.rescued.Load())
+	}
+	b.queue.drain()
+}
