@@ -491,9 +491,15 @@ func TestMTUOutageParks(t *testing.T) {
 	go func() { defer close(done); r.receive(ctx) }()
 
 	r.send(300*time.Millisecond, testMTU)
+	full := testMTU + HeaderBudget
+	// The path's first search must have reached full size: a budget
+	// still rising through it is not a cut on suspicion.
+	testkit.WaitFor(t, "full-size budget before the outage", 5*time.Second, func() bool {
+		r.send(50*time.Millisecond, testMTU)
+		return tb.edge.Bond().Stats().Paths[0].DatagramBudget == full
+	})
 	before := tb.edge.Bond().Stats()
 	seq0 := r.seq
-	full := testMTU + HeaderBudget
 	relays[0].SetDown(true)
 	// The outage lasts until suspicion cuts the budget (SuspectAfter,
 	// max(3 × sRTT, 100 ms), is longer on a loaded machine), and 200 ms
