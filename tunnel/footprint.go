@@ -52,15 +52,16 @@ func (b *Bond) Footprint() Footprint {
 	return f
 }
 
-// memoryBytes returns the bytes of the queue's band rings.
+// memoryBytes returns the bytes of the queue's band rings and of its
+// parked ring.
 func (q *sendQueue) memoryBytes() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	n := 0
+	n := cap(q.parked.buf)
 	for i := range q.bands {
-		n += cap(q.bands[i].buf) * int(unsafe.Sizeof(frame{}))
+		n += cap(q.bands[i].buf)
 	}
-	return n
+	return n * int(unsafe.Sizeof(frame{}))
 }
 
 // memoryBytes returns the bytes of the filter's window.

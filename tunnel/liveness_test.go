@@ -160,7 +160,7 @@ func TestRegate(t *testing.T) {
 	queued := func(q *sendQueue) int {
 		q.mu.Lock()
 		defer q.mu.Unlock()
-		return q.n + len(q.parked)
+		return q.n + q.parked.n
 	}
 	a.regate(&a.lanes[0], now)
 	if a.gated.Load() || queued(a.queue) != 3 || queued(b.queue) != 0 {

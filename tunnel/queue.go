@@ -2,7 +2,6 @@ package tunnel
 
 import (
 	"math"
-	"slices"
 	"sync"
 	"time"
 )
@@ -85,9 +84,10 @@ type sendQueue struct {
 	bytes    int           // sum of the queued frames' lengths
 	offered  uint64        // bytes ever pushed: the demand on the path
 	// parked holds frames set aside by park, oldest first, outside the
-	// bands (pop does not see them) until unpark; parkedDue is the
-	// earliest deadline among them, unix ns.
-	parked    []frame
+	// bands (pop does not see them) until unpark: a ring of the queue's
+	// capacity, allocated on the first park. parkedDue is the earliest
+	// deadline among them, unix ns.
+	parked    bandFIFO
 	parkedDue int64
 }
 
@@ -144,6 +144,15 @@ func (r *bandFIFO) pushFront(f frame) {
 
 // head0 returns the oldest frame; r must not be empty.
 func (r *bandFIFO) head0() *frame { return &r.buf[r.head] }
+
+// popBack removes and returns the newest frame; r must not be empty.
+func (r *bandFIFO) popBack() frame {
+	r.n--
+	i := (r.head + r.n) % len(r.buf)
+	f := r.buf[i]
+	r.buf[i] = frame{}
+	return f
+}
 
 func (r *bandFIFO) popFront() frame {
 	f := r.buf[r.head]
@@ -358,20 +367,17 @@ func (q *sendQueue) deadline(f *frame) int64 {
 func (q *sendQueue) park(f frame) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.parked == nil {
-		q.parked = make([]frame, 0, q.cap) // once per path
+	if q.parked.buf == nil {
+		q.parked.buf = make([]frame, q.cap) // once per path
 	}
-	if len(q.parked) == q.cap {
-		old := q.parked[0]
-		copy(q.parked, q.parked[1:])
-		q.parked[len(q.parked)-1] = frame{}
-		q.parked = q.parked[:len(q.parked)-1]
+	if q.parked.n == q.cap {
+		old := q.parked.popFront()
 		q.drops.add(DropQueueFull)
 		q.lostLocked(&old, time.Now().UnixNano()) // f.enqueued is when f was first queued, not now
 		putBuf(old.buf)
 	}
-	q.parked = append(q.parked, f)
-	if d := q.deadline(&f); len(q.parked) == 1 || d < q.parkedDue {
+	q.parked.pushBack(f)
+	if d := q.deadline(&f); q.parked.n == 1 || d < q.parkedDue {
 		q.parkedDue = d
 	}
 }
@@ -381,12 +387,13 @@ func (q *sendQueue) park(f frame) {
 func (q *sendQueue) takeParked() []frame {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.parked) == 0 {
+	if q.parked.n == 0 {
 		return nil
 	}
-	fs := slices.Clone(q.parked)
-	clear(q.parked)
-	q.parked = q.parked[:0]
+	fs := make([]frame, 0, q.parked.n)
+	for q.parked.n > 0 {
+		fs = append(fs, q.parked.popFront())
+	}
 	return fs
 }
 
@@ -395,7 +402,7 @@ func (q *sendQueue) takeParked() []frame {
 func (q *sendQueue) parkedExpired(now int64) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.parked) > 0 && now > q.parkedDue
+	return q.parked.n > 0 && now > q.parkedDue
 }
 
 // unpark puts the parked frames back at the heads of their bands, in the
@@ -404,15 +411,14 @@ func (q *sendQueue) parkedExpired(now int64) bool {
 // the queue is full the rest are dropped (DropQueueFull).
 func (q *sendQueue) unpark() int {
 	q.mu.Lock()
-	k := len(q.parked)
+	k := q.parked.n
 	if k == 0 {
 		q.mu.Unlock()
 		return 0
 	}
 	now := time.Now().UnixNano()
-	for i := k - 1; i >= 0; i-- { // newest first: the oldest ends at the head
-		f := q.parked[i]
-		q.parked[i] = frame{}
+	for q.parked.n > 0 { // newest first: the oldest ends at the head
+		f := q.parked.popBack()
 		if q.n == q.cap {
 			q.drops.add(DropQueueFull)
 			q.lostLocked(&f, now)
@@ -427,7 +433,6 @@ func (q *sendQueue) unpark() int {
 		q.n++
 		q.bytes += f.end - f.off
 	}
-	q.parked = q.parked[:0]
 	n, b := q.n, q.bytes
 	q.mu.Unlock()
 	q.onLen(n, b)
@@ -450,13 +455,12 @@ func (q *sendQueue) wait(done <-chan struct{}) bool {
 func (q *sendQueue) drain() {
 	q.mu.Lock()
 	now := time.Now().UnixNano()
-	for i := range q.parked {
-		q.countObjLocked(&q.parked[i], now)
-		putBuf(q.parked[i].buf)
-		q.parked[i] = frame{}
+	for q.parked.n > 0 {
+		f := q.parked.popFront()
+		q.countObjLocked(&f, now)
+		putBuf(f.buf)
 		q.drops.add(DropExpired)
 	}
-	q.parked = q.parked[:0]
 	for b := range q.bands {
 		for q.bands[b].n > 0 {
 			f := q.bands[b].popFront()

@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -200,7 +201,7 @@ func TestSendQueuePark(t *testing.T) {
 				f, _, _ := q.pop(0)
 				q.park(f)
 			}
-			if got := len(q.parked); got != c.park {
+			if got := q.parked.n; got != c.park {
 				t.Fatalf("%d parked, want %d", got, c.park)
 			}
 			if exp := q.parkedExpired(c.unparkAt * ms); exp != (c.expired > 0) {
@@ -236,8 +237,8 @@ func TestSendQueuePark(t *testing.T) {
 			got = append(got, f.buf[0])
 			putBuf(f.buf)
 		}
-		if string(got) != string([]byte{1, 2}) || len(q.parked) != 0 || q.drops.get(DropQueueFull) != 0 {
-			t.Errorf("took %v, %d left parked, %d queue_full; want [1 2], 0, 0", got, len(q.parked), q.drops.get(DropQueueFull))
+		if string(got) != string([]byte{1, 2}) || q.parked.n != 0 || q.drops.get(DropQueueFull) != 0 {
+			t.Errorf("took %v, %d left parked, %d queue_full; want [1 2], 0, 0", got, q.parked.n, q.drops.get(DropQueueFull))
 		}
 		if got := ids(q, 0); string(got) != string([]byte{3, 4}) {
 			t.Errorf("queue then popped %v, want [3 4]", got)
@@ -250,18 +251,27 @@ func TestSendQueuePark(t *testing.T) {
 		f, _, _ := q.pop(0)
 		q.park(f)
 		q.drain()
-		if len(q.parked) != 0 || q.unpark() != 0 || q.drops.get(DropExpired) != 1 {
-			t.Errorf("after drain: %d parked, %d expired; want 0 and 1", len(q.parked), q.drops.get(DropExpired))
+		if q.parked.n != 0 || q.unpark() != 0 || q.drops.get(DropExpired) != 1 {
+			t.Errorf("after drain: %d parked, %d expired; want 0 and 1", q.parked.n, q.drops.get(DropExpired))
 		}
 	})
-	t.Run("parking beyond capacity drops the oldest", func(t *testing.T) {
-		q := newSendQueue(2, time.Second, func(int, int) {}, nil)
-		for i := range byte(3) {
-			q.park(mk(i+1, 0, 0))
-		}
-		q.unpark()
-		if got := ids(q, 0); string(got) != string([]byte{2, 3}) || q.drops.get(DropQueueFull) != 1 {
-			t.Errorf("popped %v with %d full drops, want [2 3] and 1", got, q.drops.get(DropQueueFull))
-		}
-	})
+	for _, c := range []struct {
+		cap, park int
+		want      []byte
+	}{
+		{2, 3, []byte{2, 3}},
+		{3, 7, []byte{5, 6, 7}}, // the ring wraps twice
+	} {
+		t.Run(fmt.Sprintf("parking %d beyond capacity %d drops the oldest", c.park, c.cap), func(t *testing.T) {
+			q := newSendQueue(c.cap, time.Second, func(int, int) {}, nil)
+			for i := range byte(c.park) {
+				q.park(mk(i+1, 0, 0))
+			}
+			q.unpark()
+			drops := uint64(c.park - c.cap)
+			if got := ids(q, 0); string(got) != string(c.want) || q.drops.get(DropQueueFull) != drops {
+				t.Errorf("popped %v with %d full drops, want %v and %d", got, q.drops.get(DropQueueFull), c.want, drops)
+			}
+		})
+	}
 }
