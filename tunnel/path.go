@@ -88,8 +88,13 @@ func (p *path) setErr(err error) {
 // connection ends or stop is closed (then it lets the lane's datagrams
 // leave and closes conn). It starts the lane's send and receive routines
 // (send.go, receive.go) and returns after both have stopped. rec is the
-// connection's tracer.
+// connection's tracer. A connection that ended before serve ran (its
+// goroutine was overtaken by a newer connection's for the same lane) is
+// not served, so it cannot close the newer one as replaced.
 func (p *path) serve(l *lane, conn *quic.Conn, rec *recorder, stop <-chan struct{}) {
+	if conn.Context().Err() != nil {
+		return
+	}
 	if old := l.conn.Load(); old != nil {
 		old.CloseWithError(codeReplaced, "lane replaced by a new connection")
 	}
