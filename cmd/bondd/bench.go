@@ -32,7 +32,7 @@ func newBenchCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "bench SCENARIO",
-		Short: "Re-run the papers' experiments (s1: vehicular FEC, s1-vary: FEC under bursts and outages, s2/s2-isl: LEO + terrestrial video; lanes: lossy uplinks; capacity: the bond against the sum of its links; scale: bonds per concentrator) and write tables and plot data",
+		Short: "Re-run the papers' experiments (s1: vehicular FEC, s1-vary: FEC under bursts and outages, s2/s2-isl: LEO + terrestrial video; lanes: lossy uplinks; capacity: the bond against the sum of its links; video: legacy encoders; scale: bonds per concentrator; faults: the fault matrix; all: every one of them) and write tables and plot data",
 		Long: `Bench runs one evaluation scenario over link-emulator paths that replay
 public real traces, once per configuration, and writes results.md (tables,
 with the papers' figures beside ours), results.json and the data of the CDF
@@ -145,7 +145,7 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 	f.StringVar(&o.Out, "out", "bench-out", "folder for results.md, results.json and plots.json")
 	f.DurationVar(&o.Duration, "duration", bench.DefaultDuration, "traffic time of each configuration (shorten for CI)")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the link emulator, the same for every configuration")
-	f.StringVar(&o.Traces, "traces", emu.DefaultTracesDir(), "folder laid out like shared/data/traces (cellular/, leo/); empty: built-in models")
+	f.StringVar(&o.Traces, "traces", emu.DefaultTracesDir(), "folder laid out like shared/data/traces (cellular/, leo/); empty, or the default folder missing: built-in models")
 	f.BoolVar(&o.Inprocess, "inprocess", false, "run in one process without TUN devices even as root")
 	f.StringSliceVar(&o.Configs, "configs", nil, "run only these configurations (comma-separated names)")
 	f.StringVar(&lanesFlag, "lanes", "auto", fmt.Sprintf("s1, s2: QUIC connections per uplink, auto or 1..%d", tunnel.MaxLanes))

@@ -52,7 +52,7 @@ the same data path in one process with in-memory TUN devices.`,
 	f := cmd.Flags()
 	f.DurationVar(&o.Duration, "duration", 30*time.Second, "how long the flow runs")
 	f.Float64Var(&o.RateMbps, "rate", 4, "flow rate, Mbit/s")
-	f.StringVar(&o.Traces, "traces", emu.DefaultTracesDir(), "folder laid out like shared/data/traces (cellular/, leo/); empty: built-in models")
+	f.StringVar(&o.Traces, "traces", emu.DefaultTracesDir(), "folder laid out like shared/data/traces (cellular/, leo/); empty, or the default folder missing: built-in models")
 	f.StringVar(&o.JSONPath, "json", "", "also write the report as JSON to this file")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the link emulator: the same seed replays the same trace offsets and random draws (results still vary with the machine's timing)")
 	f.BoolVar(&o.Inprocess, "inprocess", false, "run in one process without TUN devices even as root")

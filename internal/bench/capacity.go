@@ -541,7 +541,7 @@ const cpuBoundShare = 0.9
 func capMarkdown(r *capReport) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Capacity: %d configurations, %s each, %s\n\n", len(r.Configs), time.Duration(r.DurationS*float64(time.Second)), r.Mode)
-	fmt.Fprintf(&b, "Command: `%s`. Traces: %s.", r.Command, strings.Join(r.Traces, ", "))
+	fmt.Fprintf(&b, "Command: `%s`, commit %s. Traces: %s.", r.Command, r.Commit, strings.Join(r.Traces, ", "))
 	if r.LinkScale != 1 {
 		fmt.Fprintf(&b, " Every link's capacity × %g.", r.LinkScale)
 	}

@@ -298,7 +298,7 @@ func lanesMarkdown(r *lanesReport) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Lanes: one 50-ms path, %.0f Mbit/s offered, %s per configuration, %s\n\n", r.RateMbps,
 		time.Duration(r.DurationS*float64(time.Second)), r.Mode)
-	fmt.Fprintf(&b, "Command: `%s`. Traces: %s.\n\n", r.Command, strings.Join(r.Traces, ", "))
+	fmt.Fprintf(&b, "Command: `%s`, commit %s. Traces: %s.\n\n", r.Command, r.Commit, strings.Join(r.Traces, ", "))
 	b.WriteString("| configuration | delivered % | goodput Mbit/s | OWD p50 ms | p95 ms | p99 ms | mean cwnd KB | lanes mean (end) | QUIC loss % | drops full / expired | unaccounted |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, c := range r.Configs {

@@ -590,7 +590,7 @@ func s2Markdown(r *s2Report) string {
 		title = "S2-ISL, LEO over an inter-satellite link + ideal terrestrial"
 	}
 	fmt.Fprintf(&b, "# %s: %d configurations, %s each, %d run(s), %s\n\n", title, len(r.Configs), time.Duration(r.DurationS*float64(time.Second)), r.Runs, r.Mode)
-	fmt.Fprintf(&b, "Command: `%s`. Traces: %s. Video: %s.\n\n", r.Command, strings.Join(r.Traces, ", "), r.Video)
+	fmt.Fprintf(&b, "Command: `%s`, commit %s. Traces: %s. Video: %s.\n\n", r.Command, r.Commit, strings.Join(r.Traces, ", "), r.Video)
 	b.WriteString("| configuration | FCT p50 ms | p99 ms | p99.9 ms | I p99 ms | P p99 ms | buffer ms | metered % | frames lost | frames hit in bondd's queues | resent (late) | wire MB |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	p99 := func(s fctStats) string { // "—" when no frame of the type completed
