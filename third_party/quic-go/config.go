@@ -129,5 +129,8 @@ func populateConfig(config *Config) *Config {
 		EnableStreamResetPartialDelivery: config.EnableStreamResetPartialDelivery,
 		Allow0RTT:                        config.Allow0RTT,
 		Tracer:                           config.Tracer,
+		CongestionControl:                config.CongestionControl,
+		DatagramSendQueueLen:             config.DatagramSendQueueLen,
+		DatagramReceiveQueueLen:          config.DatagramReceiveQueueLen,
 	}
 }

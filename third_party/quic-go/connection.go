@@ -329,6 +329,7 @@ var newConnection = func(
 		s.perspective,
 		s.qlogger,
 		s.logger,
+		s.congestionHook(),
 	)
 	s.maxPayloadSizeEstimate.Store(uint32(estimateMaxPayloadSize(s.config.initialPacketSize())))
 	statelessResetToken := statelessResetter.GetStatelessResetToken(srcConnID)
@@ -467,6 +468,7 @@ var newClientConnection = func(
 		s.perspective,
 		s.qlogger,
 		s.logger,
+		s.congestionHook(),
 	)
 	s.maxPayloadSizeEstimate.Store(uint32(estimateMaxPayloadSize(s.config.initialPacketSize())))
 	oneRTTStream := newCryptoStream()
@@ -568,6 +570,7 @@ func (c *Conn) preSetup(r *pathReceiver) {
 	c.receivedPacketHandler = *ackhandler.NewReceivedPacketHandler(c.logger)
 
 	c.datagramQueue = newDatagramQueue(c.scheduleSending, c.logger, c.qlogger)
+	c.datagramQueue.setLens(c.config.DatagramSendQueueLen, c.config.DatagramReceiveQueueLen)
 	c.connState.Version = c.version
 }
 

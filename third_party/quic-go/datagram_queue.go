@@ -30,6 +30,10 @@ type datagramQueue struct {
 
 	hasData func()
 
+	// sendLen and rcvLen bound the queues (Config.DatagramSendQueueLen,
+	// Config.DatagramReceiveQueueLen).
+	sendLen, rcvLen int
+
 	logger  utils.Logger
 	qlogger qlogwriter.Recorder
 }
@@ -37,6 +41,8 @@ type datagramQueue struct {
 func newDatagramQueue(hasData func(), logger utils.Logger, qlogger qlogwriter.Recorder) *datagramQueue {
 	return &datagramQueue{
 		hasData: hasData,
+		sendLen: maxDatagramSendQueueLen,
+		rcvLen:  maxDatagramRcvQueueLen,
 		rcvd:    make(chan struct{}, 1),
 		sent:    make(chan struct{}, 1),
 		closed:  make(chan struct{}),
@@ -60,7 +66,7 @@ func (h *datagramQueue) Add(f *wire.DatagramFrame) error {
 		default:
 		}
 
-		if h.sendQueue.Len() < maxDatagramSendQueueLen {
+		if h.sendQueue.Len() < h.sendLen {
 			h.sendQueue.PushBack(f)
 			h.sendMx.Unlock()
 			h.hasData()
@@ -108,7 +114,7 @@ func (h *datagramQueue) HandleDatagramFrame(f *wire.DatagramFrame) {
 	copy(data, f.Data)
 	var queued bool
 	h.rcvMx.Lock()
-	if len(h.rcvQueue) < maxDatagramRcvQueueLen {
+	if len(h.rcvQueue) < h.rcvLen {
 		h.rcvQueue = append(h.rcvQueue, data)
 		queued = true
 		select {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/quic-go/quic-go/congestion"
 	"github.com/quic-go/quic-go/internal/handshake"
 	"github.com/quic-go/quic-go/internal/protocol"
 	"github.com/quic-go/quic-go/qlogwriter"
@@ -190,6 +191,15 @@ type Config struct {
 	Allow0RTT bool
 	// Enable QUIC datagram support (RFC 9221).
 	EnableDatagrams bool
+	// DatagramSendQueueLen bounds the DATAGRAM frames queued for sending:
+	// SendDatagram blocks when it is reached. 0 means 32.
+	DatagramSendQueueLen int
+	// DatagramReceiveQueueLen bounds the received DATAGRAM frames waiting
+	// for ReceiveDatagram; more are dropped. 0 means 128.
+	DatagramReceiveQueueLen int
+	// CongestionControl, if set, returns the congestion controller of each
+	// connection (package congestion). Nil keeps quic-go's own.
+	CongestionControl congestion.Factory
 	// Enable QUIC Stream Resets with Partial Delivery.
 	// See https://datatracker.ietf.org/doc/html/draft-ietf-quic-reliable-stream-reset-09.
 	EnableStreamResetPartialDelivery bool

@@ -113,8 +113,10 @@ type sentPacketHandler struct {
 	bytesInFlight protocol.ByteCount
 
 	congestion congestion.SendAlgorithmWithDebugInfos
-	rttStats   *utils.RTTStats
-	connStats  *utils.ConnectionStats
+	// hook installs the application's controller (congestion.Hook).
+	hook      func(congestion.SendAlgorithmWithDebugInfos) congestion.SendAlgorithmWithDebugInfos
+	rttStats  *utils.RTTStats
+	connStats *utils.ConnectionStats
 
 	// The number of times a PTO has been sent without receiving an ack.
 	ptoCount uint32
@@ -151,7 +153,11 @@ func NewSentPacketHandler(
 	pers protocol.Perspective,
 	qlogger qlogwriter.Recorder,
 	logger utils.Logger,
+	hook func(congestion.SendAlgorithmWithDebugInfos) congestion.SendAlgorithmWithDebugInfos,
 ) SentPacketHandler {
+	if hook == nil {
+		hook = func(def congestion.SendAlgorithmWithDebugInfos) congestion.SendAlgorithmWithDebugInfos { return def }
+	}
 	congestion := congestion.NewCubicSender(
 		congestion.DefaultClock{},
 		rttStats,
@@ -178,7 +184,8 @@ func NewSentPacketHandler(
 		lostPackets:        *newLostPacketTracker(),
 		rttStats:           rttStats,
 		connStats:          connStats,
-		congestion:         congestion,
+		congestion:         hook(congestion),
+		hook:               hook,
 		ignorePacketsBelow: ignorePacketsBelow,
 		perspective:        pers,
 		qlogger:            qlogger,
@@ -1169,6 +1176,9 @@ func (h *sentPacketHandler) QueueProbePacket(space protocol.PacketNumberSpace) b
 	// Keep track of acknowledged frames instead.
 	// Call DeclareLost before queueFramesForRetransmission, which clears the packet's frames.
 	h.hist.DeclareLost(pn)
+	if a, ok := h.congestion.(congestion.Abandoner); ok && p.includedInBytesInFlight {
+		a.OnPacketAbandoned(pn, p.Length)
+	}
 	h.removeFromBytesInFlight(p)
 	h.queueFramesForRetransmission(p)
 	return true
@@ -1257,14 +1267,14 @@ func (h *sentPacketHandler) MigratedPath(now monotime.Time, initialMaxDatagramSi
 	for pn := range h.hist.PathProbes() {
 		h.hist.RemovePathProbe(pn)
 	}
-	h.congestion = congestion.NewCubicSender(
+	h.congestion = h.hook(congestion.NewCubicSender(
 		congestion.DefaultClock{},
 		h.rttStats,
 		h.connStats,
 		initialMaxDatagramSize,
 		true, // use Reno
 		h.qlogger,
-	)
+	))
 	h.qlogRecoveryParametersSet(true)
 	h.setLossDetectionTimer(now)
 }
