@@ -410,7 +410,13 @@ func unauthorizedOr(err error) error {
 	return err
 }
 
-// quicConfig returns the QUIC configuration of one path connection.
+// datagramReceiveQueue is the length of quic-go's DATAGRAM receive queue
+// on every path connection (quic.Config.DatagramReceiveQueueLen).
+const datagramReceiveQueue = 1024
+
+// quicConfig returns the QUIC configuration of one path connection; rec is
+// its recorder, or nil on the concentrator, where the connection's context
+// carries it.
 func quicConfig(o PathOptions, rec *recorder) *quic.Config {
 	return &quic.Config{
 		EnableDatagrams:       true,
@@ -420,6 +426,10 @@ func quicConfig(o PathOptions, rec *recorder) *quic.Config {
 		InitialPacketSize:     uint16(o.InitialPacketSize),
 		MaxIncomingStreams:    4,
 		MaxIncomingUniStreams: -1,
+		// A burst the TUN reader hands over faster than this end reads
+		// must not overflow quic-go's receive queue (upstream: 128).
+		DatagramReceiveQueueLen: datagramReceiveQueue,
+		CongestionControl:       ccFactory(rec), // cc.go
 		Tracer: func(ctx context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
 			r := rec
 			if r == nil {

@@ -66,10 +66,10 @@ type PathOptions struct {
 	RedialMax         time.Duration // backoff cap
 	InitialPacketSize int           // QUIC packet size from the first packet, bytes (1200..1452)
 	// RateControl is who decides each path's sending rate:
-	// RateControlBondd (pacing at the target of bondd's per-path rate
-	// estimator, fed by the receiver's reports; ratectl.go) or
-	// RateControlQUIC (quic-go's congestion control alone, the behaviour
-	// before rate control). Empty: RateControlQUIC. Each end decides for
+	// RateControlBondd (bondd's controller inside quic-go, pacing at the
+	// target of the per-path rate estimator fed by the receiver's reports;
+	// cc.go, ratectl.go) or RateControlQUIC (quic-go's own NewReno, the
+	// measured baseline). Empty: RateControlBondd. Each end decides for
 	// what it sends.
 	RateControl string
 	// SuspectRTTs and SuspectMin bound the silence after a send that makes
@@ -126,7 +126,7 @@ func (o PathOptions) withDefaults() PathOptions {
 		o.InitialPacketSize = DefaultInitialPacketSize
 	}
 	if o.RateControl == "" {
-		o.RateControl = RateControlQUIC
+		o.RateControl = RateControlBondd
 	}
 	return o
 }

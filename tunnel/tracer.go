@@ -34,13 +34,9 @@ type recorder struct {
 	// accepted is set on the concentrator when the connection completed its
 	// handshake and reached the accept loop (conc_transport.go).
 	accepted atomic.Bool
-	// sizes and sentAt remember the last pmtuRing 1-RTT packets sent, by
-	// packet number: datagram size, flags and send time (sentring.go);
-	// largestAcked is the largest packet number acknowledged, scanFrom the
-	// lowest that may still be neither acknowledged nor lost.
-	sizes                  [pmtuRing]atomic.Uint64
-	sentAt                 [pmtuRing]atomic.Int64
-	largestAcked, scanFrom atomic.Int64
+	// sizes remembers the last pmtuRing 1-RTT packets sent, by packet
+	// number: datagram size and flags (sentring.go).
+	sizes [pmtuRing]atomic.Uint64
 	// avoiding is set while the connection's congestion controller is out
 	// of slow start (qlog's congestion_avoidance or recovery state; only a
 	// new path, after a migration, starts it again).
@@ -131,7 +127,7 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 			probe := size > 0 && int64(size) == l.probeSize.Load() && l.probeSize.CompareAndSwap(int64(size), 0)
 			now := time.Now()
 			if oneRTT {
-				r.noteSent(int64(e.Header.PacketNumber), probe, size, now.UnixNano())
+				r.noteSent(int64(e.Header.PacketNumber), probe, size)
 			}
 			if size > pmtuBase && !probe && l.path.pmtu.bigSince.Load() == 0 {
 				l.path.pmtu.bigSince.CompareAndSwap(0, now.UnixNano())
@@ -145,16 +141,7 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 		}
 	case qlog.PacketReceived:
 		if l != nil {
-			now := time.Now()
-			p := l.path
-			p.heard(now) // liveness.go
-			if e.Header.PacketType == qlog.PacketType1RTT {
-				for _, f := range e.Frames {
-					if ack, ok := f.Frame.(*qlog.AckFrame); ok {
-						r.noteAcks(ack, &p.pmtu, now, lossDelay(p.state.SmoothedRTT()), p)
-					}
-				}
-			}
+			l.path.heard(time.Now()) // liveness.go
 		}
 	}
 }

@@ -151,7 +151,7 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 	f.StringVar(&lanesFlag, "lanes", "auto", fmt.Sprintf("s1, s2: QUIC connections per uplink, auto or 1..%d", tunnel.MaxLanes))
 	f.BoolVar(&o.Sweep, "sweep", false, "s1: run adaptive FEC's sensitivity grid (α 1, 1.5, 2, 3 × k 10, 20, 40) and no-fec instead of the S1 configurations")
 	f.IntVar(&o.Runs, "runs", 1, "runs per configuration (seeds --seed, --seed+1, ...); results are medians with 95 % bootstrap intervals")
-	f.StringVar(&o.RateControl, "rate-control", tunnel.RateControlQUIC, "who decides each path's rate on both bonds: quic (quic-go's congestion control, the daemon's default) or bondd (pacing at bondd's per-path estimate; experimental, docs/evaluation.md)")
+	f.StringVar(&o.RateControl, "rate-control", tunnel.RateControlBondd, "who decides each path's rate on both bonds: bondd (bondd's controller inside quic-go, the daemon's default) or quic (quic-go's own NewReno, the baseline)")
 	f.BoolVar(&retransmit, "retransmit", true, "retransmit lost data datagrams on both bonds (the daemon's default); false: the behaviour before, for comparison")
 	f.Float64Var(&o.LinkScale, "link-scale", 1, "capacity: every emulated link's capacity × this, in (0, 1] (a host too slow for the links' packet rate measures the bond on scaled links)")
 	f.BoolVar(&o.Align, "align", true, "s2, s2-isl: start each configuration at the same phase of the UTC minute's 15-s reconfiguration cycle (waits up to 15 s each)")

@@ -51,7 +51,7 @@ const (
 	DefaultRedialMin              = tunnel.DefaultRedialMin
 	DefaultRedialMax              = tunnel.DefaultRedialMax
 	DefaultInitialPacketSizeBytes = tunnel.DefaultInitialPacketSize
-	DefaultRateControl            = tunnel.RateControlQUIC
+	DefaultRateControl            = tunnel.RateControlBondd
 	// DefaultMaxQueueDelay is how long a packet may wait in a path's send
 	// queue before it is dropped rather than sent late.
 	DefaultMaxQueueDelay = tunnel.DefaultMaxQueueDelay
@@ -331,10 +331,11 @@ type PathsConfig struct {
 	// DefaultInitialPacketSizeBytes.
 	InitialPacketSizeBytes int
 	// RateControl is who decides each path's sending rate, bond-wide for
-	// what this end sends: "quic" (DefaultRateControl; quic-go's
-	// congestion control, with the receiver's reports acting on path
-	// status, choice and lanes only) or "bondd" (a per-path rate
-	// estimator fed by the receiver's reports, and pacing;
+	// what this end sends: "bondd" (DefaultRateControl; bondd's
+	// controller inside quic-go: a per-path rate estimator fed by the
+	// receiver's reports, a window of twice its BDP, and pacing) or "quic"
+	// (quic-go's own NewReno, the measured baseline, with the receiver's
+	// reports acting on path status and choice only;
 	// tunnel.PathOptions.RateControl).
 	RateControl string
 	// PMTUOff turns off path MTU discovery and black-hole detection (YAML

@@ -37,8 +37,8 @@ type Options struct {
 	Scheduler string        // a policy.Schedulers name
 	Lanes     string        // "auto" or 1..tunnel.MaxLanes
 	LossPct   float64       // extra random loss on every emulated path, each direction, %
-	// RateControl is RateControlQUIC (empty: the default) or
-	// RateControlBondd, on both ends.
+	// RateControl is RateControlBondd (empty: the default) or
+	// RateControlQUIC, on both ends.
 	RateControl string
 	// RetransmitOff turns off the retransmission of lost datagrams on
 	// both ends (tunnel.PathOptions.RetransmitOff).
@@ -196,7 +196,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	}
 	addLoss(&sc, o.LossPct/100)
 	if o.RateControl == "" {
-		o.RateControl = RateControlQUIC
+		o.RateControl = RateControlBondd
 	}
 	bed, err := NewBed(BedOptions{Scenario: sc, Seed: o.Seed, FEC: fopts, Picker: picker, Lanes: lanes, RateControl: o.RateControl, RetransmitOff: o.RetransmitOff}, o.Inprocess, out)
 	if err != nil {
@@ -245,7 +245,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	tx, rx, rx0 := rep.fecAfter(before, bed.Edge.Stats()), bed.Conc.Stats().FEC, concBefore.FEC
 	rep.Scheduler, rep.Seed, rep.Lanes, rep.ExtraLossPct, rep.RateControl = o.Scheduler, o.Seed, o.Lanes, o.LossPct, o.RateControl
 	if rep.RateControl == "" {
-		rep.RateControl = RateControlQUIC
+		rep.RateControl = RateControlBondd
 	}
 	rep.FEC, rep.CodingRate, rep.ParitySent, rep.Recovered = o.FEC, tx.rate, tx.parity, rx.Recovered-rx0.Recovered
 	if os.Getenv("BONDD_DEMO_DEBUG") != "" {
