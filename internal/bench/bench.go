@@ -12,7 +12,8 @@
 //     trace's inter-satellite link;
 //   - lanes: one lossy path, one QUIC connection against lanes (lanes.go);
 //   - capacity: the bond against the sum of its links, UDP at Σ capacity
-//     and one TCP flow against each path alone (capacity.go);
+//     and one TCP flow against each path alone, over the traces
+//     (capacity.go) and over three constant links (capacity_steady.go);
 //   - scale: how many bonds one concentrator holds, with the edges in a
 //     child process (scale.go, scale_edges.go).
 //
