@@ -21,9 +21,16 @@ import (
 // decides, and quic-go's loss-based window no longer caps the path:
 //
 //   - The window is 2 × target × min RTT (BBR's cwnd_gain of 2 over the
-//     estimated BDP, draft-ietf-ccwg-bbr §5.6.4.2), plus target × the LEO
-//     reconfiguration hold on a path that has one (acknowledgments stop
-//     for the hold, LeoCC, SIGCOMM 2025), at least ccMinWindow packets.
+//     estimated BDP, draft-ietf-ccwg-bbr §5.6.4.2) plus target × ccRoom:
+//     the queue the estimator keeps on purpose (it drains above twice
+//     policy.DefaultQueueTarget) and the peer's ACK delay (max_ack_delay,
+//     RFC 9000 §18.2: 25 ms), which BBR covers with its extra_acked term
+//     (§5.6.4.1); plus target × the LEO reconfiguration hold on a path that
+//     has one (acknowledgments stop for the hold, LeoCC, SIGCOMM 2025); at
+//     least ccMinWindow packets. Without ccRoom the window bound below
+//     the target: on the steady-links bench (30 Mbit/s, 41-ms min RTT, a
+//     66-ms sRTT at the estimator's queue) the path sent 26.4 of its 30.4
+//     Mbit/s target with bondd's queue full.
 //   - Sending is paced at ccPacingGain × target with a burst of
 //     max(10 packets, pacerBurstTime at the rate): bondd's own queue
 //     already releases frames at the target (rateCtl.pace), where
@@ -55,9 +62,10 @@ type pathCC struct {
 
 // Controller constants.
 const (
-	ccCwndGain   = 2   // window over the estimated BDP
-	ccPacingGain = 1.1 // quic-go's pacer over the target: room for QUIC's own bytes
-	ccMinWindow  = 16  // packets
+	ccCwndGain   = 2                                                 // window over the estimated BDP
+	ccRoom       = 2*policy.DefaultQueueTarget + 25*time.Millisecond // the estimator's queue and the peer's ACK delay
+	ccPacingGain = 1.1                                               // quic-go's pacer over the target: room for QUIC's own bytes
+	ccMinWindow  = 16                                                // packets
 	ccInitialRTT = 100 * time.Millisecond
 	// ccLEORoom is the extra time at the target a path with a LEO schedule
 	// keeps in flight: the hold (policy's default, 100 ms) and its lead.
@@ -98,7 +106,7 @@ func (c *pathCC) update(rc *rateCtl, now time.Time) {
 	if minRTT <= 0 {
 		minRTT = ccInitialRTT
 	}
-	w := ccCwndGain * rate * minRTT.Seconds()
+	w := rate * (ccCwndGain*minRTT + ccRoom).Seconds()
 	if rc.p.state.LEOReconf() != nil {
 		w += rate * ccLEORoom.Seconds()
 	}
