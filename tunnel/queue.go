@@ -67,7 +67,7 @@ func bandOf(prio uint8) int { return int(prio >> bandShift) }
 // DropExpired). FEC parity is queued
 // at priority 0, so under saturation redundancy is shed before data of a
 // higher priority. Safe for concurrent use: the TUN reader, the FEC flush
-// routine and a failing path's rescue push; the path's lanes pop.
+// routine and a failing path's rescue push; the path's send routine pops.
 type sendQueue struct {
 	maxAge int64                    // ns
 	cap    int                      // frames, all bands together

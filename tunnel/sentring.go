@@ -174,8 +174,8 @@ func (r *recorder) noteAcks(ack *qlog.AckFrame, pm *pathPMTU, now time.Time, los
 			break // sent too recently to call lost (and so is every later one)
 		}
 		if size, probe, ok := r.settle(pn, slotLost); ok {
-			if l := r.lane.Load(); l != nil {
-				r.held.lost(pn, l.path, now)
+			if pc := r.pc.Load(); pc != nil {
+				r.held.lost(pn, pc.path, now)
 			}
 			sink.datagramLost(size, probe)
 		}
