@@ -17,9 +17,8 @@ import (
 
 // recorder turns one connection's qlog events into plain calls on the state
 // of its path: MetricsUpdated → the connection's congestion state and the
-// path's (pathconn.go), CongestionStateUpdated → whether the
-// connection's window has left slow start, PacketLost (RFC 9002 loss
-// detection) → policy.Path.OnLoss, PacketSent → OnSent and the connection's count of
+// path's (pathconn.go), PacketLost (RFC 9002 loss detection) →
+// policy.Path.OnLoss, PacketSent → OnSent and the connection's count of
 // datagrams left in quic-go's send queue, PacketReceived → OnReceive; lost
 // and sent packets also feed the path's FEC loss-interval estimator. It
 // implements both qlogwriter.Trace and qlogwriter.Recorder. On the
@@ -41,10 +40,6 @@ type recorder struct {
 	sizes                  [pmtuRing]atomic.Uint64
 	sentAt                 [pmtuRing]atomic.Int64
 	largestAcked, scanFrom atomic.Int64
-	// avoiding is set while the connection's congestion controller is out
-	// of slow start (qlog's congestion_avoidance or recovery state; only a
-	// new path, after a migration, starts it again).
-	avoiding atomic.Bool
 	// held keeps the data datagrams handed to the connection until their
 	// packet is settled, and resends the lost ones (resend.go).
 	held resendState
@@ -76,13 +71,6 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 			pc.path.drops.add(DropReceiveQueueFull)
 		} else {
 			r.early.Add(1)
-		}
-	case qlog.CongestionStateUpdated:
-		switch e.State {
-		case qlog.CongestionStateCongestionAvoidance, qlog.CongestionStateRecovery:
-			r.avoiding.Store(true)
-		case qlog.CongestionStateSlowStart:
-			r.avoiding.Store(false)
 		}
 	case qlog.MetricsUpdated:
 		if pc != nil {
