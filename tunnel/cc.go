@@ -91,11 +91,11 @@ func ccFactory(rec *recorder) congestion.Factory {
 // rc returns the path's rate control when it decides this connection's
 // rate, else nil.
 func (c *pathCC) rc() *rateCtl {
-	l := c.rec.lane.Load()
-	if l == nil || !l.path.rc.active() {
+	pc := c.rec.pc.Load()
+	if pc == nil || !pc.path.rc.active() {
 		return nil
 	}
-	return l.path.rc
+	return pc.path.rc
 }
 
 // update sets the window and the pacer from the path's target at now.

@@ -41,11 +41,11 @@ func (r fakeRTT) MeanDeviation() time.Duration { return 0 }
 // newTestCC returns a path's controller with quic-go's def behind it; on
 // makes the path rate-controlled at target bytes/s.
 func newTestCC(on bool, target float64, minRTT time.Duration, leo bool) (*pathCC, *fakeDef, *path) {
-	rec, state, l := newTestRecorder("p")
+	rec, state, pc := newTestRecorder("p")
 	if leo {
 		state.SetLEOReconf(&policy.LEOReconf{})
 	}
-	p := l.path
+	p := pc.path
 	if on {
 		p.rc.on = true
 		p.rc.peer.Store(true)

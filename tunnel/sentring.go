@@ -113,8 +113,8 @@ type lossSink interface {
 // acked handles 1-RTT packet pn, newly acknowledged (cc.go: quic-go's
 // loss detection calls the controller once per packet, RFC 9002 §6).
 func (r *recorder) acked(pn int64) {
-	if l := r.lane.Load(); l != nil {
-		r.onAcked(pn, &l.path.pmtu)
+	if pc := r.pc.Load(); pc != nil {
+		r.onAcked(pn, &pc.path.pmtu)
 	}
 }
 
@@ -136,8 +136,8 @@ func (r *recorder) onAcked(pn int64, pm *pathPMTU) {
 // abandoned handles 1-RTT packet pn, which quic-go's probe timeout took
 // out of flight at now without declaring it lost (cc.go).
 func (r *recorder) abandoned(pn int64, now time.Time) {
-	if l := r.lane.Load(); l != nil {
-		r.onAbandoned(pn, now, l.path)
+	if pc := r.pc.Load(); pc != nil {
+		r.onAbandoned(pn, now, pc.path)
 	}
 }
 
@@ -149,8 +149,8 @@ func (r *recorder) onAbandoned(pn int64, now time.Time, sink lossSink) {
 	if !ok || size == 0 {
 		return
 	}
-	if l := r.lane.Load(); l != nil {
-		r.held.lost(pn, l.path, now)
+	if pc := r.pc.Load(); pc != nil {
+		r.held.lost(pn, pc.path, now)
 	}
 	sink.datagramLost(size, probe)
 }

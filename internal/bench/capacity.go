@@ -318,7 +318,7 @@ func runCapacity(ctx context.Context, o Options, out io.Writer) error {
 // without a netns bed or without iperf3 is skipped (Skipped says why).
 func runCapConfig(ctx context.Context, o Options, sc emu.Scenario, c capConfig, out io.Writer) (capResult, string, error) {
 	res := capResult{Name: c.name, Description: c.desc}
-	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, Lanes: o.Lanes, RateControl: o.RateControl, RetransmitOff: o.RetransmitOff}
+	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, RateControl: o.RateControl, RetransmitOff: o.RetransmitOff}
 	var err error
 	if bo.Picker, err = policy.NewPicker(policy.SchedulerDefault); err != nil {
 		return res, "", err

@@ -149,7 +149,16 @@ type Config struct {
 
 	// src records where the config came from; nil for a Config built in Go.
 	src *configSource
+	// warnings are the decoder's (Warnings).
+	warnings Errors
 }
+
+// Warnings returns what the file says that bondd accepts but ignores —
+// a retired key, such as an uplink's lanes — one *Error per occurrence,
+// with file, line and the reason, sorted by line. The config runs as if
+// the key were absent. nil for a Config built in Go, or when there is
+// nothing to say.
+func (c *Config) Warnings() Errors { return c.warnings }
 
 // TUNConfig configures the TUN device (key tun).
 type TUNConfig struct {
@@ -233,9 +242,6 @@ type UplinkConfig struct {
 	// edge.concentrator, for a concentrator with one public address per
 	// carrier (or a link emulator in front of it). Optional.
 	Remote string
-	// Lanes is the number of QUIC connections the uplink carries, 1 to
-	// tunnel.MaxLanes, or tunnel.LanesAuto (0): YAML "auto", the default.
-	Lanes int
 	// LEOReconf marks a LEO satellite uplink with its reconfiguration
 	// schedule (YAML leo_reconf: true for Starlink's seconds 12, 27, 42
 	// and 57 of each UTC minute, ±100 ms; or {seconds: [...], window_ms:
@@ -585,6 +591,8 @@ func ParseWith(name string, data []byte, opts Options) (*Config, error) {
 		return nil, d.errs
 	}
 	c := d.config(root)
+	d.warns.sort()
+	c.warnings = d.warns
 	c.resolvePaths()
 	c.Defaults()
 	v := &configValidator{src: src}
