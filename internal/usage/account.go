@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"log/slog"
@@ -148,6 +149,7 @@ type Accountant struct {
 	// mu guards all following.
 	mu        sync.Mutex
 	entries   map[Key]*entry
+	order     []*entry // entries sorted by encoded key, for the flush
 	lastPrune time.Time
 	failing   bool // the last flush failed (logged once until one succeeds)
 
@@ -159,12 +161,13 @@ type Accountant struct {
 // entry is one path's state in the Accountant.
 type entry struct {
 	key    Key
+	kb     []byte // appendKey(key)
 	budget Budget
 	last   Counts    // the last cumulative Sample
 	lastAt time.Time // when it was taken; zero before the first
 	status Status
-	rec    periodRecord // the period and totals, unflushed counts included
-	pend   []hourRow    // counts not yet in the store, by hour
+	rec    periodRecord // the period, totals and open hour, unflushed counts included
+	pend   []hourRow    // closed hours not yet in the store's history
 	dirty  bool         // rec or pend changed since the last flush
 }
 
@@ -203,11 +206,11 @@ func NewAccountant(o Options) (*Accountant, error) {
 	}
 	a := &Accountant{o: o, log: log, stop: make(chan struct{}), entries: make(map[Key]*entry, len(recs))}
 	for k, r := range recs {
-		a.entries[k] = &entry{key: k, budget: o.Budgets[k], rec: r}
+		a.add(&entry{key: k, budget: o.Budgets[k], rec: r})
 	}
 	for k, b := range o.Budgets {
 		if a.entries[k] == nil {
-			a.entries[k] = &entry{key: k, budget: b}
+			a.add(&entry{key: k, budget: b})
 		}
 	}
 	now := o.Now()
@@ -218,6 +221,14 @@ func NewAccountant(o Options) (*Accountant, error) {
 		}
 	}
 	return a, nil
+}
+
+// add adds e to entries and order. a.mu is held (or a is new).
+func (a *Accountant) add(e *entry) {
+	e.kb = appendKey(nil, e.key)
+	a.entries[e.key] = e
+	i, _ := slices.BinarySearchFunc(a.order, e.kb, func(x *entry, kb []byte) int { return bytes.Compare(x.kb, kb) })
+	a.order = slices.Insert(a.order, i, e)
 }
 
 // Start samples and flushes in the background until Close.
@@ -270,7 +281,7 @@ func (a *Accountant) observe(s Sample, now time.Time) {
 	e := a.entries[s.Key]
 	if e == nil {
 		e = &entry{key: s.Key, budget: a.o.Budgets[s.Key]}
-		a.entries[s.Key] = e
+		a.add(e)
 	}
 	d := delta(e.last, s.Counts)
 	d.ActiveMs, d.DegradedMs, d.DownMs = 0, 0, 0
@@ -294,12 +305,13 @@ func (a *Accountant) observe(s Sample, now time.Time) {
 	e.rec.Period.Add(d)
 	e.rec.Total.Add(d)
 	e.rec.Used += e.budget.Direction.bytes(d)
-	hour := now.UTC().Truncate(time.Hour)
-	if n := len(e.pend); n > 0 && e.pend[n-1].Hour.Equal(hour) {
-		e.pend[n-1].C.Add(d)
-	} else {
-		e.pend = append(e.pend, hourRow{Hour: hour, Key: e.key, C: d})
+	if hour := now.UTC().Truncate(time.Hour); !hour.Equal(e.rec.HourStart) {
+		if !e.rec.Hour.IsZero() {
+			e.pend = append(e.pend, hourRow{Hour: e.rec.HourStart, Key: e.key, C: e.rec.Hour})
+		}
+		e.rec.HourStart, e.rec.Hour = hour, Counts{}
 	}
+	e.rec.Hour.Add(d)
 	e.dirty = true
 	a.alert(e, now)
 	a.budgetFeed(e)
@@ -352,7 +364,7 @@ func (a *Accountant) roll(e *entry, now time.Time) {
 	if err != nil {
 		a.log.Warn("usage: reading the history for the new budget period", "path", e.key.Path, "err", err)
 	}
-	for _, p := range e.pend {
+	for _, p := range append(e.pend, hourRow{Hour: e.rec.HourStart, C: e.rec.Hour}) {
 		if !p.Hour.Before(start) && p.Hour.Before(end) {
 			sum.Add(p.C)
 		}
@@ -400,14 +412,13 @@ func (a *Accountant) Flush() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.o.Now()
-	w := &write{periods: make(map[Key]*periodRecord)}
-	for _, e := range a.entries {
+	w := &write{periods: make([]keyedRecord, 0, len(a.order))}
+	for _, e := range a.order {
 		if !e.dirty {
 			continue
 		}
 		w.hours = append(w.hours, e.pend...)
-		r := e.rec
-		w.periods[e.key] = &r
+		w.periods = append(w.periods, keyedRecord{e.kb, &e.rec}) // a.mu is held until apply returns
 	}
 	if now.Sub(a.lastPrune) >= time.Hour {
 		w.prune = now.UTC().AddDate(0, -a.o.RetentionMonths, 0).Truncate(time.Hour)
@@ -439,7 +450,7 @@ func (a *Accountant) Flush() error {
 	if !w.prune.IsZero() {
 		a.lastPrune = now
 	}
-	for _, e := range a.entries {
+	for _, e := range a.order {
 		e.pend, e.dirty = e.pend[:0], false
 	}
 	return nil

@@ -91,15 +91,19 @@ func decodeHour(b []byte, c *Counts) error {
 	return err
 }
 
-// periodRecord is a path's budget state: the period [Start, End) it is in,
-// the bytes Used against the budget in it, which alerts it has logged, and
-// the path's lifetime Total since the store was created.
+// periodRecord is a path's state: the period [Start, End) it is in, the
+// bytes Used against the budget in it, which alerts it has logged, the
+// path's lifetime Total since the store was created, and the counts of
+// the open hour (HourStart): an hour goes to the history (bucket hours)
+// once the next one starts, so that a flush writes one record per path.
 type periodRecord struct {
 	Start, End time.Time
 	Used       uint64
 	Alerts     uint8 // alert90, alert100
 	Period     Counts
 	Total      Counts
+	HourStart  time.Time
+	Hour       Counts
 }
 
 // Alert bits of periodRecord.Alerts.
@@ -115,7 +119,9 @@ func encodePeriod(b []byte, r *periodRecord) []byte {
 	b = binary.AppendUvarint(b, r.Used)
 	b = append(b, r.Alerts)
 	b = appendCounts(b, &r.Period)
-	return appendCounts(b, &r.Total)
+	b = appendCounts(b, &r.Total)
+	b = binary.AppendVarint(b, r.HourStart.Unix())
+	return appendCounts(b, &r.Hour)
 }
 
 func decodePeriod(b []byte, r *periodRecord) error {
@@ -141,7 +147,15 @@ func decodePeriod(b []byte, r *periodRecord) error {
 	if b, err = readCounts(b, &r.Period); err != nil {
 		return err
 	}
-	_, err = readCounts(b, &r.Total)
+	if b, err = readCounts(b, &r.Total); err != nil {
+		return err
+	}
+	h, n := binary.Varint(b)
+	if n <= 0 {
+		return errRecord
+	}
+	r.HourStart = time.Unix(h, 0).UTC()
+	_, err = readCounts(b[n:], &r.Hour)
 	return err
 }
 
@@ -163,8 +177,9 @@ func parseKey(b []byte) (Key, error) {
 // hourKey is the key of an hour of k's history: the hour's Unix seconds,
 // 8 bytes big-endian (so keys sort by time and pruning cuts a prefix),
 // then k.
+// Hours before 1970 are stored as 1970.
 func hourKey(b []byte, hour time.Time, k Key) []byte {
-	b = binary.BigEndian.AppendUint64(b, uint64(hour.Unix()))
+	b = binary.BigEndian.AppendUint64(b, uint64(max(hour.Unix(), 0)))
 	return appendKey(b, k)
 }
 

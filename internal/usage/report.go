@@ -65,7 +65,7 @@ func pathUsage(k Key, r periodRecord, b Budget, since, now time.Time) PathUsage 
 	if !b.IsZero() {
 		u.Budget, u.BudgetBytes, u.Direction = b.String(), b.Bytes, b.Direction.String()
 	}
-	if s, e := b.bounds(now); !now.Before(r.End) || !s.Equal(r.Start) {
+	if s, e := b.bounds(now); (!now.Before(r.End) || !s.Equal(r.Start)) && !now.Before(plausibleSince) {
 		u.PeriodStart, u.PeriodEnd, u.Period, u.UsedBytes = s, e, Counts{}, 0
 	}
 	u.project(now)
@@ -175,7 +175,11 @@ func sortedRows(groups map[rowKey]*Row) []Row {
 // alone: for bondd usage while no daemon runs.
 func (s *Store) Report(q Query, budgets map[Key]Budget, now time.Time) (*Report, error) {
 	groups := make(map[rowKey]*Row)
-	if err := s.hours(q.Since, q.Until, func(r hourRow) { q.addRow(groups, r.Hour, r.Key, r.C) }); err != nil {
+	add := func(r hourRow) { q.addRow(groups, r.Hour, r.Key, r.C) }
+	if err := s.hours(q.Since, q.Until, add); err != nil {
+		return nil, err
+	}
+	if err := s.openHours(q.Since, q.Until, add); err != nil {
 		return nil, err
 	}
 	recs, err := s.loadPeriods()
@@ -196,9 +200,12 @@ func (a *Accountant) Report(q Query) (*Report, error) {
 	now := a.o.Now()
 	a.mu.Lock()
 	groups := make(map[rowKey]*Row)
-	for _, e := range a.entries {
+	for _, e := range a.order {
 		for _, p := range e.pend {
 			q.addRow(groups, p.Hour, p.Key, p.C)
+		}
+		if !e.rec.Hour.IsZero() {
+			q.addRow(groups, e.rec.HourStart, e.key, e.rec.Hour)
 		}
 	}
 	a.mu.Unlock()

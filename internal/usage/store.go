@@ -268,7 +268,20 @@ func (s *Store) hours(since, until time.Time, fn func(hourRow)) error {
 	})
 }
 
-// sumHours returns k's history summed over [since, until).
+// openHours calls fn for the open hour of every stored path record in
+// [since, until).
+func (s *Store) openHours(since, until time.Time, fn func(hourRow)) error {
+	recs, err := s.loadPeriods()
+	for k, r := range recs {
+		if !r.Hour.IsZero() && !r.HourStart.Before(since.Truncate(time.Hour)) && r.HourStart.Before(until) {
+			fn(hourRow{Hour: r.HourStart, Key: k, C: r.Hour})
+		}
+	}
+	return err
+}
+
+// sumHours returns k's history summed over [since, until), open hours
+// aside.
 func (s *Store) sumHours(k Key, since, until time.Time) (Counts, error) {
 	var sum Counts
 	err := s.hours(since, until, func(r hourRow) {
@@ -279,21 +292,33 @@ func (s *Store) sumHours(k Key, since, until time.Time) (Counts, error) {
 	return sum, err
 }
 
-// write is one flush: hour deltas to add and period records to store, in
-// one transaction; hours before prune are deleted when prune is not zero.
+// write is one flush: closed hours to add to the history and path
+// records to store (keyed by appendKey's bytes, in key order), in one
+// transaction; hours before prune are deleted when prune is not zero.
 type write struct {
 	hours   []hourRow
-	periods map[Key]*periodRecord
+	periods []keyedRecord
 	prune   time.Time
+}
+
+// keyedRecord is a period record with its encoded key.
+type keyedRecord struct {
+	key []byte
+	rec *periodRecord // read during apply only
 }
 
 // apply writes w in one transaction: all or nothing.
 func (s *Store) apply(w *write) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		hb, pb := tx.Bucket(bucketHours), tx.Bucket(bucketPeriod)
+		// bbolt keeps keys and values until the commit: each gets its own
+		// bytes in arena (appends never move what was sliced before).
+		arena := make([]byte, 0, 96*len(w.hours)+192*len(w.periods))
 		var kbuf, vbuf []byte
 		for _, r := range w.hours {
-			kbuf = hourKey(kbuf[:0], r.Hour, r.Key)
+			n := len(arena)
+			arena = hourKey(arena, r.Hour, r.Key)
+			kbuf = arena[n:len(arena):len(arena)]
 			c := r.C
 			if old := hb.Get(kbuf); old != nil {
 				var prev Counts
@@ -301,15 +326,18 @@ func (s *Store) apply(w *write) error {
 					c.Add(prev)
 				}
 			}
-			vbuf = encodeHour(vbuf[:0], &c)
+			n = len(arena)
+			arena = encodeHour(arena, &c)
+			vbuf = arena[n:len(arena):len(arena)]
 			if err := hb.Put(kbuf, vbuf); err != nil {
 				return err
 			}
 		}
-		for k, r := range w.periods {
-			kbuf = appendKey(kbuf[:0], k)
-			vbuf = encodePeriod(vbuf[:0], r)
-			if err := pb.Put(kbuf, vbuf); err != nil {
+		for i := range w.periods {
+			n := len(arena)
+			arena = encodePeriod(arena, w.periods[i].rec)
+			vbuf = arena[n:len(arena):len(arena)]
+			if err := pb.Put(w.periods[i].key, vbuf); err != nil {
 				return err
 			}
 		}
