@@ -85,8 +85,8 @@ func TestRollOver(t *testing.T) {
 		}},
 		{"clock step forward and back", month(1), []step{
 			{at: date(2026, 12, 5, 8), add: Counts{UpBytes: 100}, start: date(2026, 12, 1, 0), used: 100},
-			{at: date(2027, 3, 1, 8), add: Counts{UpBytes: 10}, start: date(2027, 3, 1, 0), used: 10}, // a wrong step forward
-			{at: date(2026, 12, 5, 9), add: Counts{UpBytes: 1}, start: date(2026, 12, 1, 0), used: 101},  // corrected: December's count is back
+			{at: date(2027, 3, 1, 8), add: Counts{UpBytes: 10}, start: date(2027, 3, 1, 0), used: 10},   // a wrong step forward
+			{at: date(2026, 12, 5, 9), add: Counts{UpBytes: 1}, start: date(2026, 12, 1, 0), used: 101}, // corrected: December's count is back
 			{at: date(2026, 12, 5, 9), restart: true, add: Counts{UpBytes: 1}, start: date(2026, 12, 1, 0), used: 102},
 		}},
 		{"clock not set at boot", month(1), []step{
