@@ -12,14 +12,14 @@ func TestParseBudget(t *testing.T) {
 		want Budget
 		err  bool
 	}{
-		{"2GB/month", Budget{2e9, PeriodMonth}, false},
-		{"500MB/day", Budget{500e6, PeriodDay}, false},
-		{"10GiB/week", Budget{10 << 30, PeriodWeek}, false},
-		{" 1.5 gb / Month ", Budget{1.5e9, PeriodMonth}, false},
-		{"1kB/day", Budget{1000, PeriodDay}, false},
-		{"1KiB/day", Budget{1024, PeriodDay}, false},
-		{"3TB/month", Budget{3e12, PeriodMonth}, false},
-		{"1B/day", Budget{1, PeriodDay}, false},
+		{"2GB/month", Budget{Bytes: 2e9, Period: PeriodMonth}, false},
+		{"500MB/day", Budget{Bytes: 500e6, Period: PeriodDay}, false},
+		{"10GiB/week", Budget{Bytes: 10 << 30, Period: PeriodWeek}, false},
+		{" 1.5 gb / Month ", Budget{Bytes: 1.5e9, Period: PeriodMonth}, false},
+		{"1kB/day", Budget{Bytes: 1000, Period: PeriodDay}, false},
+		{"1KiB/day", Budget{Bytes: 1024, Period: PeriodDay}, false},
+		{"3TB/month", Budget{Bytes: 3e12, Period: PeriodMonth}, false},
+		{"1B/day", Budget{Bytes: 1, Period: PeriodDay}, false},
 		{"2GB", Budget{}, true},            // no period
 		{"2GB/year", Budget{}, true},       // unknown period
 		{"2/month", Budget{}, true},        // no unit
@@ -46,7 +46,7 @@ func TestParseBudget(t *testing.T) {
 			t.Errorf("ParseBudget(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
 		}
 	}
-	for _, b := range []Budget{{2e9, PeriodMonth}, {10 << 30, PeriodWeek}, {1500, PeriodDay}, {1, PeriodDay}} {
+	for _, b := range []Budget{{Bytes: 2e9, Period: PeriodMonth}, {Bytes: 10 << 30, Period: PeriodWeek}, {Bytes: 1500, Period: PeriodDay}, {Bytes: 1, Period: PeriodDay}} {
 		if s := b.String(); s == "" {
 			t.Errorf("%+v has no text", b)
 		} else if back, err := ParseBudget(s); err != nil || back != b {

@@ -155,7 +155,8 @@ type Accountant struct {
 
 	alerts90, alerts100 atomic.Uint64
 	flushes, flushFails atomic.Uint64
-	flushNs             atomic.Int64 // duration of the last successful flush
+	flushNs             atomic.Int64           // duration of the last successful flush
+	lastErr             atomic.Pointer[string] // the last flush's error; nil after a success
 }
 
 // entry is one path's state in the Accountant.
@@ -435,6 +436,8 @@ func (a *Accountant) Flush() error {
 	t0 := time.Now()
 	if err := a.o.Store.apply(w); err != nil {
 		a.flushFails.Add(1)
+		msg := err.Error()
+		a.lastErr.Store(&msg)
 		if !a.failing {
 			a.failing = true
 			a.log.Error("usage: writing the store failed; counts are kept in memory and written when it works again", "file", a.o.Store.File(), "err", err)
@@ -442,6 +445,7 @@ func (a *Accountant) Flush() error {
 		return fmt.Errorf("usage store %s: %w", a.o.Store.File(), err)
 	}
 	a.flushNs.Store(int64(time.Since(t0)))
+	a.lastErr.Store(nil)
 	a.flushes.Add(1)
 	if a.failing {
 		a.failing = false
@@ -458,13 +462,26 @@ func (a *Accountant) Flush() error {
 
 // Stats are the Accountant's own counters, for the metrics.
 type Stats struct {
-	Alerts90, Alerts100 uint64        // budget crossings logged
-	Flushes, FlushFails uint64        // flushes done and failed
-	LastFlush           time.Duration // duration of the last successful flush
+	Alerts90   uint64        `json:"alerts_90"`  // 90 % crossings logged
+	Alerts100  uint64        `json:"alerts_100"` // 100 % crossings logged
+	Flushes    uint64        `json:"flushes"`    // flushes written
+	FlushFails uint64        `json:"flush_failures"`
+	LastFlush  time.Duration `json:"last_flush_ns"`        // duration of the last successful flush
+	LastError  string        `json:"last_error,omitempty"` // the last flush's error, "" after a success
 }
+
+// File returns the store's file.
+func (a *Accountant) File() string { return a.o.Store.File() }
+
+// Since returns when the store was created, the start of the totals.
+func (a *Accountant) Since() time.Time { return a.o.Store.Created() }
 
 // Stats returns the Accountant's counters.
 func (a *Accountant) Stats() Stats {
-	return Stats{Alerts90: a.alerts90.Load(), Alerts100: a.alerts100.Load(), Flushes: a.flushes.Load(),
+	st := Stats{Alerts90: a.alerts90.Load(), Alerts100: a.alerts100.Load(), Flushes: a.flushes.Load(),
 		FlushFails: a.flushFails.Load(), LastFlush: time.Duration(a.flushNs.Load())}
+	if e := a.lastErr.Load(); e != nil {
+		st.LastError = *e
+	}
+	return st
 }
