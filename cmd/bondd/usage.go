@@ -158,4 +158,3 @@ func newUsageCmd() *cobra.Command {
 	f.BoolVar(&asCSV, "csv", false, "print the history as CSV")
 	return cmd
 }
-
