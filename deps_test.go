@@ -32,6 +32,8 @@ var restricted = map[string][]string{
 	// BGP: only the fleet speaker; packaging: only the .deb builder.
 	"github.com/osrg/gobgp/v4":      {"internal/fleet"},
 	"github.com/goreleaser/nfpm/v2": {"internal/debpkg"},
+	// The usage store: only its package.
+	"go.etcd.io/bbolt": {"internal/usage"},
 }
 
 const module = "github.com/bondd/bondd/"
