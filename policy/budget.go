@@ -277,3 +277,18 @@ func (p *Path) BudgetExhausted(now time.Time) bool {
 	used, limit := p.BudgetUsed(now)
 	return limit > 0 && float64(used) >= BudgetDegradeFraction*float64(limit)
 }
+
+// BudgetUsed returns the rules' budget_used annotation at now: the largest
+// share of its byte budget, in permille, that a connected path with a
+// budget has used in its period, and whether any connected path has a
+// budget. Allocation-free; it reads a few atomics per path.
+func BudgetUsed(paths []*Path, now time.Time) (permille uint64, any bool) {
+	for _, p := range paths {
+		if p.budget.limit.Load() == 0 || p.LinkStatus(now) == StatusUnavailable {
+			continue
+		}
+		any = true
+		permille = max(permille, uint64(math.Round(1000*p.BudgetUsedFraction(now))))
+	}
+	return permille, any
+}

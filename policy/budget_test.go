@@ -128,3 +128,38 @@ func TestPathBudget(t *testing.T) {
 		t.Fatalf("OnBytes and Status allocate %v times", a)
 	}
 }
+
+// TestBudgetUsedAnnotation: the rules' budget_used is the fullest connected
+// budgeted path's share, in permille, fed from outside (SetBudgetUsage);
+// paths without a budget or down do not count.
+func TestBudgetUsedAnnotation(t *testing.T) {
+	now := time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)
+	_, end := PeriodMonth.Bounds(now)
+	a, b, free := NewPath("a", nil, 8), NewPath("b", nil, 8), NewPath("free", nil, 8)
+	a.SetBudget(Budget{Bytes: 1000, Period: PeriodMonth})
+	b.SetBudget(Budget{Bytes: 2000, Period: PeriodMonth, ResetDay: 15})
+	paths := []*Path{a, b, free}
+	if _, any := BudgetUsed(paths, now); any {
+		t.Error("budget_used present with every path down")
+	}
+	for _, p := range paths {
+		p.SetConnected(true, now)
+	}
+	a.SetBudgetUsage(500, end)
+	b.SetBudgetUsage(1700, end)
+	free.OnBytes(1e9, now)
+	if v, any := BudgetUsed(paths, now); !any || v != 850 {
+		t.Errorf("budget_used = %d, %v; want 850 (b's 1700/2000)", v, any)
+	}
+	a.OnBytes(5000, now) // fed from outside: OnBytes no longer counts against it
+	if u, _ := a.BudgetUsed(now); u != 500 {
+		t.Errorf("a used %d after OnBytes, want the fed 500", u)
+	}
+	b.SetConnected(false, now)
+	if v, _ := BudgetUsed(paths, now); v != 500 {
+		t.Errorf("budget_used = %d with b down, want 500", v)
+	}
+	if v, _ := BudgetUsed(paths, end); v != 0 {
+		t.Errorf("budget_used = %d in the next period, want 0", v)
+	}
+}
