@@ -202,8 +202,8 @@ func NewAccountant(o Options) (*Accountant, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	recs, err := o.Store.loadPeriods()
-	if err != nil {
-		return nil, fmt.Errorf("usage store %s: %w", o.Store.File(), err)
+	if err != nil { // a page Open's check did not reach or read differently
+		return nil, &OpenError{File: o.Store.File(), Cause: ErrCorrupt, Err: err, Hint: hints[ErrCorrupt]}
 	}
 	a := &Accountant{o: o, log: log, stop: make(chan struct{}), entries: make(map[Key]*entry, len(recs))}
 	for k, r := range recs {

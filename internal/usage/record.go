@@ -3,6 +3,7 @@ package usage
 import (
 	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"time"
 )
 
@@ -76,18 +77,39 @@ func readCounts(b []byte, c *Counts) ([]byte, error) {
 	return b, nil
 }
 
-// encodeHour encodes an hour of history: version, then the counts.
+// sealRecord appends the CRC-32 (IEEE) of the record that starts at
+// b[start:], so that a damaged byte anywhere in it is found.
+func sealRecord(b []byte, start int) []byte {
+	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b[start:]))
+}
+
+// openRecord checks and strips the CRC-32 sealRecord appended, and the
+// version byte.
+func openRecord(b []byte) ([]byte, error) {
+	if len(b) < 5 || b[0] != recordVersion {
+		return nil, errRecord
+	}
+	body := b[:len(b)-4]
+	if crc32.ChecksumIEEE(body) != binary.BigEndian.Uint32(b[len(b)-4:]) {
+		return nil, errRecord
+	}
+	return body[1:], nil
+}
+
+// encodeHour encodes an hour of history: version, the counts, CRC-32.
 func encodeHour(b []byte, c *Counts) []byte {
-	return appendCounts(append(b, recordVersion), c)
+	start := len(b)
+	return sealRecord(appendCounts(append(b, recordVersion), c), start)
 }
 
 // decodeHour decodes encodeHour's record; bytes after the known fields
 // (a newer minor version) are ignored.
 func decodeHour(b []byte, c *Counts) error {
-	if len(b) == 0 || b[0] != recordVersion {
-		return errRecord
+	body, err := openRecord(b)
+	if err != nil {
+		return err
 	}
-	_, err := readCounts(b[1:], c)
+	_, err = readCounts(body, c)
 	return err
 }
 
@@ -113,6 +135,7 @@ const (
 )
 
 func encodePeriod(b []byte, r *periodRecord) []byte {
+	start := len(b)
 	b = append(b, recordVersion)
 	b = binary.AppendVarint(b, r.Start.Unix())
 	b = binary.AppendVarint(b, r.End.Unix())
@@ -121,14 +144,14 @@ func encodePeriod(b []byte, r *periodRecord) []byte {
 	b = appendCounts(b, &r.Period)
 	b = appendCounts(b, &r.Total)
 	b = binary.AppendVarint(b, r.HourStart.Unix())
-	return appendCounts(b, &r.Hour)
+	return sealRecord(appendCounts(b, &r.Hour), start)
 }
 
 func decodePeriod(b []byte, r *periodRecord) error {
-	if len(b) == 0 || b[0] != recordVersion {
-		return errRecord
+	b, err := openRecord(b)
+	if err != nil {
+		return err
 	}
-	b = b[1:]
 	var ts [2]int64
 	for i := range ts {
 		v, n := binary.Varint(b)
@@ -143,7 +166,6 @@ func decodePeriod(b []byte, r *periodRecord) error {
 		return errRecord
 	}
 	r.Used, r.Alerts, b = v, b[n], b[n+1:]
-	var err error
 	if b, err = readCounts(b, &r.Period); err != nil {
 		return err
 	}

@@ -105,13 +105,16 @@ func Open(dir string, o StoreOptions) (s *Store, err error) {
 	return s, nil
 }
 
-// checkMaxBytes is the largest store whose pages Open checks one by one
-// (bbolt's Tx.Check); a larger one only gets the size check.
+// checkMaxBytes is the largest store whose every record Open reads; a
+// larger one only gets the size check.
 const checkMaxBytes = 256 << 20
 
 // check validates an opened store (its size against what its meta page
-// says, its schema version and, up to checkMaxBytes, the consistency of
-// its pages) and, for a new file (fi nil), creates the buckets.
+// says, its schema version and, up to checkMaxBytes, every record: a
+// damaged page faults or makes bbolt panic here, in Open's goroutine,
+// where both become ErrCorrupt) and, for a new file (fi nil), creates the
+// buckets. bbolt's own Tx.Check is not used: it reads the pages on a
+// goroutine of its own, where a fault would end the process.
 func (s *Store) check(fi os.FileInfo, readOnly bool) error {
 	cerr := func(err error) error {
 		return &OpenError{File: s.file, Cause: ErrCorrupt, Err: err, Hint: hints[ErrCorrupt]}
@@ -124,16 +127,27 @@ func (s *Store) check(fi os.FileInfo, readOnly bool) error {
 			if fi.Size() > checkMaxBytes {
 				return nil
 			}
-			var first error
-			for err := range tx.Check() { // drained: the checker stops at the end
-				if first == nil {
-					first = err
-				}
-			}
-			if first != nil {
-				return cerr(first)
-			}
-			return nil
+			return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+				return b.ForEach(func(k, v []byte) error { // every record decodes, its CRC-32 matches
+					var err error
+					switch string(name) {
+					case string(bucketPeriod):
+						var r periodRecord
+						if _, err = parseKey(k); err == nil {
+							err = decodePeriod(v, &r)
+						}
+					case string(bucketHours):
+						var c Counts
+						if _, _, err = parseHourKey(k); err == nil {
+							err = decodeHour(v, &c)
+						}
+					}
+					if err != nil {
+						return cerr(fmt.Errorf("bucket %s, key %x: %w", name, k, err))
+					}
+					return nil
+				})
+			})
 		}); err != nil {
 			return err
 		}
@@ -219,19 +233,31 @@ func MoveAside(dir string, now time.Time) (string, error) {
 	return to, nil
 }
 
+// guard turns a panic of bbolt on a page it finds inconsistent (or a
+// memory fault on a damaged file) into an ErrCorrupt error in *err, so a
+// store damaged after Open fails a flush or a query instead of the daemon.
+func (s *Store) guard(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%w: %s: %v", ErrCorrupt, s.file, r)
+	}
+}
+
 // loadPeriods returns every path's period record.
-func (s *Store) loadPeriods() (map[Key]periodRecord, error) {
+func (s *Store) loadPeriods() (_ map[Key]periodRecord, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer s.guard(&err)
 	out := make(map[Key]periodRecord)
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err = s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketPeriod).ForEach(func(k, v []byte) error {
 			key, err := parseKey(k)
-			if err != nil {
-				return nil // skipped: a damaged key is not worth refusing to run
-			}
 			var r periodRecord
-			if decodePeriod(v, &r) == nil {
-				out[key] = r
+			if err == nil {
+				err = decodePeriod(v, &r)
 			}
+			if err != nil { // never a silent restart of the path's count
+				return fmt.Errorf("%w: period record %x: %v", ErrCorrupt, k, err)
+			}
+			out[key] = r
 			return nil
 		})
 	})
@@ -246,7 +272,9 @@ type hourRow struct {
 }
 
 // hours calls fn for every stored hour in [since, until), in time order.
-func (s *Store) hours(since, until time.Time, fn func(hourRow)) error {
+func (s *Store) hours(since, until time.Time, fn func(hourRow)) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer s.guard(&err)
 	return s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketHours).Cursor()
 		from := hourKey(nil, since.Truncate(time.Hour), Key{})[:8]
@@ -308,7 +336,9 @@ type keyedRecord struct {
 }
 
 // apply writes w in one transaction: all or nothing.
-func (s *Store) apply(w *write) error {
+func (s *Store) apply(w *write) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer s.guard(&err)
 	return s.db.Update(func(tx *bolt.Tx) error {
 		hb, pb := tx.Bucket(bucketHours), tx.Bucket(bucketPeriod)
 		// bbolt keeps keys and values until the commit: each gets its own

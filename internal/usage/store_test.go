@@ -3,6 +3,7 @@ package usage
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -296,4 +297,58 @@ func fill(t *testing.T, dir string) string {
 			return name
 		}
 	}
+}
+
+// TestOpenDamagedBytes damages a good store at random places, one byte
+// each time: Open (or the accountant's first read) either refuses it
+// (ErrCorrupt, with the advice) or opens it, and nothing crashes; a flush
+// to a store it opened works or fails with ErrCorrupt.
+func TestOpenDamagedBytes(t *testing.T) {
+	s, dir := newStore(t)
+	a := newTestAccountant(t, s, nil)
+	for i := range 200 {
+		a.feed(Key{"van", "p" + itoa(i)}, Counts{UpBytes: 1000}, StatusActive)
+	}
+	a.Flush()
+	s.Close()
+	good, err := os.ReadFile(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	refused := 0
+	for range 300 {
+		b := bytes.Clone(good)
+		b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
+		d := t.TempDir()
+		os.WriteFile(filepath.Join(d, FileName), b, 0o600)
+		s, err := Open(d, StoreOptions{})
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("damaged store: %v; want ErrCorrupt", err)
+			}
+			refused++
+			continue
+		}
+		if _, err := s.loadPeriods(); err != nil {
+			t.Logf("opened, then: %v", err)
+		}
+		a, err := NewAccountant(Options{Store: s, Source: func(yield func(Sample)) {
+			yield(Sample{Key: Key{"van", "p7"}, Counts: Counts{UpBytes: 1}})
+		}})
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "--reset-state") {
+				t.Fatalf("opened, then: %v; want ErrCorrupt", err)
+			}
+			refused++
+			s.Close()
+			continue
+		}
+		a.Step()
+		if err := a.Flush(); err != nil && !errors.Is(err, ErrCorrupt) {
+			t.Errorf("opened, then the flush: %v", err)
+		}
+		s.Close()
+	}
+	t.Logf("%d of 300 damaged stores refused", refused)
 }
