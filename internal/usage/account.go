@@ -365,7 +365,7 @@ func (a *Accountant) roll(e *entry, now time.Time) {
 	if err != nil {
 		a.log.Warn("usage: reading the history for the new budget period", "path", e.key.Path, "err", err)
 	}
-	for _, p := range append(e.pend, hourRow{Hour: e.rec.HourStart, C: e.rec.Hour}) {
+	for _, p := range slices.Concat(e.pend, []hourRow{{Hour: e.rec.HourStart, C: e.rec.Hour}}) {
 		if !p.Hour.Before(start) && p.Hour.Before(end) {
 			sum.Add(p.C)
 		}
