@@ -313,6 +313,38 @@ func BenchmarkFlush16x1000(b *testing.B) {
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/flush")
 }
 
+// BenchmarkStep16x1000 is one sample of a concentrator's 16 paths of 1000
+// bonds (taken once a second), the source's own cost aside.
+func BenchmarkStep16x1000(b *testing.B) {
+	s, err := Open(b.TempDir(), StoreOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	samples := make([]Sample, 0, 16000)
+	for bond := range 1000 {
+		for p := range 16 {
+			samples = append(samples, Sample{Key: Key{"edge-" + itoa(bond), "path-" + itoa(p)}, Status: StatusActive})
+		}
+	}
+	now := date(2026, 12, 5, 8)
+	a, err := NewAccountant(Options{Store: s, Now: func() time.Time { return now }, Source: func(yield func(Sample)) {
+		for i := range samples {
+			samples[i].Counts.UpBytes += 1500
+			yield(samples[i])
+		}
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	a.Step()
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(time.Second)
+		a.Step()
+	}
+}
+
 // cpuTime is the process's user and system CPU time so far.
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
