@@ -341,6 +341,9 @@ func (s *Store) apply(w *write) (err error) {
 	defer s.guard(&err)
 	return s.db.Update(func(tx *bolt.Tx) error {
 		hb, pb := tx.Bucket(bucketHours), tx.Bucket(bucketPeriod)
+		// Hours are keyed by time: they arrive in key order, so full
+		// pages (bbolt's default leaves appended pages half empty).
+		hb.FillPercent = 0.95
 		// bbolt keeps keys and values until the commit: each gets its own
 		// bytes in arena (appends never move what was sliced before).
 		arena := make([]byte, 0, 96*len(w.hours)+192*len(w.periods))
