@@ -115,9 +115,10 @@ func decodeHour(b []byte, c *Counts) error {
 
 // periodRecord is a path's state: the period [Start, End) it is in, the
 // bytes Used against the budget in it, which alerts it has logged, the
-// path's lifetime Total since the store was created, and the counts of
-// the open hour (HourStart): an hour goes to the history (bucket hours)
-// once the next one starts, so that a flush writes one record per path.
+// path's lifetime Total since the store was created, the counts of the
+// open hour (HourStart), and of the last closed hour (PrevStart) until it
+// is in the history (bucket hours): a flush writes one record per path,
+// and the closed hours go to the history a few at a time (Accountant.Flush).
 type periodRecord struct {
 	Start, End time.Time
 	Used       uint64
@@ -126,6 +127,8 @@ type periodRecord struct {
 	Total      Counts
 	HourStart  time.Time
 	Hour       Counts
+	PrevStart  time.Time
+	Prev       Counts
 }
 
 // Alert bits of periodRecord.Alerts.
@@ -144,7 +147,9 @@ func encodePeriod(b []byte, r *periodRecord) []byte {
 	b = appendCounts(b, &r.Period)
 	b = appendCounts(b, &r.Total)
 	b = binary.AppendVarint(b, r.HourStart.Unix())
-	return sealRecord(appendCounts(b, &r.Hour), start)
+	b = appendCounts(b, &r.Hour)
+	b = binary.AppendVarint(b, r.PrevStart.Unix())
+	return sealRecord(appendCounts(b, &r.Prev), start)
 }
 
 func decodePeriod(b []byte, r *periodRecord) error {
@@ -177,7 +182,14 @@ func decodePeriod(b []byte, r *periodRecord) error {
 		return errRecord
 	}
 	r.HourStart = time.Unix(h, 0).UTC()
-	_, err = readCounts(b[n:], &r.Hour)
+	if b, err = readCounts(b[n:], &r.Hour); err != nil {
+		return err
+	}
+	if h, n = binary.Varint(b); n <= 0 {
+		return errRecord
+	}
+	r.PrevStart = time.Unix(h, 0).UTC()
+	_, err = readCounts(b[n:], &r.Prev)
 	return err
 }
 

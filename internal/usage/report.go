@@ -204,9 +204,7 @@ func (a *Accountant) Report(q Query) (*Report, error) {
 		for _, p := range e.pend {
 			q.addRow(groups, p.Hour, p.Key, p.C)
 		}
-		if !e.rec.Hour.IsZero() {
-			q.addRow(groups, e.rec.HourStart, e.key, e.rec.Hour)
-		}
+		e.rec.recordHours(e.key, q.Since, q.Until, func(r hourRow) { q.addRow(groups, r.Hour, r.Key, r.C) })
 	}
 	a.mu.Unlock()
 	if err := a.o.Store.hours(q.Since, q.Until, func(r hourRow) { q.addRow(groups, r.Hour, r.Key, r.C) }); err != nil {

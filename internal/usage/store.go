@@ -296,16 +296,23 @@ func (s *Store) hours(since, until time.Time, fn func(hourRow)) (err error) {
 	})
 }
 
-// openHours calls fn for the open hour of every stored path record in
-// [since, until).
+// openHours calls fn for the open hour, and the closed hour not yet in
+// the history, of every stored path record in [since, until).
 func (s *Store) openHours(since, until time.Time, fn func(hourRow)) error {
 	recs, err := s.loadPeriods()
 	for k, r := range recs {
-		if !r.Hour.IsZero() && !r.HourStart.Before(since.Truncate(time.Hour)) && r.HourStart.Before(until) {
-			fn(hourRow{Hour: r.HourStart, Key: k, C: r.Hour})
-		}
+		r.recordHours(k, since, until, fn)
 	}
 	return err
+}
+
+// recordHours calls fn for r's open and closed hours in [since, until).
+func (r *periodRecord) recordHours(k Key, since, until time.Time, fn func(hourRow)) {
+	for _, h := range [2]hourRow{{r.HourStart, k, r.Hour}, {r.PrevStart, k, r.Prev}} {
+		if !h.C.IsZero() && !h.Hour.Before(since.Truncate(time.Hour)) && h.Hour.Before(until) {
+			fn(h)
+		}
+	}
 }
 
 // sumHours returns k's history summed over [since, until), open hours
