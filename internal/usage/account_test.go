@@ -351,3 +351,46 @@ func cpuTime() time.Duration {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestClosedHoursSpread: when an hour ends, a flush moves at most
+// historyPerFlush closed hours to the history; the others stay in their
+// records, so a crash right after loses none, and reports see them all.
+func TestClosedHoursSpread(t *testing.T) {
+	s, dir := newStore(t)
+	a := newTestAccountantAt(t, s, nil, date(2026, 12, 5, 8))
+	n := historyPerFlush + 200
+	for i := range n {
+		a.feed(Key{"edge", "p" + itoa(i)}, Counts{UpBytes: 10}, StatusActive)
+	}
+	a.Flush()
+	a.set(date(2026, 12, 5, 9))
+	for i := range n {
+		a.feed(Key{"edge", "p" + itoa(i)}, Counts{UpBytes: 1}, StatusActive)
+	}
+	a.Flush() // moves historyPerFlush closed hours; then a crash
+	s.Close()
+	s, err := Open(dir, StoreOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var history int
+	s.hours(date(2026, 12, 5, 8), date(2026, 12, 5, 9), func(hourRow) { history++ })
+	if history != historyPerFlush {
+		t.Errorf("%d closed hours in the history after one flush, want %d", history, historyPerFlush)
+	}
+	rep, err := s.Report(Query{Since: date(2026, 12, 5, 0), Until: date(2026, 12, 6, 0), By: "hour"}, nil, date(2026, 12, 5, 9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at8, up8 int
+	for _, r := range rep.Rows {
+		if r.Start.Equal(date(2026, 12, 5, 8)) {
+			at8++
+			up8 += int(r.UpBytes)
+		}
+	}
+	if at8 != n || up8 != 10*n {
+		t.Errorf("hour 8 in the report: %d rows, %d bytes; want %d rows, %d bytes", at8, up8, n, 10*n)
+	}
+}
