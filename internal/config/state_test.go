@@ -1,6 +1,7 @@
 package config
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ func TestStateKeys(t *testing.T) {
 	}
 	tests := []struct{ name, in, want string }{
 		{"defaults", edgeOK, ""},
+		{"relative", edgeOK + "state_dir: state\n", ""},
 		{"all set", up(", budget: 20GB/month, budget_direction: down, budget_reset_day: 15") + "state_dir: /srv/bondd\nstate_flush: 2s\nusage_retention_months: 24\n", ""},
 		{"flush too long", edgeOK + "state_flush: 11s\n", "bondd.yaml:10: state_flush: expected a duration from 100ms to 10s, got 11s"},
 		{"flush too short", edgeOK + "state_flush: 10ms\n", "state_flush: expected a duration from 100ms to 10s"},
@@ -35,6 +37,10 @@ func TestStateKeys(t *testing.T) {
 					if c.StateDirOrDefault() != "/srv/bondd" || c.StateFlush != 2*time.Second || c.UsageRetentionMonths != 24 ||
 						u.Budget.ResetDay != 15 || u.UsageBudget().Direction != usage.DirDown {
 						t.Errorf("decoded %+v %+v", c, u)
+					}
+				} else if tc.name == "relative" {
+					if c.StateDir != filepath.Join(dir, "state") {
+						t.Errorf("relative state_dir: %q, want it under the config's directory", c.StateDir)
 					}
 				} else if c.StateDirOrDefault() != DefaultStateDir {
 					t.Errorf("state_dir default %q", c.StateDirOrDefault())

@@ -50,8 +50,10 @@ func StartUsage(cfg *config.Config, d Daemon, st *usage.Store, log *slog.Logger)
 	if each == nil {
 		return nil, fmt.Errorf("usage: no bonds in a %T", d)
 	}
-	var edge *tunnel.Bond
-	each(func(b *tunnel.Bond) { edge = b })
+	var edge *tunnel.Bond // the edge's one bond; the concentrator has no budgets
+	if cfg.Edge != nil {
+		each(func(b *tunnel.Bond) { edge = b })
+	}
 	a, err := usage.NewAccountant(usage.Options{
 		Store:           st,
 		Budgets:         budgets,
@@ -70,7 +72,7 @@ func StartUsage(cfg *config.Config, d Daemon, st *usage.Store, log *slog.Logger)
 			})
 		},
 		OnBudget: func(k usage.Key, used int64, end time.Time) {
-			if cfg.Edge != nil && edge != nil {
+			if edge != nil {
 				edge.SetBudgetUsage(k.Path, used, end)
 			}
 		},
