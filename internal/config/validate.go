@@ -85,6 +85,7 @@ func (c *Config) validate(v *configValidator) {
 		}
 	}
 	c.TUN.validate(v)
+	c.validateState(v) // state.go
 
 	roleKnown := c.Role == RoleEdge || c.Role == RoleConcentrator
 	switch {
