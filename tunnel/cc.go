@@ -20,8 +20,16 @@ import (
 // peer negotiated the rate capability) the path's policy.RateEstimator
 // decides, and quic-go's loss-based window no longer caps the path:
 //
-//   - The window is 2 × target × min RTT (BBR's cwnd_gain of 2 over the
-//     estimated BDP, draft-ietf-ccwg-bbr §5.6.4.2) plus target × ccRoom:
+//   - The rate below is the larger of the target and the path's max_bw
+//     (policy.RateEstimate.Capacity), as BBR sizes its window and pacing
+//     from max_bw: bondd's own queue already holds the path to the
+//     target, and on an application-limited path (a video path whose
+//     target decays to twice what it sends) a keyframe that bondd's queue
+//     releases at once must leave at the link's rate, not be held again
+//     here. Sized from the target alone, the window held the demo's 4-Mbit/s
+//     flow to 1 Mbit/s paths' targets and frames expired in the queue.
+//   - The window is 2 × rate × min RTT (BBR's cwnd_gain of 2 over the
+//     estimated BDP, draft-ietf-ccwg-bbr §5.6.4.2) plus rate × ccRoom:
 //     the queue the estimator keeps on purpose (it drains above twice
 //     policy.DefaultQueueTarget) and the peer's ACK delay (max_ack_delay,
 //     RFC 9000 §18.2: 25 ms), which BBR covers with its extra_acked term
@@ -31,7 +39,7 @@ import (
 //     the target: on the steady-links bench (30 Mbit/s, 41-ms min RTT, a
 //     66-ms sRTT at the estimator's queue) the path sent 26.4 of its 30.4
 //     Mbit/s target with bondd's queue full.
-//   - Sending is paced at ccPacingGain × target with a burst of
+//   - Sending is paced at ccPacingGain × rate with a burst of
 //     max(10 packets, pacerBurstTime at the rate): bondd's own queue
 //     already releases frames at the target (rateCtl.pace), where
 //     priorities and deadlines act; quic-go's pacer keeps QUIC's own
@@ -100,8 +108,10 @@ func (c *pathCC) rc() *rateCtl {
 
 // update sets the window and the pacer from the path's target at now.
 func (c *pathCC) update(rc *rateCtl, now time.Time) {
-	t := rc.target.Load()
-	rate := math.Float64frombits(t)
+	rate := math.Float64frombits(rc.target.Load())
+	if e := rc.estimate.Load(); e != nil {
+		rate = max(rate, e.Capacity) // max_bw: see the window and pacing above
+	}
 	minRTT := c.rtt.MinRTT()
 	if minRTT <= 0 {
 		minRTT = ccInitialRTT
@@ -111,7 +121,7 @@ func (c *pathCC) update(rc *rateCtl, now time.Time) {
 		w += rate * ccLEORoom.Seconds()
 	}
 	c.window = max(int64(w), ccMinWindow*c.maxSize)
-	if t != c.rate {
+	if t := math.Float64bits(rate); t != c.rate {
 		c.rate = t
 		c.pacer.SetRate(now, ccPacingGain*rate, max(int(10*c.maxSize), int(ccPacingGain*rate*pacerBurstTime.Seconds())))
 	}
