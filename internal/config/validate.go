@@ -85,6 +85,7 @@ func (c *Config) validate(v *configValidator) {
 		}
 	}
 	c.TUN.validate(v)
+	c.Web.validate(v)
 
 	roleKnown := c.Role == RoleEdge || c.Role == RoleConcentrator
 	switch {
