@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/internal/demo"
+	"github.com/bondd/bondd/internal/status"
+	"github.com/bondd/bondd/internal/web"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tunnel"
 )
@@ -22,6 +26,7 @@ func newDemoCmd() *cobra.Command {
 	var (
 		o          demo.Options
 		retransmit bool
+		webAddr    string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -40,6 +45,19 @@ the same data path in one process with in-memory TUN devices.`,
 				return fmt.Errorf("--traces %s: expected a folder laid out like shared/data/traces, with cellular/mahimahi and cellular/5gophers", o.Traces)
 			}
 			o.RetransmitOff = !retransmit
+			if webAddr != "" {
+				var srv *web.Server
+				defer func() {
+					if srv != nil {
+						srv.Close()
+					}
+				}()
+				o.Started = func(bed *demo.Bed) error {
+					var err error
+					srv, err = startDemoWeb(webAddr, bed, cmd.OutOrStdout())
+					return err
+				}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			err := demo.Run(ctx, o, cmd.OutOrStdout())
@@ -61,6 +79,23 @@ the same data path in one process with in-memory TUN devices.`,
 	f.StringVar(&o.Lanes, "lanes", "auto", fmt.Sprintf("QUIC connections per uplink: auto or 1..%d", tunnel.MaxLanes))
 	f.Float64Var(&o.LossPct, "loss", 0, "extra random loss on every emulated path, each direction, percent")
 	f.StringVar(&o.RateControl, "rate-control", tunnel.RateControlQUIC, "who decides each path's rate: quic (quic-go's congestion control, the daemon's default) or bondd (pacing at bondd's per-path estimate; experimental, docs/evaluation.md)")
+	f.StringVar(&webAddr, "web", "", "serve the live web page on this address while the demo runs, like 127.0.0.1:8740 (docs/operations.md, \"The web page\")")
 	f.BoolVar(&retransmit, "retransmit", true, "retransmit lost data datagrams (the daemon's default); false: FEC alone repairs loss, as before")
 	return cmd
+}
+
+// startDemoWeb serves the web page of the demo's edge on addr: its status
+// report holds the edge's bond, as bondd run's would.
+func startDemoWeb(addr string, bed *demo.Bed, out io.Writer) (*web.Server, error) {
+	started := time.Now()
+	src := func() status.Report {
+		return status.Report{Role: "edge", Version: versionString() + " (demo)", Uptime: time.Since(started),
+			Bonds: []status.Bond{{BondStats: bed.Edge.Stats(), Addresses: []netip.Prefix{netip.PrefixFrom(demo.EdgeAddr, 32)}}}}
+	}
+	srv, err := web.Start(web.Options{Listen: addr, Source: src})
+	if err != nil {
+		return nil, fmt.Errorf("--web: %w", err)
+	}
+	fmt.Fprintf(out, "web page: open %s in a browser; it is served while the demo runs (--duration)\n", srv.URL())
+	return srv, nil
 }

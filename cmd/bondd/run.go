@@ -209,6 +209,12 @@ func runDaemon(ctx context.Context, cfg *config.Config, ctlPath string, log *slo
 		defer ctl.Close()
 		defer os.Remove(ctlPath)
 	}
+	if ws, err := startWeb(cfg, src.report, log); err != nil {
+		d.Close()
+		return err
+	} else if ws != nil {
+		defer ws.Close()
+	}
 	if cfg.MetricsListen != "" {
 		srv, addr, err := serveMetrics(cfg.MetricsListen, src.report, log)
 		if err != nil {

@@ -43,6 +43,10 @@ type Options struct {
 	// RetransmitOff turns off the retransmission of lost datagrams on
 	// both ends (tunnel.PathOptions.RetransmitOff).
 	RetransmitOff bool
+	// Started, if set, is called once the testbed is built, before the
+	// paths come up (bondd demo --web starts its page there); an error
+	// ends the run.
+	Started func(*Bed) error
 }
 
 // demoReport is what bondd demo prints, and writes with --json.
@@ -203,6 +207,11 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return err
 	}
 	defer bed.Close()
+	if o.Started != nil {
+		if err := o.Started(bed); err != nil {
+			return err
+		}
+	}
 
 	retransmit := "on"
 	if o.RetransmitOff {

@@ -66,6 +66,9 @@ type Rules struct {
 	Rules          int       `json:"rules"`
 	Reloads        uint64    `json:"reloads"`         // reloads tried after the first load
 	ReloadFailures uint64    `json:"reload_failures"` // reloads that kept the running set
+	// LastError is why the last failed reload was rejected (file:line and
+	// message), empty before any failure.
+	LastError string `json:"last_error,omitempty"`
 }
 
 // Serve serves GET /status, the report of src, as JSON on a Unix
