@@ -149,9 +149,14 @@ func computePath(p, pp *tunnel.PathStats, dt float64, role string) pathNow {
 			n.LinkLoss = float64(p.PacketsLost-pp.PacketsLost) / float64(s)
 		}
 	}
+	// The peer's delivery rate while its reports arrive; a path whose
+	// reports stopped (suspect, silent) delivers nothing known.
 	n.DeliveredBps = n.SentBps
-	if r := p.Rate; r != nil && r.DeliveryBps > 0 && p.Status != "UNAVAILABLE" {
-		n.DeliveredBps = float64(r.DeliveryBps)
+	if r := p.Rate; r != nil && pp != nil && pp.Rate != nil {
+		n.DeliveredBps = 0
+		if r.Reports > pp.Rate.Reports {
+			n.DeliveredBps = float64(r.DeliveryBps)
+		}
 	}
 	if role == "concentrator" && n.DeliveredBps == 0 {
 		n.DeliveredBps = n.InBps

@@ -261,7 +261,7 @@ function drawBond(m) {
   const r = s.refs;
   setNum(r, 'delivered', fmtRate(b.delivered_bps), '/ ' + fmtRate(b.sum_rate_bps));
   s.fill.style.width = (b.sum_rate_bps > 0 ? Math.min(100, 100 * b.delivered_bps / b.sum_rate_bps) : 0) + '%';
-  setNum(r, 'e2e', fmtPct(b.e2e_loss));
+  setNum(r, 'e2e', fmtPct(b.e2e_loss), b.e2e_loss < 0 ? 'nothing received in the last second' : '');
   setNum(r, 'link', fmtPct(b.link_loss));
   const f = b.fec;
   setNum(r, 'fec', f ? f.mode : 'off', f ? 'coding rate ' + f.coding_rate.toFixed(3) : '');
