@@ -215,22 +215,20 @@ func (h *hub) updateBond(bs *bondState, b *status.Bond, now time.Time, role stri
 	if prev == nil || dt <= 0 {
 		dt = 0
 	}
-	byName := make(map[string]*pathState, len(bs.paths))
-	for _, p := range bs.paths {
-		byName[p.now.Name] = p
-	}
 	paths := make([]*pathState, 0, len(b.Paths))
 	n := bondNow{Edge: b.EdgeID, BondID: b.BondID, UptimeS: b.Uptime.Seconds(), MTU: b.MTU, MTUConfigured: b.MTUConfigured, MTUReason: b.MTUReason,
-		TxPackets: b.TxPackets, RxPackets: b.RxPackets, Drops: make(map[string]uint64), LinkLoss: -1}
+		TxPackets: b.TxPackets, RxPackets: b.RxPackets, LinkLoss: -1}
 	for _, a := range b.Addresses {
 		n.Addresses = append(n.Addresses, a.String())
 	}
-	for _, r := range tunnel.BondDropReasons {
-		n.Drops[r.String()] += b.Drops[r]
-	}
 	for i := range b.Paths {
 		p := &b.Paths[i]
-		ps := byName[p.Name]
+		var ps *pathState
+		for _, q := range bs.paths {
+			if q.now.Name == p.Name {
+				ps = q
+			}
+		}
 		if ps == nil {
 			ps = &pathState{}
 			for j := range ps.spark {
@@ -276,9 +274,6 @@ func (h *hub) updateBond(bs *bondState, b *status.Bond, now time.Time, role stri
 			n.LinkLoss = ps.now.LinkLoss
 		}
 		n.FramesHit += p.ObjectsDropped
-		for _, r := range tunnel.PathDropReasons {
-			n.Drops[r.String()] += p.Drops[r]
-		}
 		paths = append(paths, ps)
 	}
 	if prev != nil && b.MTU != prev.MTU {

@@ -30,12 +30,13 @@ const (
 	// MaxViewers is the most streams served at once; one more is answered
 	// 503.
 	MaxViewers = 32
-	// writeTimeout bounds the write of one stream message: a reader that
-	// takes longer is dropped, not buffered for.
-	writeTimeout = 5 * time.Second
 	// cookieName carries the token after a ?token= request.
 	cookieName = "bondd_web_token"
 )
+
+// writeTimeout bounds the write of one stream message: a reader that
+// takes longer is dropped, not buffered for. A variable for the tests.
+var writeTimeout = 5 * time.Second
 
 //go:embed assets
 var assets embed.FS

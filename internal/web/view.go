@@ -92,7 +92,7 @@ type bondNow struct {
 	RxPackets uint64             `json:"rx_packets"`
 	// Drops are the bond's and its paths' drops by reason (the names of
 	// tunnel.DropReason), totals.
-	Drops map[string]uint64 `json:"drops"`
+	Drops map[string]uint64 `json:"drops,omitempty"`
 	// FramesHit is the video frames the send queues dropped a packet of
 	// (the paths' objects_dropped summed).
 	FramesHit uint64 `json:"frames_hit"`

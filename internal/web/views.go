@@ -83,6 +83,7 @@ func (h *hub) edgeView(f *frame, q query, withHist bool) *edgeMsg {
 		return m
 	}
 	bn := bs.now
+	bn.Drops = drops(&bs.raw)
 	m.Bond = &bn
 	for _, p := range bs.paths {
 		m.Paths = append(m.Paths, pathMsg{pathNow: p.now, Raw: p.raw})
@@ -244,6 +245,20 @@ func (h *hub) fleetView(f *frame, q query) *fleetMsg {
 	}
 	for i := len(h.events) - 1; i >= 0 && len(m.Events) < maxFleetEvents; i-- {
 		m.Events = append(m.Events, h.events[i])
+	}
+	return m
+}
+
+// drops sums a bond's and its paths' drops by reason name.
+func drops(b *status.Bond) map[string]uint64 {
+	m := make(map[string]uint64, len(tunnel.BondDropReasons)+len(tunnel.PathDropReasons))
+	for _, r := range tunnel.BondDropReasons {
+		m[r.String()] += b.Drops[r]
+	}
+	for i := range b.Paths {
+		for _, r := range tunnel.PathDropReasons {
+			m[r.String()] += b.Paths[i].Drops[r]
+		}
 	}
 	return m
 }
