@@ -96,6 +96,6 @@ func startDemoWeb(addr string, bed *demo.Bed, out io.Writer) (*web.Server, error
 	if err != nil {
 		return nil, fmt.Errorf("--web: %w", err)
 	}
-	fmt.Fprintf(out, "web page: open %s in a browser; it is served while the demo runs (--duration)\n", srv.URL())
+	fmt.Fprintf(out, "web page: open %s in a browser; it is served while the demo runs (--duration 5m to watch longer)\n", srv.URL())
 	return srv, nil
 }

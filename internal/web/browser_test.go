@@ -164,6 +164,17 @@ func TestBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
+	// The concentrator's view of the same bond, started with the edge's so
+	// that its sparklines have the same history.
+	concSrc := func() status.Report {
+		return status.Report{Role: "concentrator", Version: "test", Uptime: time.Since(started),
+			Bonds: []status.Bond{{BondStats: bed.Conc.Stats(), Addresses: []netip.Prefix{netip.PrefixFrom(demo.EdgeAddr, 32)}}}}
+	}
+	csrv, err := Start(Options{Listen: "127.0.0.1:0", Source: concSrc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer csrv.Close()
 
 	dir := *screenshots
 	if dir == "" {
@@ -223,17 +234,8 @@ func TestBrowser(t *testing.T) {
 	shot(t, bctx, filepath.Join(dir, "web-edge.png"))
 	bed.Relays[0].SetDown(false)
 
-	// The concentrator's view of the same bond: a table row that opens the
-	// edge's page.
-	concSrc := func() status.Report {
-		return status.Report{Role: "concentrator", Version: "test", Uptime: time.Since(started),
-			Bonds: []status.Bond{{BondStats: bed.Conc.Stats(), Addresses: []netip.Prefix{netip.PrefixFrom(demo.EdgeAddr, 32)}}}}
-	}
-	csrv, err := Start(Options{Listen: "127.0.0.1:0", Source: concSrc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer csrv.Close()
+	// The concentrator's table: a row that opens the edge's page.
+
 	if err := chromedp.Do(bctx, chromedp.Navigate(csrv.URL()), chromedp.WaitVisible(chromedp.CSS("#edges tbody tr a"))); err != nil {
 		t.Fatalf("concentrator page: %v", err)
 	}

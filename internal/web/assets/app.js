@@ -69,16 +69,20 @@ function drawChart(cv, series, fmt, fixedMax) {
     const y = Math.round(bottom - f * (bottom - top)) + 0.5;
     g.beginPath(); g.moveTo(left, y); g.lineTo(right, y); g.stroke();
   }
+  // The x axis grows with the data from one minute to five.
+  let n = 0;
+  for (const s of series) n = Math.max(n, s.data.length);
+  const win = Math.min(HIST, Math.max(60, n));
   g.fillText(fmt(max), left + 2, top - 1);
-  g.fillText('−5 min', left + 2, h - 1);
+  g.fillText('−' + (win < 120 ? win + ' s' : Math.round(win / 60) + ' min'), left + 2, h - 1);
   g.fillText('now', right - 20, h - 1);
-  const dx = (right - left) / (HIST - 1);
+  const dx = (right - left) / (win - 1);
   series.forEach((s, k) => {
     g.strokeStyle = s.color || COLORS[k % COLORS.length];
     g.lineWidth = s.width || 1.5;
     g.beginPath();
     let pen = false;
-    const off = HIST - s.data.length;
+    const off = win - s.data.length;
     s.data.forEach((v, i) => {
       if (v === null || v < 0) { pen = false; return; }
       const x = left + (off + i) * dx, y = bottom - Math.min(v / max, 1) * (bottom - top);
@@ -241,7 +245,7 @@ function drawBond(m) {
     const grid = el('div', 'kv');
     left.append(grid);
     const refs = {};
-    for (const [k, label] of [['delivered', 'delivered / Σ rates'], ['e2e', 'end-to-end loss (received)'], ['link', 'worst link loss'],
+    for (const [k, label] of [['delivered', 'delivered / Σ rates'], ['e2e', 'loss after FEC, received here'], ['link', 'worst link loss'],
       ['fec', 'FEC'], ['parity', 'parity / rebuilt per s'], ['reseq', 'resequencer holds'], ['mtu', 'MTU'], ['paths', 'paths up'], ['frames', 'video frames hit in queues']]) {
       refs[k] = kv(grid, k, label);
     }
@@ -252,7 +256,7 @@ function drawBond(m) {
     const drops = el('div', 'drops');
     left.append(drops);
     const right = el('div');
-    right.append(el('h2', '', 'Delivered against Σ of the paths\' rates, last 5 minutes'));
+    right.append(el('h2', '', 'Delivered against Σ of the paths\' rates (up to 5 minutes)'));
     const cv = el('canvas', 'chart wide');
     right.append(cv, legend([['delivered', COLORS[1]], ['Σ rates allowed', COLORS[0]]]));
     root.append(left, right);
@@ -261,7 +265,7 @@ function drawBond(m) {
   const r = s.refs;
   setNum(r, 'delivered', fmtRate(b.delivered_bps), '/ ' + fmtRate(b.sum_rate_bps));
   s.fill.style.width = (b.sum_rate_bps > 0 ? Math.min(100, 100 * b.delivered_bps / b.sum_rate_bps) : 0) + '%';
-  setNum(r, 'e2e', fmtPct(b.e2e_loss), b.e2e_loss < 0 ? 'nothing received in the last second' : '');
+  setNum(r, 'e2e', fmtPct(b.e2e_loss), b.e2e_loss < 0 ? 'no traffic to this end' : '');
   setNum(r, 'link', fmtPct(b.link_loss));
   const f = b.fec;
   setNum(r, 'fec', f ? f.mode : 'off', f ? 'coding rate ' + f.coding_rate.toFixed(3) : '');
