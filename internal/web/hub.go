@@ -62,8 +62,8 @@ type bondState struct {
 	prev   *status.Bond // the previous sample
 	now    bondNow
 	paths  []*pathState
-	full   *bondHist                          // nil unless detailed
-	rules  [rulesWindow + 1]map[string]uint64 // hit totals, newest first
+	full   *bondHist                             // nil unless detailed
+	rules  [rulesWindow + 1]map[string][2]uint64 // hit and byte totals, newest first
 }
 
 // pathState is one path's latest values and history.
@@ -318,10 +318,10 @@ func (bs *bondState) record(tick uint64) {
 // countRules keeps a minute of rule hit totals, restarting when the rule
 // set changes (its counters restart from zero).
 func (bs *bondState) countRules(b *status.Bond) {
-	hits := map[string]uint64{}
+	hits := map[string][2]uint64{}
 	if b.Rules != nil {
 		for _, r := range b.Rules.Rules {
-			hits[r.ID] = r.Hits
+			hits[r.ID] = [2]uint64{r.Hits, r.Bytes}
 		}
 	}
 	copy(bs.rules[1:], bs.rules[:rulesWindow])

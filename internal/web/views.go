@@ -35,12 +35,14 @@ type rulesMsg struct {
 	Hits []ruleHits `json:"hits"`
 }
 
-// ruleHits is one rule's matched packets: in total for the set in force,
-// and over the last minute.
+// ruleHits is one rule's matched packets and their bytes: in total for
+// the set in force, and over the last minute.
 type ruleHits struct {
-	ID      string `json:"id"`
-	Total   uint64 `json:"total"`
-	LastMin uint64 `json:"last_min"`
+	ID           string `json:"id"`
+	Total        uint64 `json:"total"`
+	LastMin      uint64 `json:"last_min"`
+	Bytes        uint64 `json:"bytes"`
+	BytesLastMin uint64 `json:"bytes_last_min"`
 }
 
 // histMsg is the history sent with an edge view's first message: for
@@ -114,9 +116,9 @@ func (bs *bondState) ruleHits() []ruleHits {
 		old = bs.rules[i-1]
 	}
 	for _, r := range bs.raw.Rules.Rules {
-		rh := ruleHits{ID: r.ID, Total: r.Hits, LastMin: r.Hits}
-		if o, ok := old[r.ID]; ok && o <= r.Hits {
-			rh.LastMin = r.Hits - o
+		rh := ruleHits{ID: r.ID, Total: r.Hits, LastMin: r.Hits, Bytes: r.Bytes, BytesLastMin: r.Bytes}
+		if o, ok := old[r.ID]; ok && o[0] <= r.Hits && o[1] <= r.Bytes {
+			rh.LastMin, rh.BytesLastMin = r.Hits-o[0], r.Bytes-o[1]
 		}
 		out = append(out, rh)
 	}

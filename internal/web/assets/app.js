@@ -183,6 +183,7 @@ function connect() {
 // ---- edge view ------------------------------------------------------------
 
 function onEdge(m) {
+  state.role = m.role;
   $('fleet').hidden = true;
   $('edge').hidden = false;
   $('back').hidden = m.role !== 'concentrator';
@@ -293,7 +294,7 @@ function makeCard(name) {
   head.append(title, badge, reason, labels);
   const grid = el('div', 'kv');
   const refs = {};
-  for (const [k, label] of [['allowed', 'rate allowed'], ['delivered', 'delivered'], ['sent', 'sent'], ['rtt', 'RTT (min)'],
+  for (const [k, label] of [['allowed', 'rate allowed'], ['delivered', 'delivered'], ['sent', 'sent'], ['received', 'received'], ['rtt', 'RTT (min)'],
     ['queue', 'one-way queueing delay'], ['loss', 'link loss (peer-seen)'], ['pmtu', 'path MTU'], ['budget', 'budget']]) {
     refs[k] = kv(grid, k, label);
   }
@@ -325,6 +326,7 @@ function drawCards(m) {
     setNum(r, 'allowed', fmtRate(p.allowed_bps));
     setNum(r, 'delivered', fmtRate(p.delivered_bps));
     setNum(r, 'sent', fmtRate(p.sent_bps));
+    setNum(r, 'received', fmtRate(p.in_bps));
     setNum(r, 'rtt', fmtMs(p.rtt_ms), '(' + fmtMs(p.min_rtt_ms) + ')');
     setNum(r, 'queue', fmtMs(p.queue_delay_ms));
     setNum(r, 'loss', fmtPct(p.link_loss), '(' + fmtPct(p.peer_loss) + ')');
@@ -373,11 +375,12 @@ function drawRules(m) {
   }
   const t = el('table');
   const hr = el('tr');
-  for (const h of ['rule', 'packets, last minute', 'packets, this set']) hr.append(el('th', '', h));
+  for (const h of ['rule', 'packets, last minute', 'bytes, last minute', 'packets, this set', 'bytes, this set']) hr.append(el('th', '', h));
   t.append(hr);
   for (const h of r.hits || []) {
     const tr = el('tr');
-    tr.append(el('td', '', h.id), el('td', '', fmtInt(h.last_min)), el('td', '', fmtInt(h.total)));
+    tr.append(el('td', '', h.id), el('td', '', fmtInt(h.last_min)), el('td', '', fmtBytes(h.bytes_last_min)),
+      el('td', '', fmtInt(h.total)), el('td', '', fmtBytes(h.bytes)));
     t.append(tr);
   }
   root.append(t);
@@ -491,4 +494,3 @@ function drawBGP(m) {
 
 setupFleet();
 connect();
-window.addEventListener('resize', () => { state.lastTick = -1; });
