@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/bondd/bondd/internal/demo"
 	"github.com/bondd/bondd/internal/status"
 	"github.com/bondd/bondd/policy"
+	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tunnel"
 )
 
@@ -137,7 +139,12 @@ func TestBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	picker, _ := policy.NewPicker(policy.SchedulerDefault)
-	bed, err := demo.NewBed(demo.BedOptions{Scenario: sc, Seed: 1, FEC: tunnel.FECOptions{Mode: tunnel.FECAdaptive}, Picker: picker}, true, io.Discard)
+	set, err := rules.CompileBytes("vehicular.yaml", []byte(testRules), rules.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bed, err := demo.NewBed(demo.BedOptions{Scenario: sc, Seed: 1, FEC: tunnel.FECOptions{Mode: tunnel.FECAdaptive}, Picker: picker,
+		Rules: staticRules{set}}, true, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,8 +162,10 @@ func TestBrowser(t *testing.T) {
 	defer func() { stopFlow(); flow.Wait() }()
 
 	started := time.Now()
+	var ruleStatus atomic.Pointer[status.Rules]
+	ruleStatus.Store(&status.Rules{File: "/etc/bondd/vehicular.yaml", Version: 1, Loaded: started, Rules: set.Len()})
 	edgeSrc := func() status.Report {
-		return status.Report{Role: "edge", Version: "test", Uptime: time.Since(started),
+		return status.Report{Role: "edge", Version: "test", Uptime: time.Since(started), Rules: ruleStatus.Load(),
 			Bonds: []status.Bond{{BondStats: bed.Edge.Stats(), Addresses: []netip.Prefix{netip.PrefixFrom(demo.EdgeAddr, 32)}}}}
 	}
 	srv, err := Start(Options{Listen: "127.0.0.1:0", Source: edgeSrc})
@@ -230,7 +239,13 @@ func TestBrowser(t *testing.T) {
 	} else {
 		t.Logf("blackholed path %s: card %s after %v", victim, seen, time.Since(down).Round(time.Millisecond))
 	}
-	time.Sleep(time.Second)
+	// A rule file edit that fails: the event says why.
+	ruleStatus.Store(&status.Rules{File: "/etc/bondd/vehicular.yaml", Version: 1, Loaded: started, Rules: set.Len(), Reloads: 1, ReloadFailures: 1,
+		LastError: `/etc/bondd/vehicular.yaml:9: unknown action "fec_ratio"; did you mean "fec"?`})
+	waitFor(t, "the rejected reload in the events", 3*time.Second, func() bool {
+		text, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById('events').textContent`))
+		return err == nil && strings.Contains(text, `unknown action "fec_ratio"`)
+	})
 	shot(t, bctx, filepath.Join(dir, "web-edge.png"))
 	bed.Relays[0].SetDown(false)
 
@@ -260,6 +275,25 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("the browser reported:\n%s", strings.Join(errs, "\n"))
 	}
 }
+
+// testRules is the browser test's rule file: the flow's packets and the
+// rest, so that the rules table has counts.
+const testRules = `
+rules:
+  - id: udp-flow
+    priority: 10
+    match: {proto: udp}
+    actions: {priority: 5}
+  - id: everything-else
+    priority: 0
+    actions: {priority: 1}
+`
+
+// staticRules is a rule source that never reloads.
+type staticRules struct{ set *rules.Set }
+
+// Current returns the set.
+func (s staticRules) Current() *rules.Set { return s.set }
 
 // sendFlow sends about 2 Mbit/s of 1200-byte UDP packets into the edge
 // until ctx is done.

@@ -45,9 +45,10 @@ type pathNow struct {
 	// QueueDelayMs is the one-way queueing delay the peer measures (above
 	// the path's lowest one-way delay), -1 without rate reports.
 	QueueDelayMs float64 `json:"queue_delay_ms"`
-	// LinkLoss is QUIC's lost/sent over the last sample (-1 when nothing
-	// was sent); PeerLoss the loss the receiver saw over about a second
-	// (-1 without reports).
+	// LinkLoss is QUIC's lost/sent over the last sample, or PeerLoss when
+	// fewer than minLossSample packets were sent (a receiving end sends
+	// little but acknowledgements), -1 when nothing was sent; PeerLoss is
+	// the loss the receiver saw over about a second (-1 without reports).
 	LinkLoss float64 `json:"link_loss"`
 	PeerLoss float64 `json:"peer_loss"`
 	// PMTU is the largest datagram the path carries now, bytes.
@@ -109,6 +110,10 @@ type fecNow struct {
 	RecoveredPerS float64 `json:"recovered_per_s"`
 }
 
+// minLossSample is the fewest QUIC packets sent in a sample for their
+// loss ratio to stand as the path's link loss.
+const minLossSample = 100
+
 // stateText is the card's state: DOWN for UNAVAILABLE, SUSPECT for a
 // path DEGRADED because the peer left a send unanswered.
 func stateText(p pathNow) string { return p.State }
@@ -147,6 +152,9 @@ func computePath(p, pp *tunnel.PathStats, dt float64, role string) pathNow {
 		n.SentBps, n.InBps = rate(p.TxBytes, pp.TxBytes, dt), rate(p.RxBytes, pp.RxBytes, dt)
 		if s := p.PacketsSent - pp.PacketsSent; p.PacketsSent > pp.PacketsSent && p.PacketsLost >= pp.PacketsLost {
 			n.LinkLoss = float64(p.PacketsLost-pp.PacketsLost) / float64(s)
+			if s < minLossSample && n.PeerLoss >= 0 {
+				n.LinkLoss = n.PeerLoss
+			}
 		}
 	}
 	// The peer's delivery rate while its reports arrive; a path whose
