@@ -207,6 +207,9 @@ func Print(w io.Writer, r *Report, now time.Time) {
 	if rs := r.Rules; rs != nil {
 		fmt.Fprintf(w, "rules %s: version %d, %d rules, loaded %s (%s ago); %d reloads, %d failed\n", rs.File, rs.Version, rs.Rules,
 			rs.Loaded.Format(time.DateTime), now.Sub(rs.Loaded).Round(time.Second), rs.Reloads, rs.ReloadFailures)
+		if rs.LastError != "" {
+			fmt.Fprintf(w, "  last rejected reload: %s\n", rs.LastError)
+		}
 	}
 	if r.Role == config.RoleConcentrator {
 		fmt.Fprintf(w, "refused connections: %d, downlink packets without a bond: %d, link-local packets not routed: %d\n", r.AuthFailures, r.NoRoute, r.LinkLocal)
