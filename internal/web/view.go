@@ -274,7 +274,10 @@ type common struct {
 // carries the history.
 func (h *hub) message(f *frame, q query, first bool) []byte {
 	key := q.key()
-	withHist := first && h.wantsEdge(q)
+	h.mu.RLock()
+	isEdge := h.wantsEdge(q)
+	h.mu.RUnlock()
+	withHist := first && isEdge
 	if !withHist {
 		f.mu.Lock()
 		b, ok := f.enc[key]
@@ -285,7 +288,7 @@ func (h *hub) message(f *frame, q query, first bool) []byte {
 	}
 	h.mu.RLock()
 	var v any
-	if h.wantsEdge(q) {
+	if isEdge {
 		v = h.edgeView(f, q, withHist)
 	} else {
 		v = h.fleetView(f, q)
@@ -302,13 +305,13 @@ func (h *hub) message(f *frame, q query, first bool) []byte {
 		f.enc[key] = b
 		f.mu.Unlock()
 	}
-	if withHist || h.wantsEdge(q) {
+	if isEdge {
 		h.markViewed(q.edge)
 	}
 	return b
 }
 
-// wantsEdge reports whether q is an edge view.
+// wantsEdge reports whether q is an edge view; h.mu must be held.
 func (h *hub) wantsEdge(q query) bool {
 	return q.view == "edge" || q.view == "auto" && (q.edge != "" || h.rep.Role != "concentrator")
 }
