@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/config"
 	"github.com/bondd/bondd/internal/demo"
 	"github.com/bondd/bondd/internal/status"
 	"github.com/bondd/bondd/internal/web"
@@ -46,15 +49,15 @@ the same data path in one process with in-memory TUN devices.`,
 			}
 			o.RetransmitOff = !retransmit
 			if webAddr != "" {
-				var srv *web.Server
+				var stopWeb func()
 				defer func() {
-					if srv != nil {
-						srv.Close()
+					if stopWeb != nil {
+						stopWeb()
 					}
 				}()
 				o.Started = func(bed *demo.Bed) error {
 					var err error
-					srv, err = startDemoWeb(webAddr, bed, cmd.OutOrStdout())
+					stopWeb, err = startDemoWeb(webAddr, bed, cmd.OutOrStdout())
 					return err
 				}
 			}
@@ -84,18 +87,34 @@ the same data path in one process with in-memory TUN devices.`,
 	return cmd
 }
 
-// startDemoWeb serves the web page of the demo's edge on addr: its status
-// report holds the edge's bond, as bondd run's would.
-func startDemoWeb(addr string, bed *demo.Bed, out io.Writer) (*web.Server, error) {
+// startDemoWeb serves the web page of the demo's edge on addr, and the
+// concentrator's page on the next port (its table of edges, and the edge's
+// page as the concentrator sees it: what arrived, loss after FEC): their
+// status reports hold the edge's and the concentrator's bond, as bondd
+// run's would. It returns a func that stops both. The concentrator's page
+// is skipped, with a note, when its port is taken.
+func startDemoWeb(addr string, bed *demo.Bed, out io.Writer) (func(), error) {
 	started := time.Now()
-	src := func() status.Report {
-		return status.Report{Role: "edge", Version: versionString() + " (demo)", Uptime: time.Since(started),
-			Bonds: []status.Bond{{BondStats: bed.Edge.Stats(), Addresses: []netip.Prefix{netip.PrefixFrom(demo.EdgeAddr, 32)}}}}
+	prefix := []netip.Prefix{netip.PrefixFrom(demo.EdgeAddr, 32)}
+	report := func(role string, b *tunnel.Bond) func() status.Report {
+		return func() status.Report {
+			return status.Report{Role: role, Version: versionString() + " (demo)", Uptime: time.Since(started),
+				Bonds: []status.Bond{{BondStats: b.Stats(), Addresses: prefix}}}
+		}
 	}
-	srv, err := web.Start(web.Options{Listen: addr, Source: src})
+	edge, err := web.Start(web.Options{Listen: addr, Source: report(config.RoleEdge, bed.Edge)})
 	if err != nil {
 		return nil, fmt.Errorf("--web: %w", err)
 	}
-	fmt.Fprintf(out, "web page: open %s in a browser; it is served while the demo runs (--duration 5m to watch longer)\n", srv.URL())
-	return srv, nil
+	fmt.Fprintf(out, "web page: open %s in a browser; it is served while the demo runs (--duration 5m to watch longer)\n", edge.URL())
+	stop := func() { edge.Close() }
+	a := edge.Addr().(*net.TCPAddr)
+	concAddr := net.JoinHostPort(a.IP.String(), strconv.Itoa(a.Port+1))
+	conc, err := web.Start(web.Options{Listen: concAddr, Source: report(config.RoleConcentrator, bed.Conc)})
+	if err != nil {
+		fmt.Fprintf(out, "the concentrator's page is not served: %v\n", err)
+		return stop, nil
+	}
+	fmt.Fprintf(out, "the concentrator's page (what arrives, loss after FEC): %s\n", conc.URL())
+	return func() { conc.Close(); edge.Close() }, nil
 }

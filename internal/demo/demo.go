@@ -207,11 +207,6 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return err
 	}
 	defer bed.Close()
-	if o.Started != nil {
-		if err := o.Started(bed); err != nil {
-			return err
-		}
-	}
 
 	retransmit := "on"
 	if o.RetransmitOff {
@@ -230,6 +225,11 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		fmt.Fprintf(out, "traces: %s; using the built-in models fitted to the public traces (see docs/emu.md)\n", where)
 	} else {
 		fmt.Fprintf(out, "traces: %s\n", sc.Source)
+	}
+	if o.Started != nil {
+		if err := o.Started(bed); err != nil {
+			return err
+		}
 	}
 	if err := WaitPaths(ctx, bed.Edge, len(sc.Paths)); err != nil {
 		return err
