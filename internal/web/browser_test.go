@@ -189,16 +189,7 @@ func TestBrowser(t *testing.T) {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	actx, acancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1400, 1200))...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-	if err := chromedp.Do(bctx); err != nil { // start the browser
-		t.Fatalf("starting %s: %v", chrome, err)
-	}
-	var blog browserLog
-	blog.watch(bctx)
+	bctx, blog := startBrowser(t, ctx, chrome)
 	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL())); err != nil {
 		t.Fatalf("loading %s: %v", srv.URL(), err)
 	}
@@ -294,6 +285,63 @@ type staticRules struct{ set *rules.Set }
 
 // Current returns the set.
 func (s staticRules) Current() *rules.Set { return s.set }
+
+// startBrowser starts Chromium for the test, closed at its end, and
+// watches its errors.
+func startBrowser(t *testing.T, ctx context.Context, chrome string) (context.Context, *browserLog) {
+	t.Helper()
+	actx, acancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1400, 1200))...)
+	t.Cleanup(acancel)
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(bcancel)
+	if err := chromedp.Do(bctx); err != nil { // start the browser
+		t.Fatalf("starting %s: %v", chrome, err)
+	}
+	blog := &browserLog{}
+	blog.watch(bctx)
+	return bctx, blog
+}
+
+// TestBrowserFleet1000 opens a concentrator's page with 1,000 edges: one
+// page of 50 rows, sorting by rate puts the busiest edge first, and the
+// filter narrows the table, with no console error or failed request.
+func TestBrowserFleet1000(t *testing.T) {
+	chrome := findChromium()
+	if chrome == "" {
+		t.Skip("no chromium on PATH: install it (apt-get install chromium) to run the browser test")
+	}
+	if testing.Short() {
+		t.Skip("browser test: not in -short")
+	}
+	s := startFake(t, Options{}, &fakeSource{role: "concentrator", edges: 1000})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	bctx, blog := startBrowser(t, ctx, chrome)
+	if err := chromedp.Do(bctx, chromedp.Navigate(s.URL())); err != nil {
+		t.Fatal(err)
+	}
+	rows := func() []string {
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#edges tbody tr a')].map(a => a.textContent)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	waitFor(t, "50 rows", 10*time.Second, func() bool { return len(rows()) == 50 })
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`#sorts button[data-sort="rate"]`), chromedp.NodeVisible)); err != nil {
+		t.Fatal(err)
+	}
+	// The fake's busiest edge is the last: its paths carry the most.
+	waitFor(t, "edge-0999 first when sorted by rate", 10*time.Second, func() bool { r := rows(); return len(r) > 0 && r[0] == "edge-0999" })
+	if err := chromedp.Do(bctx, chromedp.SendKeys(chromedp.CSS("#filter"), "edge-012")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the 10 edges matching edge-012", 10*time.Second, func() bool { return len(rows()) == 10 })
+	if errs := blog.list(); len(errs) > 0 {
+		t.Errorf("the browser reported:\n%s", strings.Join(errs, "\n"))
+	}
+}
 
 // sendFlow sends about 2 Mbit/s of 1200-byte UDP packets into the edge
 // until ctx is done.
