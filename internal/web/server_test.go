@@ -2,6 +2,7 @@ package web
 
 import (
 	"bufio"
+	"crypto/tls"
 	"context"
 	"encoding/json"
 	"errors"
@@ -408,4 +409,24 @@ func TestSlowReaderDropped(t *testing.T) {
 	fmt.Fprintf(c, "GET /api/stream?size=200 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	testkit.WaitFor(t, "the viewer to start", 2*time.Second, func() bool { return s.Viewers() == 1 })
 	testkit.WaitFor(t, "the slow viewer to be dropped", 20*time.Second, func() bool { return s.Viewers() == 0 })
+}
+
+// TestCheckSafe: TLS that requires client certificates makes any listener
+// acceptable; TLS without them does not.
+func TestCheckSafe(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		safe bool
+	}{
+		{Options{Listen: "127.0.0.1:1"}, true},
+		{Options{Listen: "localhost:1"}, true},
+		{Options{Listen: "0.0.0.0:1"}, false},
+		{Options{Listen: "0.0.0.0:1", Token: []byte("0123456789abcdef")}, true},
+		{Options{Listen: "0.0.0.0:1", TLS: &tls.Config{}}, false},
+		{Options{Listen: "0.0.0.0:1", TLS: &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert}}, true},
+	} {
+		if err := checkSafe(tc.o); (err == nil) != tc.safe {
+			t.Errorf("%s, token %v, TLS %v: %v", tc.o.Listen, tc.o.Token != nil, tc.o.TLS != nil, err)
+		}
+	}
 }
