@@ -2,8 +2,8 @@ package web
 
 import (
 	"bufio"
-	"crypto/tls"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
