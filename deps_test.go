@@ -17,14 +17,14 @@ var layer = map[string]int{
 	"tunnel":          3,
 	"internal/config": 4, "internal/demo": 4, "internal/status": 5,
 	"internal/bench": 5, "internal/inspect": 5,
-	"internal/node": 6, "cmd/bondd-plot": 6, "internal/debpkg": 6, "internal/web": 6,
+	"internal/node": 6, "internal/quicfork": 6, "cmd/bondd-plot": 6, "internal/debpkg": 6, "internal/web": 6,
 	"cmd/bondd": 7,
 }
 
 // restricted lists third-party packages only some bondd packages may import.
 var restricted = map[string][]string{
 	"golang.zx2c4.com/wireguard/tun": {"tun", "tun/tuntest"},
-	"github.com/quic-go/quic-go":     {"tunnel", "cmd/bondd"},
+	"github.com/quic-go/quic-go":     {"tunnel", "cmd/bondd", "internal/quicfork"},
 	// Prometheus: only the daemon's metrics endpoint (docs/design.md).
 	"github.com/prometheus": {"cmd/bondd"},
 	// Plotting: only the plot command, never the daemon.

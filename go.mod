@@ -96,3 +96,5 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/warnings.v0 v0.1.2 // indirect
 )
+
+replace github.com/quic-go/quic-go => ./third_party/quic-go

@@ -21,10 +21,6 @@
 // Each path's rate is bondd's: a [RateEstimator] turns the receiver's
 // [RateReport]s into a target that a [Pacer] enforces (rate.go, pacer.go).
 //
-// A [LaneController] decides how many QUIC connections (lanes) one uplink
-// wants, from samples of its state that carry their own time; the tunnel
-// package opens and closes them.
-//
 // policy never sees QUIC or TUN: it speaks in durations, byte counts and
 // path indexes.
 package policy

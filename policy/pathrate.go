@@ -27,10 +27,11 @@ import (
 // A path without rate control (RateControl false, the "quic" setting)
 // keeps the congestion-window view, but the receiver-seen loss acts there
 // too ([Path.OnReceiverLoss]): QUIC's loss events understate a lossy
-// link's loss (12–28 % reported for 50 % real, with lanes), and a path
-// with the lowest RTT that loses half of what it is sent must not be the
-// first choice of every low-rate packet. So in both views it makes the
-// path DEGRADED (ReasonLoss) and is charged in its expected delivery.
+// link's loss (12–28 % reported for 50 % real, measured when a path ran
+// several connections), and a path with the lowest RTT that loses half of
+// what it is sent must not be the first choice of every low-rate packet.
+// So in both views it makes the path DEGRADED (ReasonLoss) and is charged
+// in its expected delivery.
 
 // Constants of the rate-controlled view.
 const (

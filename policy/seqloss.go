@@ -8,11 +8,12 @@ const SeqLossWindow = 4096
 // reordering tolerated: a gap is counted as lost only at the second Take
 // after the sequence passed it, so a datagram may arrive up to one
 // feedback interval late (50 ms or an sRTT) and still count as received.
-// Datagrams of one path travel on several lanes (QUIC connections), each
-// with its own send queue, so they arrive out of order by far more than
-// the packet threshold of RFC 9002 §6.1.1 (3); RFC 4737's reordering
-// extent is the measure, and one interval is the tolerance (compare the
-// time threshold of RFC 9002 §6.1.2). A forward jump of more than 2^16
+// Datagrams of one path can arrive out of order by more than the packet
+// threshold of RFC 9002 §6.1.1 (3): a lost datagram resent behind newer
+// ones, a connection replaced by a redial while the old one's packets are
+// still on the way; RFC 4737's reordering extent is the measure, and one
+// interval is the tolerance (compare the time threshold of RFC 9002
+// §6.1.2). A forward jump of more than 2^16
 // (a restarted sender) resynchronises without loss. The zero value is
 // ready; not safe for concurrent use; it does not allocate.
 type SeqLoss struct {

@@ -56,7 +56,7 @@ func allocsBond(t *testing.T, dev *discardTUN, fopts FECOptions, rate bool) *Bon
 // TestBondSendAllocs checks that Bond.send as a whole (classification
 // skipped without rules, path pick, FEC block and parity, header, queue
 // push) allocates nothing per packet once warm, with and without rate
-// control. A lane's pacer check, pop and stamp stand in for the
+// control. The send routine's pacer check, pop and stamp stand in for the
 // connection: each frame queued is popped and its buffer returned.
 func TestBondSendAllocs(t *testing.T) {
 	for _, tc := range []struct {
@@ -83,7 +83,7 @@ func TestBondSendAllocs(t *testing.T) {
 					buf = getBuf()
 				}
 				for _, p := range set.paths {
-					for p.rc.pace(now) == 0 { // the lane: pacer, pop, stamp
+					for p.rc.pace(now) == 0 { // the send routine: pacer, pop, stamp
 						f, ok, _ := p.queue.pop(now.UnixNano())
 						if !ok {
 							break
@@ -141,7 +141,7 @@ func TestBondReceiveAllocs(t *testing.T) {
 				seq++
 				dg = append(AppendHeader(dg[:0], &h), pkt...)
 				if tc.rate {
-					p.rc.onDatagram(dg, time.Now()) // lane.routineReceive's meter
+					p.rc.onDatagram(dg, time.Now()) // pathConn.routineReceive's meter
 				}
 				b.receive(dg, wbuf, rec)
 			}

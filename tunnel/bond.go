@@ -239,10 +239,8 @@ func (b *Bond) adoptBondID(id uint64) (changed bool) {
 // closePaths closes every connection of every path with code.
 func (b *Bond) closePaths(code quic.ApplicationErrorCode, msg string) {
 	for _, p := range b.paths.Load().paths {
-		for i := range p.lanes {
-			if c := p.lanes[i].conn.Load(); c != nil {
-				c.CloseWithError(code, msg)
-			}
+		if c := p.pc.conn.Load(); c != nil {
+			c.CloseWithError(code, msg)
 		}
 	}
 }

@@ -192,15 +192,13 @@ var (
 )
 
 // peerConn returns the context of a live connection of c whose peer is at
-// addr, or nil: a scan of every lane of every bond.
+// addr, or nil: a scan of every path of every bond.
 func (c *Concentrator) peerConn(addr netip.AddrPort) context.Context {
 	for _, e := range c.tab.Load().edges {
 		for _, p := range e.bond.paths.Load().paths {
-			for i := range p.lanes {
-				conn := p.lanes[i].conn.Load()
-				if conn != nil && unmapAddrPort(udpAddrPort(conn.RemoteAddr())) == addr && conn.Context().Err() == nil {
-					return conn.Context()
-				}
+			conn := p.pc.conn.Load()
+			if conn != nil && unmapAddrPort(udpAddrPort(conn.RemoteAddr())) == addr && conn.Context().Err() == nil {
+				return conn.Context()
 			}
 		}
 	}

@@ -232,17 +232,15 @@ func TestPeerConn(t *testing.T) {
 	}
 	var peer netip.AddrPort
 	for _, p := range b.paths.Load().paths {
-		for i := range p.lanes {
-			if c := p.lanes[i].conn.Load(); c != nil {
-				peer = udpAddrPort(c.RemoteAddr())
-			}
+		if c := p.pc.conn.Load(); c != nil {
+			peer = udpAddrPort(c.RemoteAddr())
 		}
 	}
 	if !peer.IsValid() {
-		t.Fatal("no live lane on the concentrator")
+		t.Fatal("no live path connection on the concentrator")
 	}
 	if tb.conc.peerConn(peer) == nil {
-		t.Errorf("peerConn(%s) found no connection, want the lane's", peer)
+		t.Errorf("peerConn(%s) found no connection, want the path's", peer)
 	}
 	if other := netip.AddrPortFrom(peer.Addr(), peer.Port()^1); tb.conc.peerConn(other) != nil {
 		t.Errorf("peerConn(%s) found a connection, want none", other)

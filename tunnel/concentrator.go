@@ -237,7 +237,7 @@ func (c *Concentrator) handle(conn *quic.Conn) {
 	if rec != nil {
 		rec.accepted.Store(true)
 	}
-	l, err := c.accept(conn)
+	pc, err := c.accept(conn)
 	if err != nil {
 		if isNodeProbe(context.Cause(conn.Context())) { // an edge checking this node is up (fleet.go)
 			return
@@ -255,15 +255,9 @@ func (c *Concentrator) handle(conn *quic.Conn) {
 		}
 		return
 	}
-	p := l.path
-	log = log.With("edge", p.bond.edgeID, "path", p.name, "lane", l.idx)
-	// The edge adds and removes lanes as its lane sizing asks: a lane
-	// other than the path's only one logs at debug level.
-	level := slog.LevelInfo
-	if p.otherLanesLive(l) {
-		level = slog.LevelDebug
-	}
-	log.Log(c.ctx, level, "path up")
+	p := pc.path
+	log = log.With("edge", p.bond.edgeID, "path", p.name)
+	log.Info("path up")
 	e := c.tab.Load().edges[p.bond.edgeID]
 	if e == nil || e.bond != p.bond { // removed or replaced by SetEdges meanwhile
 		conn.CloseWithError(codeShutdown, "edge list changed")
@@ -271,10 +265,10 @@ func (c *Concentrator) handle(conn *quic.Conn) {
 	}
 	c.pathUp(e)
 	defer c.pathDown(e)
-	p.serve(l, conn, rec, c.ctx.Done())
+	p.serve(conn, rec, c.ctx.Done())
 	if c.ctx.Err() == nil {
-		level = slog.LevelInfo
-		if p.liveLanes() > 0 {
+		level := slog.LevelInfo
+		if p.connected() { // a newer connection replaced this one
 			level = slog.LevelDebug
 		}
 		log.Log(c.ctx, level, "path down", "err", context.Cause(conn.Context()))
@@ -282,9 +276,9 @@ func (c *Concentrator) handle(conn *quic.Conn) {
 }
 
 // accept reads and checks the hello. On success the path is registered in
-// its bond, the reply sent, and the lane the connection serves returned; on
-// failure the connection is closed.
-func (c *Concentrator) accept(conn *quic.Conn) (*lane, error) {
+// its bond, the reply sent, and the path connection it serves returned;
+// on failure the connection is closed.
+func (c *Concentrator) accept(conn *quic.Conn) (*pathConn, error) {
 	ctx, cancel := context.WithTimeout(conn.Context(), DefaultHandshakeTimeout)
 	defer cancel()
 	str, err := conn.AcceptStream(ctx)
@@ -338,7 +332,7 @@ func (c *Concentrator) accept(conn *quic.Conn) (*lane, error) {
 	}
 	str.SetDeadline(time.Time{})
 	c.wg.Go(func() { e.bond.ctl.routineServeControl(conn, str, p, h.BondID, caps) }) // later control messages (ctrl_conc.go)
-	return &p.lanes[h.Lane], nil
+	return &p.pc, nil
 }
 
 // authorized checks the edge's credential: its token, compared in constant

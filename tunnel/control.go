@@ -36,8 +36,15 @@ const (
 var ErrUnauthorized = errors.New("tunnel: concentrator refused the credentials")
 
 // checkHello validates a hello received from the network: the codec's
-// bounds, this build's wire version and a lane below MaxLanes.
-func checkHello(h *ctrlmsg.Hello) error { return h.Check(Version, MaxLanes) }
+// bounds, this build's wire version and lane 0: a path has one connection.
+// An edge from before lanes were retired may still dial lanes 1..7 of an
+// uplink; they are refused (their lane 0 carries the path), so that they
+// do not replace each other's connection.
+func checkHello(h *ctrlmsg.Hello) error { return h.Check(Version, helloLanes) }
+
+// helloLanes is how many values of ctrlmsg.Hello.Lane a hello may carry:
+// only 0, since a path has one QUIC connection.
+const helloLanes = 1
 
 // An edge rule's id fits rules.MaxKeyBytes once prefixed with
 // edgeRulePrefix (a compile-time check).

@@ -21,7 +21,7 @@ import (
 // stream is then read by routineControlReader, which takes the
 // PATH_MAPPING_RESULTs. One goroutine, routineControlWriter, writes: on the
 // carrier, the control stream of the first live connection (uplinks in
-// configuration order, lane 0 first), it sends
+// configuration order), it sends
 //
 //   - PATH_STATE_REPORT with every uplink's status and labels whenever one
 //     changed, at most once per smoothed RTT of the carrier's path (and
@@ -66,7 +66,6 @@ type ctrlConn struct {
 	conn *quic.Conn
 	str  *quic.Stream
 	path int // index in Edge.paths
-	lane int
 	caps ctrlmsg.Caps
 	dead atomic.Bool // a write failed: not a carrier any more
 	wmu  sync.Mutex  // serialises writes: the control writer's and the rate feedback's
@@ -89,7 +88,7 @@ func (ec *edgeControl) ring() {
 // attachControl takes over a connection's control stream after a hello
 // reply that accepted caps: it starts the stream's reader and, once, the
 // edge's routineControlWriter. It is called from the dial, inside e.wg.
-func (e *Edge) attachControl(conn *quic.Conn, str *quic.Stream, pathName string, lane int, caps ctrlmsg.Caps) {
+func (e *Edge) attachControl(conn *quic.Conn, str *quic.Stream, pathName string, caps ctrlmsg.Caps) {
 	ec := &e.ctl
 	ec.start.Do(func() { e.wg.Go(e.routineControlWriter) })
 	idx := 0
@@ -98,7 +97,7 @@ func (e *Edge) attachControl(conn *quic.Conn, str *quic.Stream, pathName string,
 			idx = i
 		}
 	}
-	cc := &ctrlConn{conn: conn, str: str, path: idx, lane: lane, caps: caps}
+	cc := &ctrlConn{conn: conn, str: str, path: idx, caps: caps}
 	ec.mu.Lock()
 	ec.streams = append(ec.streams, cc)
 	ec.mu.Unlock()
@@ -128,7 +127,7 @@ func (e *Edge) attachControl(conn *quic.Conn, str *quic.Stream, pathName string,
 // connection is closed with codeProtocol and the violation counted.
 func (e *Edge) routineControlReader(cc *ctrlConn) {
 	ec, ctr := &e.ctl, &e.bond.ctlCtr
-	log := e.log.With("path", e.paths[cc.path].name, "lane", cc.lane)
+	log := e.log.With("path", e.paths[cc.path].name)
 	violation := func(why string) {
 		ctr.violations.Add(1)
 		log.Warn("control protocol violation: closing the connection", "err", why)
@@ -196,8 +195,8 @@ func (e *Edge) SetLabels(uplink string, labels map[string]string) error {
 
 // carrier returns the live control stream that carries the edge's
 // messages: cur while it lives (a change of carrier sends everything
-// again), else the first live one in uplink order, lane 0 first; nil when
-// none lives.
+// again), else the first live one in uplink order (of one uplink's, the
+// oldest); nil when none lives.
 func (ec *edgeControl) carrier(cur *ctrlConn) *ctrlConn {
 	ec.mu.Lock()
 	defer ec.mu.Unlock()
@@ -209,7 +208,7 @@ func (ec *edgeControl) carrier(cur *ctrlConn) *ctrlConn {
 		if s == cur {
 			return cur
 		}
-		if best == nil || s.path < best.path || s.path == best.path && s.lane < best.lane {
+		if best == nil || s.path < best.path {
 			best = s
 		}
 	}
@@ -262,7 +261,7 @@ func (e *Edge) routineControlWriter() {
 			carrier, lastReport, labelsSent = cur, nil, map[string]map[string]string{}
 			rs = edgeRuleState{sent: map[string][]byte{}, pending: map[uint64]pendingRule{}, retry: map[string]time.Time{}, req: rs.req}
 			if carrier != nil {
-				e.log.Debug("control carrier", "path", e.paths[carrier.path].name, "lane", carrier.lane, "caps", carrier.caps.Names())
+				e.log.Debug("control carrier", "path", e.paths[carrier.path].name, "caps", carrier.caps.Names())
 			}
 		}
 		interval := ctrlMinReportInterval

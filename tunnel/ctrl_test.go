@@ -61,7 +61,7 @@ func (env *ctrlEnv) startEdge(t *testing.T, uplinks int, edit func(*EdgeOptions)
 	t.Helper()
 	var ups []UplinkOptions
 	for i := range uplinks {
-		ups = append(ups, UplinkOptions{Name: fmt.Sprintf("up%d", i), Bind: netip.MustParseAddr("127.0.0.1"), Lanes: 1,
+		ups = append(ups, UplinkOptions{Name: fmt.Sprintf("up%d", i), Bind: netip.MustParseAddr("127.0.0.1"),
 			Labels: map[string]string{"link_type": "cellular", "cost_class": "metered"}})
 	}
 	eo := EdgeOptions{ID: "van-1", Device: tuntest.New(testMTU, 8), MTU: testMTU, Concentrator: env.addr, TLS: env.tls,

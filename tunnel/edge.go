@@ -19,15 +19,14 @@ import (
 	"github.com/quic-go/quic-go/qlogwriter"
 	"golang.org/x/sys/unix"
 
-	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tun"
 	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
 
-// Edge is the vehicle end of a bond: it dials 1 to MaxLanes QUIC
-// connections per uplink to the concentrator (lanes.go), each through its
-// own quic.Transport on a UDP socket bound to that uplink, and re-dials a
-// lost one with exponential backoff.
+// Edge is the vehicle end of a bond: it dials one QUIC connection per
+// uplink to the concentrator (pathconn.go), through its own
+// quic.Transport on a UDP socket bound to that uplink, and re-dials a lost
+// one with exponential backoff.
 // The bond lives while any path is up.
 type Edge struct {
 	opts   EdgeOptions
@@ -101,9 +100,6 @@ func (o *EdgeOptions) validate() error {
 			return fmt.Errorf("uplink name %q is empty, too long or repeated", u.Name)
 		}
 		seen[u.Name] = true
-		if u.Lanes < 0 || u.Lanes > MaxLanes {
-			return fmt.Errorf("uplink %s: %d lanes, want 1..%d or LanesAuto", u.Name, u.Lanes, MaxLanes)
-		}
 		if u.LEOReconf != nil {
 			if err := u.LEOReconf.Validate(); err != nil {
 				return fmt.Errorf("uplink %s: %w", u.Name, err) // the concentrator would refuse its hello
@@ -125,7 +121,7 @@ func (e *Edge) Start() {
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	for i, p := range e.paths {
 		u := e.opts.Uplinks[i]
-		e.wg.Go(func() { e.routineUplink(p, u, &e.kicks[i]) })
+		e.wg.Go(func() { e.routineDial(e.ctx, p, u, &e.kicks[i]) })
 	}
 	e.wg.Go(func() { tun.DrainEvents(e.opts.Device, func(ev tun.Event) { e.log.Debug("tun event", "event", ev) }) })
 	e.wg.Go(func() { routineReadTUN(e.opts.Device, e.log, func([]byte) *Bond { return e.bond }) })
@@ -146,98 +142,22 @@ func (e *Edge) Close() error {
 	return err
 }
 
-// routineUplink runs the lanes of one uplink: a fixed number, or with
-// LanesAuto as many as policy.LaneController asks for, each kept connected by its own
-// routineDial. Every change of the number of lanes is logged. kick is the
-// uplink's Kick signal.
-func (e *Edge) routineUplink(p *path, u UplinkOptions, kick *moveSignal) {
-	log := e.log.With("path", u.Name)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	var cancels [MaxLanes]context.CancelFunc
-	start := func(i int) {
-		ctx, cancel := context.WithCancel(e.ctx)
-		cancels[i] = cancel
-		wg.Go(func() { e.routineDial(ctx, p, u, i, kick) })
-	}
-	mode := "fixed"
-	if u.Lanes != LanesAuto {
-		p.laneMode.Store(&mode)
-		for i := range u.Lanes {
-			start(i)
-		}
-		return
-	}
-	mode = "auto"
-	p.laneMode.Store(&mode)
-	ctl := policy.NewLaneController(MaxLanes, time.Now())
-	var sizer laneSizer // rate control's lane sizing (ratectl.go)
-	n := 1
-	start(0)
-	tick := time.NewTicker(policy.LaneSampleEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-e.ctx.Done():
-			return
-		case now := <-tick.C:
-			var d policy.LaneDecision
-			if p.rc.active() {
-				d = sizer.decide(p, now, n)
-			} else {
-				d = ctl.Sample(p.laneSample(now))
-			}
-			d.Delta = min(max(n+d.Delta, 1), MaxLanes) - n
-			if d.Delta == 0 {
-				continue
-			}
-			n += d.Delta
-			for i := n - d.Delta; i < n; i++ { // added
-				start(i)
-			}
-			for i := n; i < n-d.Delta; i++ { // removed
-				cancels[i]()
-			}
-			log.Info("lanes changed", "lanes", n, "was", n-d.Delta, "reason", d.Reason,
-				"window_limited", d.Limited, "loss_rate", d.LossRate, "demand_mbps", d.DemandBps/1e6,
-				"used_mbps", d.UsedBps/1e6, "capacity_mbps", d.CapacityBps/1e6,
-				"srtt", p.state.SmoothedRTT(), "min_rtt", p.state.MinRTT())
-		}
-	}
-}
-
-// laneSample reads what policy.LaneController needs from p at now.
-func (p *path) laneSample(now time.Time) policy.LaneSample {
-	drops := p.drops.get(DropQueueFull) + p.drops.get(DropExpired) + p.drops.get(DropDeadline)
-	// A path only SUSPECT (liveness.go) counts as active here: suspicion
-	// comes within 3 sRTTs, also from a host too busy to read the peer's
-	// answers, and one such sample would keep the lanes from growing for an
-	// epoch. An outage proper is DEGRADED for silence (or UNAVAILABLE).
-	st := p.state.Status(now)
-	active := st == policy.StatusActive || st == policy.StatusDegraded && p.state.StatusReason(now) == policy.ReasonSuspect
-	leo := p.state.LEOReconf()
-	return policy.LaneSample{Now: now, Active: active,
-		QueueBytes: p.state.QueueBytes(), Cwnd: p.state.CongestionWindow(), Inflight: p.state.BytesInFlight(),
-		SRTT: p.state.SmoothedRTT(), MinRTT: p.state.MinRTT(), Lost: p.state.PacketsLost(), TxBytes: p.txBytes.Load(),
-		OfferedBytes: p.queue.offeredBytes(), QueueDrops: drops,
-		LEO: leo != nil, Reconf: leo != nil && leo.Active(now)}
-}
-
-// routineDial keeps one lane of an uplink connected until ctx ends: dial,
+// routineDial keeps an uplink's path connected until ctx ends: dial,
 // serve until the connection ends, back off (redialBackoff), dial again.
-// A kick (Edge.Kick) ends the backoff and restarts a handshake under way.
-func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane int, kick *moveSignal) {
-	log := e.log.With("path", u.Name, "lane", lane)
+// A kick (Edge.Kick, kick is the uplink's signal) ends the backoff and
+// restarts a handshake under way.
+func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, kick *moveSignal) {
+	log := e.log.With("path", u.Name)
 	log.Debug("routineDial started")
 	defer log.Debug("routineDial stopped")
 	backoff := e.opts.Paths.RedialMin
 	attempt := DefaultHandshakeTimeout
 	failures := 0
-	var downSince time.Time // when the lane's last connection ended; zero before the first
+	var downSince time.Time // when the path's last connection ended; zero before the first
 	for ctx.Err() == nil {
 		node := e.Concentrator() // for OnPathEnd
 		kicked := kick.wait()    // closed by the next kick
-		conn, closeConn, rec, err := e.dial(ctx, u, lane, attempt, kicked)
+		conn, closeConn, rec, err := e.dial(ctx, u, attempt, kicked)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -247,9 +167,7 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 				backoff = e.opts.Paths.RedialMin
 				continue
 			}
-			if lane == 0 {
-				p.setErr(err)
-			}
+			p.setErr(err)
 			if e.opts.OnPathEnd != nil {
 				e.opts.OnPathEnd(u.Name, node, fleetErr(err))
 			}
@@ -281,15 +199,9 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 			attempt = min(2*attempt, DefaultHandshakeTimeout)
 			continue
 		}
-		// The path's first lane is the path coming up; another lane (one
-		// added by the lane sizing, or redialled) is detail.
-		level := slog.LevelInfo
-		if p.otherLanesLive(&p.lanes[lane]) {
-			level = slog.LevelDebug
-		}
-		log.Log(ctx, level, "path up", "local", conn.LocalAddr(), "remote", conn.RemoteAddr(), "attempts", failures+1)
+		log.Info("path up", "local", conn.LocalAddr(), "remote", conn.RemoteAddr(), "attempts", failures+1)
 		backoff, attempt, failures = e.opts.Paths.RedialMin, DefaultHandshakeTimeout, 0
-		p.serve(&p.lanes[lane], conn, rec, ctx.Done())
+		p.serve(conn, rec, ctx.Done())
 		cause := context.Cause(conn.Context())
 		closeConn()
 		downSince = time.Now()
@@ -301,13 +213,9 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 			// (liveness.go): it is likely back within a second, so retry
 			// soon, with short attempts (each one's Initial goes out at once).
 			backoff = min(fastRedialMin, backoff)
-			attempt = min(max(fastAttemptMin, fastAttemptPerRTT*time.Duration(p.lanes[lane].srtt.Load())), DefaultHandshakeTimeout)
+			attempt = min(max(fastAttemptMin, fastAttemptPerRTT*time.Duration(p.pc.srtt.Load())), DefaultHandshakeTimeout)
 		}
-		switch {
-		case ctx.Err() != nil: // shutdown, or the lane was removed
-		case p.liveLanes() > 0:
-			log.Debug("lane down; the path's other lanes carry on", "err", cause)
-		default:
+		if ctx.Err() == nil { // not a shutdown
 			p.setErr(cause)
 			log.Warn("path down", "err", cause, "presumed_lost", p.presumeLost())
 		}
@@ -318,7 +226,7 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, lane i
 // the hello. closeConn releases the transport and the socket.
 // attempt bounds the handshake and the hello; closing kicked cuts the
 // handshake (not the hello) short.
-func (e *Edge) dial(ctx context.Context, u UplinkOptions, lane int, attempt time.Duration, kicked <-chan struct{}) (conn *quic.Conn, closeConn func(), rec *recorder, err error) {
+func (e *Edge) dial(ctx context.Context, u UplinkOptions, attempt time.Duration, kicked <-chan struct{}) (conn *quic.Conn, closeConn func(), rec *recorder, err error) {
 	ctx, cancel := context.WithTimeout(ctx, attempt)
 	defer cancel()
 	defer e.cancelOnMove(cancel)() // a move cuts the dial short (fleet.go)
@@ -354,7 +262,7 @@ func (e *Edge) dial(ctx context.Context, u UplinkOptions, lane int, attempt time
 		}
 		return nil, nil, nil, err
 	}
-	if err := e.hello(ctx, conn, u, lane); err != nil {
+	if err := e.hello(ctx, conn, u); err != nil {
 		conn.CloseWithError(codeProtocol, "hello failed")
 		closeConn()
 		return nil, nil, nil, err
@@ -363,7 +271,7 @@ func (e *Edge) dial(ctx context.Context, u UplinkOptions, lane int, attempt time
 }
 
 // hello announces the path on a new control stream and waits for the reply.
-func (e *Edge) hello(ctx context.Context, conn *quic.Conn, u UplinkOptions, lane int) error {
+func (e *Edge) hello(ctx context.Context, conn *quic.Conn, u UplinkOptions) error {
 	str, err := conn.OpenStreamSync(ctx)
 	if err != nil {
 		return unauthorizedOr(err)
@@ -373,7 +281,7 @@ func (e *Edge) hello(ctx context.Context, conn *quic.Conn, u UplinkOptions, lane
 	// Shutdown must not wait for the reply: cut the stream's deadline short.
 	defer context.AfterFunc(ctx, func() { str.SetDeadline(time.Now()) })()
 	err = ctrlmsg.Write(str, &ctrlmsg.Hello{Type: ctrlmsg.TypeHello, Version: Version, EdgeID: e.opts.ID, BondID: e.bondID,
-		Path: u.Name, Lane: lane, Labels: u.Labels, Token: e.opts.Token, Control: ctrlmsg.CapsAll.Names(), LEO: leoToWire(u.LEOReconf)})
+		Path: u.Name, Labels: u.Labels, Token: e.opts.Token, Control: ctrlmsg.CapsAll.Names(), LEO: leoToWire(u.LEOReconf)})
 	if err != nil {
 		return unauthorizedOr(err)
 	}
@@ -396,7 +304,7 @@ func (e *Edge) hello(ctx context.Context, conn *quic.Conn, u UplinkOptions, lane
 	caps := ctrlmsg.CapsOf(r.Control) & ctrlmsg.CapsAll
 	e.bond.peerTags.Store(caps&ctrlmsg.CapFlowTags != 0)
 	// The stream stays open for the control plane (ctrl_edge.go).
-	e.attachControl(conn, str, u.Name, lane, caps)
+	e.attachControl(conn, str, u.Name, caps)
 	return nil
 }
 
@@ -410,7 +318,13 @@ func unauthorizedOr(err error) error {
 	return err
 }
 
-// quicConfig returns the QUIC configuration of one path connection.
+// datagramReceiveQueue is the length of quic-go's DATAGRAM receive queue
+// on every path connection (quic.Config.DatagramReceiveQueueLen).
+const datagramReceiveQueue = 1024
+
+// quicConfig returns the QUIC configuration of one path connection; rec is
+// its recorder, or nil on the concentrator, where the connection's context
+// carries it.
 func quicConfig(o PathOptions, rec *recorder) *quic.Config {
 	return &quic.Config{
 		EnableDatagrams:       true,
@@ -420,6 +334,10 @@ func quicConfig(o PathOptions, rec *recorder) *quic.Config {
 		InitialPacketSize:     uint16(o.InitialPacketSize),
 		MaxIncomingStreams:    4,
 		MaxIncomingUniStreams: -1,
+		// A burst the TUN reader hands over faster than this end reads
+		// must not overflow quic-go's receive queue (upstream: 128).
+		DatagramReceiveQueueLen: datagramReceiveQueue,
+		CongestionControl:       ccFactory(rec), // cc.go
 		Tracer: func(ctx context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
 			r := rec
 			if r == nil {

@@ -89,7 +89,7 @@ func startFleetEdge(t *testing.T, node string, pin []byte, onEnd func(path, node
 	dev := tuntest.New(testMTU, 8)
 	e, err := NewEdge(EdgeOptions{
 		ID: "van-1", Device: dev, MTU: testMTU, Concentrator: node, TLS: tlsConf, Token: token, Paths: fleetPaths,
-		Uplinks:   []UplinkOptions{{Name: "up0", Bind: netip.MustParseAddr("127.0.0.1"), Lanes: 1}, {Name: "up1", Bind: netip.MustParseAddr("127.0.0.1"), Lanes: 1}},
+		Uplinks:   []UplinkOptions{{Name: "up0", Bind: netip.MustParseAddr("127.0.0.1")}, {Name: "up1", Bind: netip.MustParseAddr("127.0.0.1")}},
 		OnPathEnd: onEnd,
 	})
 	if err != nil {

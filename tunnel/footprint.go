@@ -5,13 +5,13 @@ import "unsafe"
 // Accessors for load tests and sizing (bondd bench scale): how many of a
 // bond's paths are up, and how many bytes its per-bond structures hold.
 
-// PathsUp returns the number of the bond's paths that have at least one
-// live connection (lane). Lock-free; cheap enough to poll for thousands of
+// PathsUp returns the number of the bond's paths that have a live
+// connection. Lock-free; cheap enough to poll for thousands of
 // bonds.
 func (b *Bond) PathsUp() int {
 	n := 0
 	for _, p := range b.paths.Load().paths {
-		if p.liveLanes() > 0 {
+		if p.connected() {
 			n++
 		}
 	}

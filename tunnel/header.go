@@ -43,7 +43,7 @@ const (
 	FlagFlow = 0x02
 	// FlagPathSeq marks a header with a 4-byte per-path sequence number
 	// right after the flags byte (PathSeqLen, at offset PathSeqOffset). The
-	// sending lane writes it, and rewrites the send timestamp, in place when
+	// path's send routine writes it, and rewrites the send timestamp, in place when
 	// it hands the datagram to QUIC (StampPathSeq), so the receiver sees
 	// gaps only for datagrams the path itself lost (rate control, ratectl.go).
 	// Senders set it only towards peers that negotiated the "rate" control

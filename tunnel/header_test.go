@@ -78,7 +78,7 @@ func TestHeaderMaxLenWithFlowTag(t *testing.T) {
 	}
 }
 
-// TestStampPathSeq checks that the lane's in-place stamp writes the path
+// TestStampPathSeq checks that the send routine's in-place stamp writes the path
 // sequence number and the send time without changing the header's length
 // or its other fields, and leaves a header without FlagPathSeq alone.
 func TestStampPathSeq(t *testing.T) {

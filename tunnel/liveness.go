@@ -19,22 +19,22 @@ import (
 //
 //   - the scheduler stops choosing it, even for a rule that prefers it,
 //     while another path is ACTIVE (policy.Select: directives are advice);
-//   - while another path is ACTIVE, its lanes hand no more frames to
-//     quic-go (path.gated, lane.mayHand), and the frames waiting in its
+//   - while another path is ACTIVE, it hands no more frames to quic-go
+//     (path.gated, pathConn.mayHand), and the frames waiting in its
 //     queue move to a live path (path.rescue); when no path is ACTIVE (all
 //     silent: a stall of this host, or a total outage) it keeps sending,
 //     since holding frames would only expire them;
 //   - the datagrams it handed to quic-go since the peer was last heard are
 //     counted as lost on it (DropSuspect);
-//   - each lane probes it with a probeDatagram every ~srtt (at least
+//   - its connection probes it with a probeDatagram every ~srtt (at least
 //     probeMin, at most probeMax): an ack-eliciting packet the peer answers
 //     with an ACK, which restores the path at once (path.heard). A
-//     receiver ignores a probe (isProbe, lane.routineReceive);
-//   - after DeadAfter of silence the lane's connection is closed
+//     receiver ignores a probe (isProbe, pathConn.routineReceive);
+//   - after DeadAfter of silence the path's connection is closed
 //     (codePeerSilent): the path turns UNAVAILABLE and the edge redials with
 //     a short backoff (Edge.routineDial).
 //
-// lane.routineLiveness checks this every livenessTick while the lane's
+// pathConn.routineLiveness checks this every livenessTick while the path's
 // connection lives.
 
 // Liveness timing.
@@ -69,18 +69,16 @@ func (p *path) heard(now time.Time) {
 		p.gated.Store(false)
 		p.suspectEnds.Add(1)
 		p.bond.log.Info("path restored: the peer answers", "path", p.name) // once per SUSPECT period
-		for i := range p.lanes {
-			p.lanes[i].signal() // hand frames again
-		}
+		p.pc.signal()                                                      // hand frames again
 		p.queue.ringIfQueued()
 	}
 }
 
-// routineLiveness watches the liveness of l's path while conn is l's
+// routineLiveness watches the liveness of the path while conn is its
 // connection: it marks the path SUSPECT, probes it, and closes conn after
 // DeadAfter of silence. It returns when conn ends.
-func (l *lane) routineLiveness(conn *quic.Conn) {
-	p := l.path
+func (pc *pathConn) routineLiveness(conn *quic.Conn) {
+	p := pc.path
 	done := conn.Context().Done()
 	tick := time.NewTicker(livenessTick)
 	defer tick.Stop()
@@ -104,7 +102,7 @@ func (l *lane) routineLiveness(conn *quic.Conn) {
 			if stalled {
 				continue
 			}
-			p.pmtuTick(l, conn, now) // path MTU (pmtu.go)
+			p.pmtuTick(conn, now) // path MTU (pmtu.go)
 			sus, silent := p.state.Suspect(now)
 			if !sus {
 				continue
@@ -112,18 +110,18 @@ func (l *lane) routineLiveness(conn *quic.Conn) {
 			if p.suspect.CompareAndSwap(false, true) {
 				p.onSuspect(now, silent)
 			}
-			p.regate(l, now)
+			p.regate(now)
 			if silent > p.bond.popts.DeadAfter {
-				p.bond.log.Warn("path dead: the peer is silent", "path", p.name, "lane", l.idx, "silent", silent.Round(time.Millisecond))
+				p.bond.log.Warn("path dead: the peer is silent", "path", p.name, "silent", silent.Round(time.Millisecond))
 				conn.CloseWithError(codePeerSilent, "peer silent")
 				return
 			}
 			every := min(max(p.state.SmoothedRTT(), probeMin), probeMax)
-			if now.Sub(lastProbe) >= every && l.unsent.Load() < laneMaxUnsent {
+			if now.Sub(lastProbe) >= every && pc.unsent.Load() < maxUnsent {
 				lastProbe = now
-				l.unsent.Add(1)
+				pc.unsent.Add(1)
 				if conn.SendDatagram(probeDatagram[:]) != nil {
-					l.unsent.Add(-1)
+					pc.unsent.Add(-1)
 				} else {
 					p.probes.Add(1)
 				}
@@ -132,7 +130,7 @@ func (l *lane) routineLiveness(conn *quic.Conn) {
 	}
 }
 
-// migrationEvery is how often, in livenessTicks, a lane checks its peer's
+// migrationEvery is how often, in livenessTicks, a path checks its peer's
 // address.
 const migrationEvery = 20
 
@@ -151,7 +149,7 @@ func (p *path) checkPeer(conn *quic.Conn, last *string) {
 
 // livenessStats fills the liveness fields of s.
 func (p *path) livenessStats(s *PathStats) {
-	if p.liveLanes() > 0 {
+	if p.connected() {
 		if a := p.peerAddr.Load(); a != nil {
 			s.PeerAddr = *a
 		}
@@ -175,23 +173,21 @@ func (p *path) onSuspect(now time.Time, silent time.Duration) {
 // regate decides, at now, whether p, SUSPECT, holds its frames back: only
 // while another path is ACTIVE to take them. When every path is silent (a
 // stall of this host, or of everything), holding them would only expire
-// them, so l sends on. When another path becomes ACTIVE — at once, or
+// them, so it sends on. When another path becomes ACTIVE — at once, or
 // later, after every path went silent and another came back first — p's
 // queued and parked frames move to the live paths, and the data datagrams
-// its lanes sent and keep unacknowledged are sent again there (resend.go),
+// its connection sent and keeps unacknowledged are sent again there (resend.go),
 // rather than wait out their deadlines on a path that may stay dead.
-func (p *path) regate(l *lane, now time.Time) {
+func (p *path) regate(now time.Time) {
 	g := p.bond.otherActive(p, now)
 	switch old := p.gated.Swap(g); {
 	case old && !g:
-		l.signal()
+		p.pc.signal()
 		p.queue.ringIfQueued()
 	case !old && g:
 		resent := 0
-		for i := range p.lanes {
-			if rec := p.lanes[i].rec.Load(); rec != nil {
-				resent += rec.held.resendAll(p, now)
-			}
+		if rec := p.pc.rec.Load(); rec != nil {
+			resent = rec.held.resendAll(p, now)
 		}
 		before := p.rescued.Load()
 		p.rescue(nil)

@@ -162,17 +162,17 @@ func TestRegate(t *testing.T) {
 		defer q.mu.Unlock()
 		return q.n + q.parked.n
 	}
-	a.regate(&a.lanes[0], now)
+	a.regate(now)
 	if a.gated.Load() || queued(a.queue) != 3 || queued(b.queue) != 0 {
 		t.Fatalf("no other path: gated %v, %d frames kept, %d moved; want false, 3, 0", a.gated.Load(), queued(a.queue), queued(b.queue))
 	}
 	b.state.SetConnected(true, now) // another path is back first
-	a.regate(&a.lanes[0], now)
+	a.regate(now)
 	if !a.gated.Load() || queued(a.queue) != 0 || queued(b.queue) != 3 || a.rescued.Load() != 3 {
 		t.Fatalf("another path ACTIVE: gated %v, %d frames kept, %d moved (rescued %d); want true, 0, 3, 3",
 			a.gated.Load(), queued(a.queue), queued(b.queue), a.rescued.Load())
 	}
-	a.regate(&a.lanes[0], now) // still gated: nothing more to move
+	a.regate(now) // still gated: nothing more to move
 	if a.rescued.Load() != 3 {
 		t.Errorf("rescued %d after a second regate, want 3", a.rescued.Load())
 	}

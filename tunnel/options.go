@@ -66,10 +66,10 @@ type PathOptions struct {
 	RedialMax         time.Duration // backoff cap
 	InitialPacketSize int           // QUIC packet size from the first packet, bytes (1200..1452)
 	// RateControl is who decides each path's sending rate:
-	// RateControlBondd (pacing at the target of bondd's per-path rate
-	// estimator, fed by the receiver's reports; ratectl.go) or
-	// RateControlQUIC (quic-go's congestion control alone, the behaviour
-	// before rate control). Empty: RateControlQUIC. Each end decides for
+	// RateControlBondd (bondd's controller inside quic-go, pacing at the
+	// target of the per-path rate estimator fed by the receiver's reports;
+	// cc.go, ratectl.go) or RateControlQUIC (quic-go's own NewReno, the
+	// measured baseline). Empty: RateControlBondd. Each end decides for
 	// what it sends.
 	RateControl string
 	// SuspectRTTs and SuspectMin bound the silence after a send that makes
@@ -126,7 +126,7 @@ func (o PathOptions) withDefaults() PathOptions {
 		o.InitialPacketSize = DefaultInitialPacketSize
 	}
 	if o.RateControl == "" {
-		o.RateControl = RateControlQUIC
+		o.RateControl = RateControlBondd
 	}
 	return o
 }
@@ -165,18 +165,11 @@ type UplinkOptions struct {
 	// dials instead of EdgeOptions.Concentrator: for a concentrator with one
 	// public address per carrier, or a link emulator in front of it.
 	Remote string
-	// Lanes is the number of QUIC connections the uplink carries, 1 to
-	// MaxLanes, each on its own socket bound like the first; LanesAuto (0,
-	// the default) starts with one and adds lanes while the path is
-	// window-limited by random loss (policy.LaneController). More lanes take a larger
-	// share of a bottleneck shared with other flows: set 1 where that
-	// matters.
-	Lanes int
 	// LEOReconf, when set, marks the uplink as a LEO satellite path with a
 	// reconfiguration schedule (Starlink: seconds 12, 27, 42, 57 of each
 	// UTC minute, ±100 ms): inside a danger zone the rules see
 	// leo_state=reconf (policy.LEOState; MoMQ §4.1 R2), and around each
-	// scheduled second the path's lanes hand nothing to QUIC for its Hold
+	// scheduled second the path hands nothing to QUIC for its Hold
 	// (policy.LEOReconf.HoldFor): the frames wait in the path's send
 	// queue. Optional.
 	LEOReconf *policy.LEOReconf
@@ -215,7 +208,7 @@ type EdgeOptions struct {
 	// it (EdgeAuth.AllowEdgeRules). nil: none.
 	DownlinkRules RuleSource
 
-	// OnPathEnd, optional, is called each time a lane's dial fails or its
+	// OnPathEnd, optional, is called each time an uplink's dial fails or its
 	// connection ends while the edge runs, with the uplink's name, the
 	// node it dialled (host:port, see [Edge.Concentrator]) and the reason;
 	// [IsRefusal] tells a refusal (credentials, draining node) from an

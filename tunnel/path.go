@@ -12,23 +12,19 @@ import (
 )
 
 // path is one uplink of a bond: its policy state, its send queue, and the
-// QUIC connections (lanes, lanes.go) currently serving it. Connections come
-// and go; the path and its counters outlive them.
+// QUIC connection currently serving it (pathconn.go). Connections come and
+// go; the path and its counters outlive them.
 type path struct {
 	bond  *Bond
 	name  string
 	state *policy.Path
 	queue *sendQueue
-	loss  fec.LossIntervals // RFC 5348 §5.4 loss rate, fed by every lane's tracer (or the rate reports, ratectl.go)
+	loss  fec.LossIntervals // RFC 5348 §5.4 loss rate, fed by the connection's tracer (or the rate reports, ratectl.go)
 	rc    *rateCtl          // per-path rate control (ratectl.go)
-	lanes [MaxLanes]lane
-	// lanesMu orders lanes coming up and going down with the path's
-	// connected state (laneUp, laneDown).
-	lanesMu sync.Mutex
-
-	// laneMode is "auto" or "fixed" on the edge, "" on the concentrator
-	// (the edge decides); for the status.
-	laneMode atomic.Pointer[string]
+	pc    pathConn
+	// connMu orders the connection coming up and going down with the
+	// path's connected state (connUp, connDown).
+	connMu sync.Mutex
 
 	txPackets, txBytes, rxPackets, rxBytes atomic.Uint64
 	rescued                                atomic.Uint64
@@ -45,18 +41,18 @@ type path struct {
 	// where presumeLost last counted from it); probes,
 	// suspectStarts and suspectEnds count for the status.
 	suspect                            atomic.Bool
-	gated                              atomic.Bool // SUSPECT while another path is ACTIVE: lanes hold frames back
+	gated                              atomic.Bool // SUSPECT while another path is ACTIVE: it holds frames back
 	txAtHeard                          atomic.Uint64
 	txPresumed                         atomic.Uint64 // txPackets up to which presumeLost counted
 	outages                            atomic.Uint64 // presumeLost calls that found datagrams lost
 	probes, suspectStarts, suspectEnds atomic.Uint64
-	peerAddr                           atomic.Pointer[string] // a live lane's peer address
+	peerAddr                           atomic.Pointer[string] // the live connection's peer address
 	migrations                         atomic.Uint64
 	drops                              dropCounters // path-scope reasons (DropReason)
 	lastErr                            atomic.Pointer[string]
 
 	// pmtu is the path's datagram budget (pmtu.go); fit, under fitMu, is
-	// the lanes' scratch for moving frames over it (rerouteOversize).
+	// the scratch for moving frames over it (rerouteOversize).
 	pmtu  pathPMTU
 	fitMu sync.Mutex
 	fit   fitScratch
@@ -70,9 +66,7 @@ func newPath(b *Bond, name string, labels map[string]string) *path {
 	p.rc = newRateCtl(p, b.popts.RateControl)
 	p.pmtu.init(b.mtu+HeaderBudget, b.popts, time.Now())
 	p.fit = newFitScratch()
-	for i := range p.lanes {
-		p.lanes[i] = lane{path: p, idx: i, bell: make(chan struct{}, 1)}
-	}
+	p.pc = pathConn{path: p, bell: make(chan struct{}, 1)}
 	return p
 }
 
@@ -84,58 +78,59 @@ func (p *path) setErr(err error) {
 	p.lastErr.Store(&s)
 }
 
-// serve runs conn as the connection of lane l of this path until the
-// connection ends or stop is closed (then it lets the lane's datagrams
-// leave and closes conn). It starts the lane's send and receive routines
+// serve runs conn as the path's connection until the connection ends or
+// stop is closed (then it lets the connection's datagrams leave and
+// closes conn). It starts the connection's send and receive routines
 // (send.go, receive.go) and returns after both have stopped. rec is the
 // connection's tracer. A connection that ended before serve ran (its
-// goroutine was overtaken by a newer connection's for the same lane) is
+// goroutine was overtaken by a newer connection's for the same path) is
 // not served, so it cannot close the newer one as replaced.
-func (p *path) serve(l *lane, conn *quic.Conn, rec *recorder, stop <-chan struct{}) {
+func (p *path) serve(conn *quic.Conn, rec *recorder, stop <-chan struct{}) {
 	if conn.Context().Err() != nil {
 		return
 	}
-	if old := l.conn.Load(); old != nil {
-		old.CloseWithError(codeReplaced, "lane replaced by a new connection")
+	pc := &p.pc
+	if old := pc.conn.Load(); old != nil {
+		old.CloseWithError(codeReplaced, "path replaced by a new connection")
 	}
-	l.serveMu.Lock()
-	defer l.serveMu.Unlock()
+	pc.serveMu.Lock()
+	defer pc.serveMu.Unlock()
 
-	if p.liveLanes() == 0 {
+	if !p.connected() {
 		p.queue.drain() // frames queued while the path was down are stale
 	}
-	l.reset()
+	pc.reset()
 	p.suspect.Store(false)
 	p.gated.Store(false)
 	p.txAtHeard.Store(p.txPackets.Load())
-	l.rec.Store(rec)
-	rec.attach(l)
-	p.laneUp(l, conn, time.Now())
+	pc.rec.Store(rec)
+	rec.attach(pc)
+	p.connUp(conn, time.Now())
 	p.pmtuHandshake(time.Now()) // the handshake confirmed the bond's datagram size (pmtu.go)
 	p.bond.updateMTU()
 	p.setErr(nil)
 
 	var wg sync.WaitGroup
-	wg.Go(func() { l.routineSend(conn) })
-	wg.Go(func() { l.routineReceive(conn) })
-	wg.Go(func() { l.routineLiveness(conn) })
+	wg.Go(func() { pc.routineSend(conn) })
+	wg.Go(func() { pc.routineReceive(conn) })
+	wg.Go(func() { pc.routineLiveness(conn) })
 	select {
 	case <-conn.Context().Done():
-	case <-stop: // shutdown or lane removal, even if it raced with this connection's dial
-		l.drain(conn.Context().Done())
+	case <-stop: // shutdown, even if it raced with this connection's dial
+		pc.drain(conn.Context().Done())
 		conn.CloseWithError(codeShutdown, "shutting down")
 		<-conn.Context().Done()
 	}
 
-	last := p.laneDown(l, conn)
-	p.aggregate()
+	last := p.connDown(conn)
+	pc.publish()
 	p.bond.updateMTU()
 	wg.Wait()
 	if now := time.Now(); last && p.bond.otherActive(p, now) {
 		rec.held.resendAll(p, now) // unacknowledged when the path went down (resend.go)
 	}
 	rec.held.close()
-	l.rec.CompareAndSwap(rec, nil)
+	pc.rec.CompareAndSwap(rec, nil)
 	if last {
 		p.rescue(nil)
 	}
@@ -202,29 +197,13 @@ func (p *path) stats(now time.Time) PathStats {
 	}
 	p.livenessStats(&s)
 	p.pmtuStats(&s)
-	if m := p.laneMode.Load(); m != nil {
-		s.LaneMode = *m
-	}
 	if e := p.lastErr.Load(); e != nil {
 		s.LastError = *e
 	}
-	for i := range p.lanes {
-		l := &p.lanes[i]
-		c := l.conn.Load()
-		if c == nil {
-			continue
-		}
-		s.Lanes = append(s.Lanes, LaneStats{Index: i, SmoothedRTT: time.Duration(l.srtt.Load()),
-			CongestionWindow: int(l.cwnd.Load()), BytesInFlight: int(l.inflight.Load()), TxPackets: l.txPackets.Load()})
+	if c := p.pc.conn.Load(); c != nil {
 		cs := c.ConnectionStats()
-		if s.Conn == nil {
-			s.Conn = &ConnStats{LatestRTT: cs.LatestRTT, MeanDeviation: cs.MeanDeviation}
-		}
-		s.Conn.BytesSent += cs.BytesSent
-		s.Conn.PacketsSent += cs.PacketsSent
-		s.Conn.BytesLost += cs.BytesLost
-		s.Conn.PacketsLost += cs.PacketsLost
-		s.Conn.BytesReceived += cs.BytesReceived
+		s.Conn = &ConnStats{LatestRTT: cs.LatestRTT, MeanDeviation: cs.MeanDeviation, BytesSent: cs.BytesSent,
+			PacketsSent: cs.PacketsSent, BytesLost: cs.BytesLost, PacketsLost: cs.PacketsLost, BytesReceived: cs.BytesReceived}
 	}
 	return s
 }

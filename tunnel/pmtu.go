@@ -27,7 +27,7 @@ import (
 //     which sizes arrive: the path gathers, per tick, the largest
 //     datagram acknowledged and the datagrams lost in the size range the
 //     machine watches (path.pmtu).
-//  2. The first lane of the path to tick (lane.routineLiveness, every
+//  2. The path's liveness routine (pathConn.routineLiveness, every
 //     livenessTick) feeds the sample to the machine, publishes its budget
 //     and watch range, and sends the probe it asks for: a datagram of
 //     zeros, which receivers discard (isProbe) and QUIC acknowledges.
@@ -168,10 +168,10 @@ func (p *path) pmtuSuspect(now time.Time) {
 	}
 }
 
-// pmtuTick runs the path's machine at now if no lane did this tick, and
-// sends the probe it asks for on conn, lane l's connection.
-func (p *path) pmtuTick(l *lane, conn *quic.Conn, now time.Time) {
-	pm := &p.pmtu
+// pmtuTick runs the path's machine at now if it did not run this tick,
+// and sends the probe it asks for on conn, the path's connection.
+func (p *path) pmtuTick(conn *quic.Conn, now time.Time) {
+	pc, pm := &p.pc, &p.pmtu
 	if !pm.mu.TryLock() {
 		return
 	}
@@ -194,12 +194,12 @@ func (p *path) pmtuTick(l *lane, conn *quic.Conn, now time.Time) {
 	after, confAfter, lost := pm.m.Budget(), pm.m.Confirmed(), pm.m.HoleLosses()
 	last := pm.m.Last()
 	st := pm.m.State()
-	if size > 0 && size <= len(pmtuProbe) && l.unsent.Load() < laneMaxUnsent {
-		l.probeSize.Store(int64(size))
-		l.unsent.Add(1)
+	if size > 0 && size <= len(pmtuProbe) && pc.unsent.Load() < maxUnsent {
+		pc.probeSize.Store(int64(size))
+		pc.unsent.Add(1)
 		if conn.SendDatagram(pmtuProbe[:size]) != nil {
-			l.unsent.Add(-1)
-			l.probeSize.Store(0)
+			pc.unsent.Add(-1)
+			pc.probeSize.Store(0)
 		} else {
 			pm.sent++
 		}
@@ -319,7 +319,7 @@ func (p *path) rerouteOversize(f frame, now time.Time) {
 			}
 			p.queue.park(f)
 			// pmtuTick or pmtuHandshake may have changed the budget since
-			// this lane read it, and unparked before f was parked: nothing
+			// this routine read it, and unparked before f was parked: nothing
 			// would wake f before its deadline.
 			if size <= int(p.pmtu.budget.Load()) || size > int(p.pmtu.confirmed.Load()) {
 				p.queue.unpark()
@@ -343,7 +343,7 @@ func (b *Bond) updateMTU() {
 	full := b.mtu + HeaderBudget
 	largest, smallest, from := 0, full, ""
 	for _, p := range b.paths.Load().paths {
-		if p.liveLanes() == 0 {
+		if !p.connected() {
 			continue
 		}
 		smallest = min(smallest, int(p.pmtu.budget.Load()))

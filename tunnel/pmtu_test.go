@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go/qlog"
-
 	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/internal/testkit"
 	"github.com/bondd/bondd/policy"
@@ -335,30 +333,31 @@ func tunSet(mu *sync.Mutex, s *[]int) []int {
 	return append([]int(nil), *s...)
 }
 
-// TestRecorderPMTU checks the recorder's packet-number ring: ACK ranges
-// report each newly acknowledged packet's datagram size once, losses find
-// the size of a remembered packet, and nothing allocates.
+// TestRecorderPMTU checks the recorder's packet-number ring: each newly
+// acknowledged packet's datagram size is reported once, losses find the
+// size of a remembered packet, and nothing allocates.
 func TestRecorderPMTU(t *testing.T) {
 	r := &recorder{}
 	var pm pathPMTU
-	var sink fakeLossSink
 	pm.init(testMTU+HeaderBudget, PathOptions{}, time.Now())
 	sizes := []int{0, 1200, 48, 1242, 1242, 100, 1230, 0, 1242, 1242}
 	for pn, s := range sizes {
-		r.noteSent(int64(pn), pn == 9, s, 0)
+		r.noteSent(int64(pn), pn == 9, s)
 	}
 	for _, c := range []struct {
-		name   string
-		ranges []qlog.AckRange // largest first
-		want   int             // largest datagram newly acknowledged
+		name  string
+		acked []int64
+		want  int // largest datagram newly acknowledged
 	}{
-		{"first three", []qlog.AckRange{{Smallest: 0, Largest: 2}}, 1200},
-		{"again, nothing new", []qlog.AckRange{{Smallest: 0, Largest: 2}}, 0},
-		{"gap at 3 and 4", []qlog.AckRange{{Smallest: 5, Largest: 6}, {Smallest: 0, Largest: 2}}, 1230},
-		{"the rest", []qlog.AckRange{{Smallest: 7, Largest: 8}, {Smallest: 5, Largest: 6}}, 1242},
+		{"first three", []int64{0, 1, 2}, 1200},
+		{"again, nothing new", []int64{0, 1, 2}, 0},
+		{"after a gap at 3 and 4", []int64{5, 6}, 1230},
+		{"the rest", []int64{7, 8, 5, 6}, 1242},
 	} {
 		pm.dlvMax.Store(0)
-		r.noteAcks(&qlog.AckFrame{AckRanges: c.ranges}, &pm, time.Unix(0, 0), time.Millisecond, &sink)
+		for _, pn := range c.acked {
+			r.onAcked(pn, &pm)
+		}
 		if got := int(pm.dlvMax.Load()); got != c.want {
 			t.Errorf("%s: largest acknowledged %d, want %d", c.name, got, c.want)
 		}
@@ -374,29 +373,28 @@ func TestRecorderPMTU(t *testing.T) {
 	if pm.lost.Load() != 1 || pm.lostMin.Load() != 1242 {
 		t.Errorf("losses %d (min %d), want 1 (1242)", pm.lost.Load(), pm.lostMin.Load())
 	}
-	// Every other packet lost: inferred lost at the next ACK.
-	ack := &qlog.AckFrame{AckRanges: []qlog.AckRange{{Smallest: 0, Largest: 0}}}
+	// Every other packet abandoned at a probe timeout.
 	pn, now := int64(100), time.Unix(1000, 0)
 	var count countingLossSink
 	if a := testing.AllocsPerRun(1000, func() {
-		r.noteSent(pn, false, 1242, now.UnixNano())
-		r.noteSent(pn+1, false, 1242, now.UnixNano())
+		r.noteSent(pn, false, 1242)
+		r.noteSent(pn+1, false, 1242)
 		now = now.Add(10 * time.Millisecond)
-		ack.AckRanges[0] = qlog.AckRange{Smallest: qlog.PacketNumber(pn + 1), Largest: qlog.PacketNumber(pn + 1)}
-		r.noteAcks(ack, &pm, now, time.Millisecond, &count)
+		r.onAcked(pn+1, &pm)
+		r.onAbandoned(pn, now, &count)
 		if _, _, news := r.noteLost(pn); news {
-			t.Fatalf("packet %d: quic-go's loss is news after the recorder inferred it", pn)
+			t.Fatalf("packet %d: quic-go's loss is news after it was abandoned", pn)
 		}
 		pn += 2
 	}); a != 0 {
 		t.Fatalf("the recorder's PMTU bookkeeping allocates %v times per packet", a)
 	}
 	if count < 1000 {
-		t.Fatalf("%d losses inferred, want at least 1000", count)
+		t.Fatalf("%d losses found, want at least 1000", count)
 	}
 }
 
-// countingLossSink counts the losses a recorder infers, without
+// countingLossSink counts the losses a recorder finds, without
 // allocating.
 type countingLossSink int
 

@@ -55,7 +55,7 @@ func TestQlogDir(t *testing.T) {
 	defer cpc.Close()
 	ctr := &quic.Transport{Conn: cpc}
 	defer ctr.Close()
-	cliRec, cliPath, cliLane := newTestRecorder("cli")
+	cliRec, cliPath, cliConn := newTestRecorder("cli")
 	ctls, err := ClientTLS("qlog.test", nil, pin, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func TestQlogDir(t *testing.T) {
 	if cliPath.PacketsSent() == 0 || srvPath.PacketsSent() == 0 {
 		t.Errorf("recorders saw %d (client) and %d (server) packets sent, want both > 0", cliPath.PacketsSent(), srvPath.PacketsSent())
 	}
-	if cliLane.srtt.Load() == 0 {
+	if cliConn.srtt.Load() == 0 {
 		t.Error("client recorder saw no RTT metrics")
 	}
 
@@ -142,11 +142,11 @@ func TestQlogDirBond(t *testing.T) {
 	}
 }
 
-// newTestRecorder returns a recorder feeding lane 0 of a new path outside
-// any bond's path set, the path's policy state and the lane.
-func newTestRecorder(name string) (*recorder, *policy.Path, *lane) {
+// newTestRecorder returns a recorder feeding the connection slot of a new
+// path outside any bond's path set, the path's policy state and the slot.
+func newTestRecorder(name string) (*recorder, *policy.Path, *pathConn) {
 	p := newPath(&Bond{popts: PathOptions{QueuePackets: 1}}, name, nil)
 	rec := &recorder{}
-	rec.lane.Store(&p.lanes[0])
-	return rec, p.state, &p.lanes[0]
+	rec.pc.Store(&p.pc)
+	return rec, p.state, &p.pc
 }

@@ -67,7 +67,7 @@ func bandOf(prio uint8) int { return int(prio >> bandShift) }
 // DropExpired). FEC parity is queued
 // at priority 0, so under saturation redundancy is shed before data of a
 // higher priority. Safe for concurrent use: the TUN reader, the FEC flush
-// routine and a failing path's rescue push; the path's lanes pop.
+// routine and a failing path's rescue push; the path's send routine pops.
 type sendQueue struct {
 	maxAge int64                    // ns
 	cap    int                      // frames, all bands together
@@ -82,7 +82,6 @@ type sendQueue struct {
 	objDrops uint64        // objects that lost at least one packet here
 	n        int           // frames queued, all bands
 	bytes    int           // sum of the queued frames' lengths
-	offered  uint64        // bytes ever pushed: the demand on the path
 	// parked holds frames set aside by park, oldest first, outside the
 	// bands (pop does not see them) until unpark: a ring of the queue's
 	// capacity, allocated on the first park. parkedDue is the earliest
@@ -180,7 +179,6 @@ func newSendQueue(capacity int, maxAge time.Duration, onLen func(packets, bytes 
 func (q *sendQueue) push(f frame) {
 	band := bandOf(f.prio)
 	q.mu.Lock()
-	q.offered += uint64(f.end - f.off)
 	if q.n == q.cap {
 		victim := -1
 		for b := 0; b <= band; b++ {
@@ -219,8 +217,7 @@ func (q *sendQueue) push(f frame) {
 	q.ring()
 }
 
-// requeue puts f at the head of its band, without counting it as offered
-// again: a frame popped from this queue and not sent, or a datagram lost
+// requeue puts f at the head of its band: a frame popped from this queue and not sent, or a datagram lost
 // and sent again (resend.go), both older than what waits behind them. When
 // the queue is full, f is dropped and counted as queue_full.
 func (q *sendQueue) requeue(f frame) {
@@ -472,11 +469,4 @@ func (q *sendQueue) drain() {
 	q.n, q.bytes = 0, 0
 	q.mu.Unlock()
 	q.onLen(0, 0)
-}
-
-// offeredBytes returns the bytes ever pushed, sent or not.
-func (q *sendQueue) offeredBytes() uint64 {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.offered
 }

@@ -18,16 +18,16 @@ import (
 // loss-based window cannot be replaced, so bondd decides each path's rate
 // itself and keeps quic-go's windows from binding below it:
 //
-//  1. The sending lane stamps every datagram with the path's next sequence
+//  1. The path's send routine stamps every datagram with the path's next sequence
 //     number and its hand-off time (FlagPathSeq, StampPathSeq) as it hands
 //     it to quic-go. Frames dropped from bondd's own queue never get a
 //     number, so the receiver's gaps are the path's own loss.
-//  2. The receiver keeps a policy.RateMeter per path (lane.routineReceive)
+//  2. The receiver keeps a policy.RateMeter per path (pathConn.routineReceive)
 //     and, every max(50 ms, sRTT), sends the path's report back as a
 //     PATH_RATE_FEEDBACK on one of the path's control streams
 //     (routineRateFeedback).
 //  3. The sender feeds each report to the path's policy.RateEstimator
-//     (onFeedback) and publishes the target; the lanes of the path pop
+//     (onFeedback) and publishes the target; the path's send routine pops
 //     frames from its queue only when the path's policy.Pacer has tokens,
 //     so the wait happens in bondd's priority queue, where deadlines and
 //     priorities act, not in the link's queue.
@@ -80,7 +80,7 @@ type rateCtl struct {
 	// Receiver.
 	meterMu  sync.Mutex
 	meter    policy.RateMeter
-	seqLoss  policy.SeqLoss                    // the reports' Lost: reordering across lanes tolerated for one interval
+	seqLoss  policy.SeqLoss                    // the reports' Lost: reordering tolerated for one interval
 	lastRxNs atomic.Int64                      // unix ns of the last metered datagram
 	owner    atomic.Pointer[quic.Conn]         // the connection whose routine sends this path's reports
 	sentFb   atomic.Uint64                     // reports sent
@@ -105,7 +105,7 @@ type rateCtl struct {
 	pacerRate uint64 // the target bits the pacer was last set to
 	// pacerDepth is the bucket's depth the pacer was last set to, bytes:
 	// pacerBurstTime at the target, or on an application-limited path
-	// the lanes' congestion windows (pace).
+	// the connection's congestion window (pace).
 	pacerDepth int
 	released   atomic.Uint64
 	heldBack   atomic.Uint64 // bytes that waited for tokens
@@ -175,8 +175,9 @@ func (rc *rateCtl) report(now time.Time) (policy.RateReport, bool) {
 	}
 	rc.meterMu.Lock()
 	r := rc.meter.Report(uint64(now.UnixMicro()))
-	// The lanes of a path reorder its datagrams by more than the meter's
-	// same-interval correction; SeqLoss waits one interval for late ones.
+	// A path's datagrams can arrive reordered by more than the meter's
+	// same-interval correction (resends, a redial); SeqLoss waits one
+	// interval for late ones.
 	r.Lost = rc.seqLoss.Take()
 	rc.meterMu.Unlock()
 	return r, true
@@ -313,16 +314,17 @@ func (rc *rateCtl) checkStale(now time.Time) {
 	rc.p.state.OnRateEstimate(t, loss, 0, now)
 }
 
-// pace returns how long lane routines must wait before the path's pacer
-// releases the next frame: 0 when it may go now (or rate control is off).
+// pace returns how long the path's send routine must wait before the
+// path's pacer releases the next frame: 0 when it may go now (or rate
+// control is off).
 //
 // The bucket holds pacerBurstTime at the target. On an application-limited
 // path (policy.RateEstimate.AppLimited: a video path whose only backlog is
-// its keyframe, once a second) it holds the lanes' congestion windows: the
-// target there measured only what the video asked for, since what arrived
+// its keyframe, once a second) it holds the connection's congestion
+// window: the target there measured only what the video asked for, since what arrived
 // was paced at it, so a 230-KB keyframe paced at a target of 6–9 Mbit/s
 // took 200–300 ms to leave on S2's 80-Mbit/s Starlink path and its frames
-// expired in the queue. The burst now leaves as quic-go's windows allow
+// expired in the queue. The burst now leaves as quic-go's window allows
 // (as without rate control), the receiver sees the link's rate, and the
 // bucket refills at the target.
 func (rc *rateCtl) pace(now time.Time) time.Duration {
@@ -414,7 +416,7 @@ type RateStats struct {
 	Loss    float64 `json:"loss"`
 	OwnLoss float64 `json:"own_loss"`
 	// HeldBackBytes is the bytes that waited for the pacer; ReleasedBytes
-	// all bytes the lanes handed to QUIC.
+	// all bytes the path handed to QUIC.
 	HeldBackBytes uint64 `json:"held_back_bytes"`
 	ReleasedBytes uint64 `json:"released_bytes"`
 	// Reports counts the peer's reports received; Fallbacks the target
@@ -477,128 +479,4 @@ func (b *Bond) probeLossy(set *pathSet, picks []int, k, size int, now time.Time)
 		}
 	}
 	return k
-}
-
-// Lane sizing under rate control. quic-go's windows must never bind below
-// the target: the lanes' windows together must hold target × sRTT ×
-// policy.DefaultLaneHeadroom, and the largest burst offered to the path in
-// the last laneBurstMemory (a keyframe), so the next one leaves at the
-// pacing rate. A lane's window is predicted from the receiver-seen loss
-// (policy.RenoWindow), or the lanes' mean window if larger: a loss-free
-// lane's window could hold any rate. But a window only grows while it
-// binds, and slowly once slow start has ended: quic-go's hybrid slow start
-// leaves it when the RTT rises (a queue the pacer's probing builds), and
-// NewReno's congestion avoidance (quic-go v0.65, RFC 9002 §7.3.3) adds one
-// packet per round trip, and none while the pacer keeps it below the
-// window. Traced on the Starlink trace: one lane's window held
-// 320 KB for 9 s, 34 Mbit/s at a 75-ms sRTT on a 74-Mbit/s link, with no
-// loss; the receiver saw only what the window let through, so the target,
-// never above 1.5 × the received rate, stayed at 25–35 Mbit/s. So when
-// the windows have bound (bytes in flight within two packets of them) on
-// an ACTIVE path in every sample for max(laneBindRTTs × sRTT, laneBindMin)
-// since the last addition, the lanes' mean window is what a lane holds,
-// whatever the loss predicts: slow start doubles a binding window each
-// round trip, so a window that binds that long is out of it (a path's
-// first moments, a new lane's), and a loss-free path that carries its
-// load keeps one lane. Once quic-go's qlog says that every lane's window
-// has left slow start (congestion avoidance or recovery), the windows the
-// lanes have are what they hold, binding or not: such a window grows one
-// packet per round trip, and only while it is full, so it will not catch
-// up with a target that climbs by 1.25 × per round trip. The Starlink
-// trace's path otherwise sent 30–40 Mbit/s of a 90-Mbit/s link on one lane
-// for its first 3 s, its window never quite full in every sample. Lanes
-// are removed only when the windows the lanes have (not the prediction)
-// hold the demand with one lane fewer, after laneShrinkAfter. An added
-// lane that did not raise the delivery rate is taken back
-// (policy.LaneTrial). Lanes are added at once, ahead of the next burst.
-
-// Lane sizing timing.
-const (
-	laneBurstMemory = 4 * time.Second  // how long the largest burst is remembered
-	laneShrinkAfter = 10 * time.Second // lower demand for this long removes lanes
-	// laneBindRTTs × sRTT, at least laneBindMin, is how long the windows
-	// must bind, since the last addition, before their size counts.
-	laneBindRTTs = 8
-	laneBindMin  = time.Second
-)
-
-// laneSizer is the rate-control lane decision of one path; routineUplink
-// owns it. The zero value is ready.
-type laneSizer struct {
-	trial     policy.LaneTrial
-	offeredAt uint64    // queue bytes offered at the last sample
-	lastAt    time.Time // the last sample
-	bursts    [int(laneBurstMemory / policy.LaneSampleEvery)]int
-	head      int
-	lowSince  time.Time // since when fewer lanes would do; zero: not so
-	bindSince time.Time // since when the windows have bound in every sample, and no lane was added; zero: they do not
-}
-
-// decide returns the lane change the path p wants at now, with n lanes
-// live or asked for, as a policy.LaneDecision for routineUplink's log.
-func (s *laneSizer) decide(p *path, now time.Time, n int) policy.LaneDecision {
-	offered := p.queue.offeredBytes()
-	burst := int(offered - s.offeredAt)
-	if s.lastAt.IsZero() {
-		burst = 0
-	}
-	s.offeredAt, s.lastAt = offered, now
-	s.bursts[s.head] = burst
-	s.head = (s.head + 1) % len(s.bursts)
-	largest := 0
-	for _, b := range s.bursts {
-		largest = max(largest, b)
-	}
-	est := p.rc.estimate.Load()
-	target, loss, delivery := p.rc.targetRate(), 0.0, 0.0
-	if est != nil {
-		loss, delivery = est.Loss, est.Delivery
-	}
-	s.trial.Observe(now, n, delivery, target)
-	srtt := p.state.SmoothedRTT()
-	demand := policy.LaneDemand(target, srtt, policy.DefaultLaneHeadroom, largest)
-	window := policy.RenoWindow(loss, policy.LaneWireBytes, 10_000)
-	have, cwnd := window, p.state.CongestionWindow() // have: the mean window the lanes reached
-	live := p.liveLanes()
-	if live > 0 {
-		have = cwnd / live
-		window = max(window, have) // a window the lanes reached counts too
-	}
-	switch {
-	case p.state.BytesInFlight()+2*policy.LaneWireBytes < cwnd || p.state.LinkStatus(now) != policy.StatusActive:
-		s.bindSince = time.Time{}
-	case s.bindSince.IsZero():
-		s.bindSince = now
-	}
-	binding := have < window && !s.bindSince.IsZero() && now.Sub(s.bindSince) >= max(laneBindRTTs*srtt, laneBindMin)
-	settled := live > 0 && p.slowStartLanes() == 0 // no window will double
-	if binding || settled {
-		window = have
-	}
-	want := policy.LanesFor(demand, window, MaxLanes, s.trial.Cap())
-	fewer := policy.LanesFor(demand, have, MaxLanes, s.trial.Cap())
-	if p.state.LossDegradedAt(now) {
-		want, fewer = 1, 1 // the scheduler avoids the path: more lanes cannot help
-	}
-	d := policy.LaneDecision{LossRate: loss, DemandBps: float64(demand) * 8 / max(srtt.Seconds(), 0.001),
-		UsedBps: delivery * 8, CapacityBps: target * 8}
-	switch {
-	case want > n && binding:
-		d.Delta, d.Reason = want-n, "rate control: the lanes' windows bind below target × sRTT or the last burst"
-		s.lowSince, s.bindSince = time.Time{}, now
-	case want > n && settled:
-		d.Delta, d.Reason = want-n, "rate control: the lanes' windows, out of slow start, hold less than target × sRTT or the last burst"
-		s.lowSince, s.bindSince = time.Time{}, time.Time{}
-	case want > n:
-		d.Delta, d.Reason = want-n, "rate control: the lanes' windows would bind below target × sRTT or the last burst"
-		s.lowSince, s.bindSince = time.Time{}, time.Time{}
-	case fewer < n && s.lowSince.IsZero():
-		s.lowSince = now
-	case fewer < n && now.Sub(s.lowSince) >= laneShrinkAfter:
-		d.Delta, d.Reason = -1, "rate control: fewer lanes hold the target"
-		s.lowSince = now
-	case fewer >= n:
-		s.lowSince = time.Time{}
-	}
-	return d
 }

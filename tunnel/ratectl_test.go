@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/policy"
-	"github.com/quic-go/quic-go"
 )
 
 // loadResult is what runLoad counts: datagrams sent and delivered of the
@@ -128,12 +126,6 @@ func oneBadPath(t *testing.T, mode string) {
 		tb := newTestBondWith(t, token, len(links), func(o *EdgeOptions) {
 			o.FEC = FECOptions{Mode: FECOff}
 			o.Paths.RateControl = mode
-			for i := range o.Uplinks {
-				o.Uplinks[i].Lanes = 1
-				if mode == RateControlQUIC {
-					o.Uplinks[i].Lanes = LanesAuto // the defaults: lanes must not grow on the bad path
-				}
-			}
 			viaRelays(t, o, links, 1)
 		})
 		tb.waitActive(t, len(links))
@@ -147,8 +139,8 @@ func oneBadPath(t *testing.T, mode string) {
 		if p.Rate != nil {
 			rate = *p.Rate
 		}
-		t.Logf("path %s: %s %s, %d lanes, tx %d, target %.2f Mbit/s, delivery %.2f Mbit/s, loss %.3f, reports %d, held back %d B",
-			p.Name, p.Status, p.StatusReason, len(p.Lanes), p.TxPackets, float64(rate.TargetBps)/1e6, float64(rate.DeliveryBps)/1e6,
+		t.Logf("path %s: %s %s, tx %d, target %.2f Mbit/s, delivery %.2f Mbit/s, loss %.3f, reports %d, held back %d B",
+			p.Name, p.Status, p.StatusReason, p.TxPackets, float64(rate.TargetBps)/1e6, float64(rate.DeliveryBps)/1e6,
 			rate.Loss, rate.Reports, rate.HeldBackBytes)
 	}
 	t.Logf("two good paths: bulk loss %.4f (%d/%d), ping loss %.4f (%d/%d)", base.bulkLoss(), base.bulkGot, base.bulkSent,
@@ -164,15 +156,12 @@ func oneBadPath(t *testing.T, mode string) {
 	if bp := st.Paths[0]; bp.Rate == nil || bp.Rate.Loss < 0.15 || bp.StatusReason != "loss" {
 		t.Errorf("bad path: %+v, want a receiver-seen loss near 0.5 (a 10-probes-a-second estimate) and DEGRADED (loss)", bp.Rate)
 	}
-	if n := len(st.Paths[0].Lanes); n != 1 {
-		t.Errorf("bad path: %d lanes, want 1: more lanes cannot help a path the scheduler avoids", n)
-	}
 }
 
-// TestRateControlLanesNoLoss: on a loss-free path with rate control,
-// lanes: auto keeps one lane under a load well above the initial rate; and
-// reports flow both ways.
-func TestRateControlLanesNoLoss(t *testing.T) {
+// TestRateControlNoLoss: on a loss-free path with rate control, a load
+// well above the initial rate gets reports and an estimate, and reports
+// flow both ways.
+func TestRateControlNoLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("emulated-path run skipped in -short mode")
 	}
@@ -184,13 +173,10 @@ func TestRateControlLanesNoLoss(t *testing.T) {
 	tb.waitActive(t, 1)
 	r := runLoad(t, tb, 8_000_000, time.Second, 3*time.Second)
 	st := tb.edge.Bond().Stats().Paths[0]
-	t.Logf("8 Mbit/s over a clean 20 Mbit/s path: %d/%d delivered, lanes %d, target %d bit/s", r.bulkGot, r.bulkSent, len(st.Lanes), st.Rate.TargetBps)
-	if len(st.Lanes) != 1 || st.LaneMode != "auto" {
-		t.Errorf("%d lanes (%s) on a loss-free path, want 1 (auto)", len(st.Lanes), st.LaneMode)
-	}
 	if st.Rate == nil || !st.Rate.Active || st.Rate.Reports == 0 {
-		t.Errorf("rate control not active: %+v", st.Rate)
+		t.Fatalf("rate control not active: %+v", st.Rate)
 	}
+	t.Logf("8 Mbit/s over a clean 20 Mbit/s path: %d/%d delivered, target %d bit/s", r.bulkGot, r.bulkSent, st.Rate.TargetBps)
 	// Both directions: the concentrator reported on the uplink, and the
 	// edge reports on the downlink once traffic flows that way.
 	if cs := tb.conc.Bond("van-1").Stats().Paths[0]; cs.Rate == nil || cs.Rate.FeedbackSent == 0 {
@@ -217,153 +203,10 @@ func rateControlledPath(t *testing.T) *path {
 	return p
 }
 
-// TestLaneSizer checks the rate-control lane decision on a path with no
-// live connection: one lane on a clean path at any rate, more on a lossy
-// path at a high target, added at once and removed only after
-// laneShrinkAfter.
-func TestLaneSizer(t *testing.T) {
-	p := rateControlledPath(t)
-	p.state.OnMetrics(50*time.Millisecond, 50*time.Millisecond, 0, 0)
-	now := time.Unix(1000, 0)
-	set := func(target, loss float64) {
-		p.rc.target.Store(math.Float64bits(target))
-		p.rc.estimate.Store(&policy.RateEstimate{Target: target, Delivery: target, Loss: loss})
-	}
-	var s laneSizer
-	n := 1
-	step := func(d time.Duration) policy.LaneDecision {
-		now = now.Add(d)
-		dec := s.decide(p, now, n)
-		n += dec.Delta
-		return dec
-	}
-	tests := []struct {
-		name         string
-		target, loss float64
-		wait         time.Duration
-		want         int
-	}{
-		{"clean, 10 MB/s", 10e6, 0, 100 * time.Millisecond, 1},
-		{"1 % loss, 2 MB/s", 2e6, 0.01, 100 * time.Millisecond, 7},     // 150 KB in flight over 23.5 KB windows
-		{"1 % loss, 0.2 MB/s", 0.2e6, 0.01, 100 * time.Millisecond, 7}, // held: lower demand for less than laneShrinkAfter
-		{"1 % loss, 0.2 MB/s later", 0.2e6, 0.01, laneShrinkAfter, 6},  // one lane less
-	}
-	for _, tt := range tests {
-		set(tt.target, tt.loss)
-		step(tt.wait)
-		if n != tt.want {
-			t.Fatalf("%s: %d lanes, want %d", tt.name, n, tt.want)
-		}
-	}
-}
-
-// TestLaneSizerBinding checks lane sizing on a loss-free path whose
-// windows bind: once they have bound for laneBindMin (no addition in
-// between, the path ACTIVE), the windows the lanes have, not the loss
-// prediction, size them (a loss-free window grows slowly once slow start
-// has ended); a binding in slow start's first round trips does not count;
-// once quic-go's qlog says every lane's window has left slow start, the
-// windows the lanes have size them, binding or not; and lanes go only when
-// the windows they have hold the demand with one fewer. The steps run in
-// order on one path.
-func TestLaneSizerBinding(t *testing.T) {
-	p := rateControlledPath(t)
-	now := time.Unix(1000, 0)
-	p.state.SetConnected(true, now)
-	var s laneSizer
-	n := 1
-	steps := []struct {
-		name           string
-		wait           time.Duration
-		target         float64 // bytes/s; demand = target × 75 ms × 1.5
-		live           int     // lanes with a connection
-		cwnd, inflight int     // summed over the lanes, bytes
-		silent         bool    // the peer has not been heard for a long time
-		want           int
-		avoiding       int // live lanes whose window has left slow start (qlog)
-	}{
-		// 30 Mbit/s: 422 KB of demand over one 320-KB window that binds.
-		{"one lane binds", time.Second, 3.75e6, 1, 320_000, 320_000, false, 1, 0},
-		{"one lane has bound for 500 ms", laneBindMin / 2, 3.75e6, 1, 320_000, 320_000, false, 1, 0},
-		{"one lane has bound for laneBindMin", laneBindMin / 2, 3.75e6, 1, 320_000, 320_000, false, 2, 0},
-		{"the new lane in slow start", 100 * time.Millisecond, 3.75e6, 2, 365_000, 365_000, false, 2, 0},
-		{"bound since the addition for less than laneBindMin", laneBindMin / 2, 3.75e6, 2, 365_000, 365_000, false, 2, 0},
-		{"bound since the addition for laneBindMin", laneBindMin / 2, 3.75e6, 2, 365_000, 365_000, false, 3, 0},
-		{"not binding", laneBindMin, 3.75e6, 3, 600_000, 300_000, false, 3, 0},
-		{"not binding for laneShrinkAfter: the windows are needed", laneShrinkAfter + time.Second, 3.75e6, 3, 600_000, 300_000, false, 3, 0},
-		{"binding, but the path is silent", policy.MinSilence + time.Second, 7.5e6, 3, 600_000, 600_000, true, 3, 0},
-		{"binding and ACTIVE again", 100 * time.Millisecond, 7.5e6, 3, 600_000, 600_000, false, 3, 0},
-		{"bound and ACTIVE for laneBindMin", laneBindMin, 7.5e6, 3, 600_000, 600_000, false, 5, 0},
-		// 8 Mbit/s: 112 KB of demand, which one 120-KB window holds.
-		{"lower demand", laneBindMin, 1e6, 5, 600_000, 100_000, false, 5, 0},
-		{"lower demand for laneShrinkAfter", laneShrinkAfter, 1e6, 5, 600_000, 100_000, false, 4, 0},
-		// 60 Mbit/s: 844 KB of demand over four 100-KB windows.
-		{"not binding, one window in slow start", 100 * time.Millisecond, 7.5e6, 4, 400_000, 300_000, false, 4, 3},
-		{"binding for less than laneBindMin, one window in slow start", laneBindMin / 2, 7.5e6, 4, 400_000, 400_000, false, 4, 3},
-		{"not binding, every window out of slow start", 100 * time.Millisecond, 7.5e6, 4, 400_000, 300_000, false, MaxLanes, 4},
-	}
-	for _, st := range steps {
-		now = now.Add(st.wait)
-		if !st.silent {
-			p.state.OnReceive(now)
-		}
-		for i := range p.lanes {
-			if i < st.live {
-				p.lanes[i].conn.Store(&quic.Conn{})
-			} else {
-				p.lanes[i].conn.Store(nil)
-			}
-			r := &recorder{}
-			r.avoiding.Store(i < st.avoiding)
-			p.lanes[i].rec.Store(r)
-		}
-		p.state.OnMetrics(75*time.Millisecond, 55*time.Millisecond, st.cwnd, st.inflight)
-		p.rc.target.Store(math.Float64bits(st.target))
-		p.rc.estimate.Store(&policy.RateEstimate{Target: st.target, Delivery: st.target})
-		d := s.decide(p, now, n)
-		n += d.Delta
-		if n != st.want {
-			t.Fatalf("%s: %d lanes (%q), want %d", st.name, n, d.Reason, st.want)
-		}
-	}
-}
-
-// TestLaneMemory measures the heap a lane costs, both ends of the bond in
-// this process (two quic-go connections, their routines' buffers, the
-// control streams): 8 fixed lanes against 1 on one uplink, after a GC.
-// The bound is loose (1 MiB per lane); the figure goes to the log.
-func TestLaneMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("brings up two bonds")
-	}
-	heap := func(lanes int) uint64 {
-		tb := newTestBondWith(t, token, 1, func(o *EdgeOptions) {
-			o.Uplinks[0].Lanes = lanes
-			o.Paths.RateControl = RateControlBondd
-		})
-		tb.waitActive(t, 1)
-		tb.waitLanes(t, lanes)
-		tb.exchange(t, tb.edgeDev, tb.concDev, edgeAddr, srvAddr, 200)
-		var m runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&m)
-		tb.edge.Close()
-		tb.conc.Close()
-		return m.HeapAlloc
-	}
-	one := heap(1)
-	eight := heap(MaxLanes)
-	per := (int64(eight) - int64(one)) / (MaxLanes - 1)
-	t.Logf("heap with 1 lane %d KiB, with %d lanes %d KiB: about %d KiB per lane (both ends)", one>>10, MaxLanes, eight>>10, per>>10)
-	if per > 1<<20 {
-		t.Errorf("a lane costs %d KiB of heap, want under 1 MiB", per>>10)
-	}
-}
-
 // TestPacerBurst: the path's pacer lets a burst of the pacerBurstTime
 // bucket go at once, and on an application-limited path (a video path
-// whose only backlog is its keyframe) a burst of the lanes' windows: the
-// keyframe leaves at what quic-go's windows allow, not at a target that
+// whose only backlog is its keyframe) a burst of the connection's window:
+// the keyframe leaves at what quic-go's window allows, not at a target that
 // only measured the video's average rate.
 func TestPacerBurst(t *testing.T) {
 	const (

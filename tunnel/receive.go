@@ -11,8 +11,8 @@ import (
 	"github.com/bondd/bondd/tun"
 )
 
-// The receive path, network → TUN. One goroutine per live connection (lane),
-// lane.routineReceive:
+// The receive path, network → TUN. One goroutine per live path connection,
+// pathConn.routineReceive:
 //
 //  1. conn.ReceiveDatagram returns a datagram in a slice quic-go allocated
 //     for it; bondd makes no further copy.
@@ -33,10 +33,10 @@ import (
 //     the inner packet starts at tun.MinWriteOffset, and the virtio-net
 //     header overwrites the already-parsed bondd header bytes.
 
-// routineReceive delivers the datagrams of conn, lane l's connection, until
-// conn ends.
-func (l *lane) routineReceive(conn *quic.Conn) {
-	p := l.path
+// routineReceive delivers the datagrams of conn, the path's connection,
+// until conn ends.
+func (pc *pathConn) routineReceive(conn *quic.Conn) {
+	p := pc.path
 	ctx := conn.Context()
 	wbuf := make([][]byte, 1)
 	rec := newRecovered(p.bond.mtu)
@@ -52,7 +52,7 @@ func (l *lane) routineReceive(conn *quic.Conn) {
 		p.rxBytes.Add(uint64(len(dg)))
 		now := time.Now()
 		p.rc.onDatagram(dg, now) // the path's rate meter (ratectl.go)
-		if ts, ok := peekTimestamp(dg); ok && l.fresh.stale(int64(ts), now.UnixMicro(), p.bond.popts.StaleAfter) {
+		if ts, ok := peekTimestamp(dg); ok && pc.fresh.stale(int64(ts), now.UnixMicro(), p.bond.popts.StaleAfter) {
 			p.drops.add(DropStale)
 			continue
 		}

@@ -5,20 +5,20 @@ import (
 	"time"
 )
 
-// Redialling a dead path: how long an uplink's lanes wait between dials
+// Redialling a dead path: how long an uplink waits between dials
 // (Edge.routineDial), and how the daemon cuts the wait short when the
 // uplink's network comes back (Edge.Kick, called by its watcher of the
 // uplinks' interfaces).
 
 // Kick tells the edge that the network of the named uplink came (back):
-// its interface turned up or gained an address. Every lane of that uplink
-// that is not connected dials at once, with its backoff back at
-// RedialMin: a lane waiting out its redial backoff stops waiting, and a
+// its interface turned up or gained an address. If that uplink's path is
+// not connected it dials at once, with its backoff back at RedialMin: a
+// path waiting out its redial backoff stops waiting, and a
 // QUIC handshake under way since before the kick starts over on a new
 // socket (its Initial packets went into the dead link, and quic-go would
 // send them again only at its next probe timeout, seconds later after a
-// long outage). The hello of a completed handshake is not cut. Connected
-// lanes are not touched. Kick returns false when the edge has no uplink of
+// long outage). The hello of a completed handshake is not cut. A
+// connected path is not touched. Kick returns false when the edge has no uplink of
 // that name. It never blocks; safe for concurrent use. Call it once per
 // change of the interface (a burst of netlink messages is one change):
 // each kick restarts the handshakes under way.
@@ -33,14 +33,14 @@ func (e *Edge) Kick(uplink string) bool {
 }
 
 // redialBackoff returns the backoff that follows backoff after another
-// failed dial: twice backoff, at most maxB. For a lane that was connected
+// failed dial: twice backoff, at most maxB. For a path that was connected
 // before (downFor ≥ 0, the time since its connection ended) it is also at
 // most a quarter of downFor, and never below minB: a path that worked a
 // moment ago likely works again soon, so its dials stay close together and
 // a return after an outage of d is found within about d/4, even where no
 // interface changes (a modem that keeps its Ethernet link up while its
 // radio is out). The cap grows with the outage, so a long one backs off to
-// maxB as before. downFor < 0: the lane was never connected (no cap).
+// maxB as before. downFor < 0: the path was never connected (no cap).
 func redialBackoff(backoff, minB, maxB, downFor time.Duration) time.Duration {
 	b := min(2*backoff, maxB)
 	if downFor >= 0 {

@@ -76,7 +76,7 @@ func startKickEdge(t *testing.T, concentrator string, l *listenCounter) *Edge {
 	e, err := NewEdge(EdgeOptions{
 		ID: "van-1", Device: tuntest.New(testMTU, 8), MTU: testMTU, Concentrator: concentrator, TLS: tlsConf, Token: token,
 		Paths:   PathOptions{RedialMin: time.Hour, RedialMax: time.Hour},
-		Uplinks: []UplinkOptions{{Name: "up0", Bind: netip.MustParseAddr("127.0.0.1"), Lanes: 1}, {Name: "up1", Bind: netip.MustParseAddr("127.0.0.1"), Lanes: 1}},
+		Uplinks: []UplinkOptions{{Name: "up0", Bind: netip.MustParseAddr("127.0.0.1")}, {Name: "up1", Bind: netip.MustParseAddr("127.0.0.1")}},
 		Listen:  l.listen,
 	})
 	if err != nil {
@@ -99,7 +99,7 @@ func waitCalls(t *testing.T, l *listenCounter, name string, n int, d time.Durati
 	}
 }
 
-// TestKickEndsBackoff: a lane waiting out its redial backoff (an hour)
+// TestKickEndsBackoff: a path waiting out its redial backoff (an hour)
 // dials at once when its uplink is kicked; the other uplink keeps waiting.
 func TestKickEndsBackoff(t *testing.T) {
 	testkit.CheckLeaks(t)

@@ -11,7 +11,7 @@ import (
 // frame (RFC 9221 §5.2), and FEC repairs only what its parity covers: an
 // uplink that stalls for a few hundred milliseconds (a satellite
 // reconfiguration, a capacity dip of the trace, a handover) loses whole
-// blocks, data and parity alike. So the sending lane keeps each data
+// blocks, data and parity alike. So the path's send routine keeps each data
 // datagram it hands to quic-go until the packet that carried it is
 // acknowledged, and when loss detection declares that packet lost (quic-go's
 // RFC 9002 §6.1 events, or the time threshold the recorder applies itself,
@@ -19,8 +19,8 @@ import (
 // priority band (path.resend: on the same path while it is ACTIVE),
 // provided the datagram is expected to arrive before it expires (its
 // rule's deadline_ms, else max_queue_delay after it was first queued). A
-// path that turns SUSPECT, or whose last connection ends, sends what its
-// lanes keep to the other paths at once (resendAll). The receiver's
+// path that turns SUSPECT, or whose connection ends, sends what it keeps
+// to the other paths at once (resendAll). The receiver's
 // duplicate window drops a copy whose original arrived after all.
 //
 // What is retransmitted: DATA datagrams only, each at most once. Parity is
@@ -28,12 +28,12 @@ import (
 //
 // Matching datagrams to packets. quic-go packs the datagrams of a
 // connection in the order SendDatagram took them, and its PacketSent event
-// lists each packet's DATAGRAM frames with their lengths. The lane records
+// lists each packet's DATAGRAM frames with their lengths. The path records
 // every datagram it hands over, kept or not, in the connection's handed
 // FIFO before it calls SendDatagram; each DATAGRAM frame of a PacketSent
 // event takes the FIFO's head when the lengths agree, and the head moves to
 // the packet number's slot of the held ring. A frame of a length no entry
-// has is one the lane did not hand (a liveness probe, a path MTU probe) and
+// has is one the path did not hand (a liveness probe, a path MTU probe) and
 // leaves the FIFO as it is; one that matches a later entry takes it and
 // frees the entries before it, so that a FIFO out of step with quic-go
 // (it should never be) catches up at the next datagram. The held ring has
@@ -41,8 +41,8 @@ import (
 // packet the ring forgets before it is settled frees its datagrams unsent
 // again.
 
-// handedCap bounds the handed FIFO: more than the datagrams a lane keeps
-// inside quic-go (laneMaxUnsent).
+// handedCap bounds the handed FIFO: more than the datagrams a path keeps
+// inside quic-go (maxUnsent).
 const handedCap = 64
 
 // heldSlot is the datagrams one packet carried, kept until it is settled.
@@ -53,7 +53,7 @@ type heldSlot struct {
 
 // resendState is a connection's datagrams handed to quic-go and not yet
 // acknowledged (see the top of this file). The zero value is ready; safe
-// for concurrent use (the lane's send routine hands, quic-go's routines
+// for concurrent use (the path's send routine hands, quic-go's routines
 // report packets, acknowledgements and losses).
 type resendState struct {
 	mu     sync.Mutex
@@ -124,7 +124,7 @@ func (r *resendState) unhand(buf *packetBuf) bool {
 // popHanded removes and returns the oldest datagram of length n in
 // the FIFO, normally its head. Entries before it were packed or dropped
 // without their event matching (they cannot be packed later: quic-go packs
-// in order), and are freed; a length no entry has is a datagram the lane
+// in order), and are freed; a length no entry has is a datagram the path
 // did not hand, and leaves the FIFO as it is.
 func (g *resendRings) popHanded(n int) (frame, bool) {
 	for i := range g.hN {
@@ -283,7 +283,7 @@ func releaseFrames(s *heldSlot) {
 	s.frames = s.frames[:0]
 }
 
-// resendable reports whether f, a frame a lane is about to send, is kept
+// resendable reports whether f, a frame the path is about to send, is kept
 // for a retransmission: a DATA datagram not sent before, on a bond that
 // retransmits.
 func (p *path) resendable(f *frame) bool {
@@ -339,7 +339,7 @@ func (p *path) resend(f frame, now time.Time, onlyOthers bool) bool {
 }
 
 // resendScratch is a path's scratch space for resendPath, reused under its
-// mutex: losses are reported on the goroutines of all the path's lanes.
+// mutex: losses are reported on quic-go's goroutines and the path's own.
 type resendScratch struct {
 	mu     sync.Mutex
 	states []*policy.Path

@@ -37,7 +37,7 @@ func dataFrame(n int, enqueued time.Time) frame {
 	return frame{buf: buf, end: n, enqueued: enqueued.UnixNano()}
 }
 
-// TestResendState follows datagrams from the lane's hand-over through
+// TestResendState follows datagrams from the send routine's hand-over through
 // quic-go's packets to their acknowledgement or loss: what is lost is
 // queued once more, at the head of its band, on the same path while it is
 // ACTIVE and can deliver it in time, else on the picker's other path; what
@@ -195,7 +195,6 @@ func TestRetransmitLossyPath(t *testing.T) {
 		tb := newTestBondWith(t, token, 1, func(o *EdgeOptions) {
 			o.FEC = FECOptions{Mode: FECOff}
 			o.Paths.RetransmitOff = off
-			o.Uplinks[0].Lanes = 1
 			viaRelays(t, o, []emu.RelayLink{symmetric(15*time.Millisecond, 20*emu.Mbps, 0.05)}, 1)
 		})
 		tb.waitActive(t, 1)
@@ -220,7 +219,7 @@ func TestRetransmitLossyPath(t *testing.T) {
 	}
 }
 
-// TestResendAll: when a path turns SUSPECT, what its lanes keep goes to the
+// TestResendAll: when a path turns SUSPECT, what it keeps goes to the
 // picker's path at once, the oldest datagram first; when the picker would
 // choose the SUSPECT path itself, nothing moves.
 func TestResendAll(t *testing.T) {

@@ -129,7 +129,7 @@ func TestReseqStageUntagged(t *testing.T) {
 }
 
 // TestReseqStageConcurrent delivers one flow from several goroutines, as
-// the lanes' receive routines do: the flow still comes out in order. (n
+// the paths' receive routines do: the flow still comes out in order. (n
 // stays below the window, so no worker can fall a window behind.)
 func TestReseqStageConcurrent(t *testing.T) {
 	const n, workers = DefaultReseqWindow - 1, 4

@@ -41,8 +41,8 @@ import (
 //        and writes the bondd header into the headroom in place,
 //     h. pushes the frame on the chosen path's send queue (never blocks),
 //        and the block's parity after it when the packet filled the block.
-//  2. lane.routineSend, one per live connection (a path has 1..MaxLanes,
-//     lanes.go), pops frames, highest priority first, and hands them to
+//  2. pathConn.routineSend, one per live path connection (pathconn.go),
+//     pops frames, highest priority first, and hands them to
 //     quic.Conn.SendDatagram, which copies them; the buffer then goes back
 //     to the pool.
 
@@ -229,34 +229,31 @@ func (b *Bond) replyTooBig(pkt []byte, mtu int) {
 	b.ctr.icmpSent.Add(1)
 }
 
-// routineSend hands the path's queued frames to conn, lane l's connection,
-// until conn ends. The lanes of a path pop from the same queue, each when
-// quic-go can take a datagram from it without holding it back (lane.mayHand),
-// and pass the doorbell on while frames remain, so that an idle lane picks
-// up what a window-limited one leaves. When SendDatagram fails the
-// connection is going away: the frame goes back to the path's queue if
-// another lane is live, else the path is marked down and its frames move to
-// other paths.
-func (l *lane) routineSend(conn *quic.Conn) {
-	p := l.path
+// routineSend hands the path's queued frames to conn, the path's
+// connection, until conn ends. It pops from the path's queue when quic-go
+// can take a datagram without holding it back (pathConn.mayHand). When
+// SendDatagram fails the connection is going away: the path is marked down
+// and its frames move to other paths.
+func (pc *pathConn) routineSend(conn *quic.Conn) {
+	p := pc.path
 	done := conn.Context().Done()
 	// Whoever stops taking frames passes the doorbell on, so that a push
-	// that woke this lane is not lost to the others.
+	// that woke this routine is not lost to the next connection's.
 	defer p.queue.ringIfQueued()
 	var tooLarge *quic.DatagramTooLargeError
 	// held keeps this connection's data datagrams until their packets are
 	// settled (resend.go); without a recorder nothing is kept.
 	held := &resendState{closed: true}
-	if rec := l.rec.Load(); rec != nil {
+	if rec := pc.rec.Load(); rec != nil {
 		held = &rec.held
 	}
 	pace := time.NewTimer(time.Hour) // the pacer's wait (ratectl.go)
 	defer pace.Stop()
-	for !l.draining.Load() {
-		if !l.mayHand() {
+	for !pc.draining.Load() {
+		if !pc.mayHand() {
 			p.queue.ringIfQueued()
 			select {
-			case <-l.bell:
+			case <-pc.bell:
 			case <-done:
 				return
 			}
@@ -289,7 +286,7 @@ func (l *lane) routineSend(conn *quic.Conn) {
 			p.rerouteOversize(f, time.Now())
 			continue
 		}
-		l.unsent.Add(1)
+		pc.unsent.Add(1)
 		p.rc.release(f.bytes(), time.Now())    // per-path sequence number, pacer tokens
 		kept := held.hand(f, p.resendable(&f)) // before quic-go can pack it (resend.go)
 		err := conn.SendDatagram(f.bytes())
@@ -298,25 +295,24 @@ func (l *lane) routineSend(conn *quic.Conn) {
 		}
 		switch {
 		case err == nil:
-			l.txPackets.Add(1)
 			p.txPackets.Add(1)
 			p.txBytes.Add(uint64(f.end - f.off))
 			p.state.OnBytes(f.end-f.off, time.Now()) // byte budget and per-label counts
 		case errors.As(err, &tooLarge):
-			l.unsent.Add(-1)
+			pc.unsent.Add(-1)
 			p.drops.add(DropTooLarge)
 		default:
-			l.unsent.Add(-1)
+			pc.unsent.Add(-1)
 			p.drops.add(DropSendError)
 			conn.CloseWithError(codeProtocol, "sending a datagram failed") // a no-op if it is closing already
-			last := p.laneDown(l, conn)
+			down := p.connDown(conn)
 			switch {
-			case last && kept: // the held ring owns f
+			case down && kept: // the held ring owns f
 				p.rescue(nil)
-			case last:
+			case down:
 				p.rescue(&f)
 			case !kept:
-				p.queue.requeue(f) // another lane sends it
+				p.queue.requeue(f) // a newer connection sends it
 			}
 			return
 		}

@@ -10,7 +10,7 @@ import (
 
 // TestServeEndedConnection checks that a connection which ended before
 // its serve ran — its goroutine overtaken by a newer connection's for the
-// same lane — is not served and does not close the newer one as
+// same path — is not served and does not close the newer one as
 // replaced (a concentrator under load; TestControlNotNegotiated met it).
 func TestServeEndedConnection(t *testing.T) {
 	cert, pin, err := SelfSignedCert("bondd-test")
@@ -45,15 +45,15 @@ func TestServeEndedConnection(t *testing.T) {
 	defer newC.CloseWithError(0, "")
 
 	p, _ := resendBond(t, PathOptions{})
-	l := &p.lanes[0]
+	pc := &p.pc
 	stop := make(chan struct{})
 	served := make(chan struct{})
 	go func() {
-		p.serve(l, newS, &recorder{}, stop)
+		p.serve(newS, &recorder{}, stop)
 		close(served)
 	}()
 	deadline := time.Now().Add(2 * time.Second)
-	for l.conn.Load() != newS {
+	for pc.conn.Load() != newS {
 		if time.Now().After(deadline) {
 			t.Fatal("the newer connection was not served")
 		}
@@ -66,7 +66,7 @@ func TestServeEndedConnection(t *testing.T) {
 	<-oldS.Context().Done()
 	done := make(chan struct{})
 	go func() {
-		p.serve(l, oldS, &recorder{}, stop)
+		p.serve(oldS, &recorder{}, stop)
 		close(done)
 	}()
 	select {
@@ -77,8 +77,8 @@ func TestServeEndedConnection(t *testing.T) {
 	if err := newS.Context().Err(); err != nil {
 		t.Fatalf("the newer connection was closed: %v", context.Cause(newS.Context()))
 	}
-	if l.conn.Load() != newS {
-		t.Fatal("the lane no longer holds the newer connection")
+	if pc.conn.Load() != newS {
+		t.Fatal("the path no longer holds the newer connection")
 	}
 	close(stop)
 	<-served

@@ -13,7 +13,7 @@ import (
 // rather than write it to the TUN. The sender's clock is not the
 // receiver's: the age is the datagram's one-way delay (receive time minus
 // the header's send timestamp) minus the path's baseline, the smallest
-// one-way delay seen on the lane, so the clock offset cancels (the same
+// one-way delay seen on the path's connection, so the clock offset cancels (the same
 // trick as LEDBAT's base delay, RFC 6817 §3.4.2). The baseline is the
 // minimum over the current and the previous staleWindow, so that it follows
 // a path whose delay grows for good. A run of stale datagrams longer than
@@ -23,8 +23,8 @@ import (
 // staleWindow is the length of one baseline window.
 const staleWindow = 10 * time.Second
 
-// staleFilter is one lane's one-way-delay baseline. Only the lane's receive
-// routine uses it.
+// staleFilter is one path connection's one-way-delay baseline. Only the
+// connection's receive routine uses it.
 type staleFilter struct {
 	cur, prev  int64 // minimum one-way delay (µs, clock offset included) in the current and previous window; 0: none
 	winStart   int64 // µs, receiver clock

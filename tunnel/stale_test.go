@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// TestStaleFilter feeds one lane's filter datagrams (send timestamp, receive
+// TestStaleFilter feeds one connection's filter datagrams (send timestamp, receive
 // time, both µs) with a constant clock offset and checks which are stale.
 func TestStaleFilter(t *testing.T) {
 	const off = 5_000_000_000 // the receiver's clock is 5000 s ahead: it cancels

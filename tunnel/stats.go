@@ -77,18 +77,12 @@ type PathStats struct {
 	// each once: an upper bound of the frames bondd's own queue cost, as
 	// FEC may rebuild the packet and a copy on another path may arrive.
 	ObjectsDropped uint64 `json:"objects_dropped"`
-	// CapacityBps is what the path's congestion windows carry per smoothed
-	// RTT (cwnd/srtt, summed over its lanes), bit/s: the capacity the
+	// CapacityBps is what the path's congestion window carries per
+	// smoothed RTT (cwnd/srtt), bit/s: the capacity the
 	// scheduler sees; 0 before the first RTT sample.
 	CapacityBps uint64 `json:"capacity_bps"`
-	// LaneMode is "auto" or "fixed" on the edge, empty on the concentrator,
-	// where the edge decides the number of lanes.
-	LaneMode string `json:"lane_mode,omitempty"`
-	// Lanes are the path's live QUIC connections (lanes.go), by index.
-	Lanes []LaneStats `json:"lanes"`
-	// Conn is the path's live QUIC connections' own counters (quic-go
-	// ConnectionStats), summed over the lanes (LatestRTT and MeanDeviation
-	// are the first live lane's); nil while the path is down.
+	// Conn is the path's live QUIC connection's own counters (quic-go
+	// ConnectionStats); nil while the path is down.
 	Conn      *ConnStats `json:"conn,omitempty"`
 	LastError string     `json:"last_error,omitempty"`
 	// Rate is the path's rate control (ratectl.go); nil before the first
@@ -105,7 +99,7 @@ type PathStats struct {
 	BudgetBytes     int64  `json:"budget_bytes,omitempty"`
 	BudgetUsedBytes int64  `json:"budget_used_bytes,omitempty"`
 	BudgetPeriod    string `json:"budget_period,omitempty"`
-	// PeerAddr is the peer's UDP address on one of the path's live lanes, as
+	// PeerAddr is the peer's UDP address on the path's live connection, as
 	// the QUIC connection sees it now (on the concentrator: the edge's
 	// uplink address after any NAT); empty while the path is down.
 	PeerAddr string `json:"peer_addr,omitempty"`
@@ -133,16 +127,6 @@ type PathStats struct {
 	BlackHoles     uint64 `json:"black_holes,omitempty"`
 	PMTUProbes     uint64 `json:"pmtu_probes,omitempty"`
 	PMTUHeld       uint64 `json:"pmtu_held,omitempty"`
-}
-
-// LaneStats is one lane of a path: its QUIC connection's congestion
-// controller state (RFC 9002), from the tracer.
-type LaneStats struct {
-	Index            int           `json:"index"`
-	SmoothedRTT      time.Duration `json:"srtt_ns"`
-	CongestionWindow int           `json:"cwnd_bytes"`
-	BytesInFlight    int           `json:"bytes_in_flight"`
-	TxPackets        uint64        `json:"tx_packets"` // datagrams the lane sent, over all its connections
 }
 
 // ConnStats are one QUIC connection's counters, from quic-go's

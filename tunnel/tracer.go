@@ -16,80 +16,64 @@ import (
 )
 
 // recorder turns one connection's qlog events into plain calls on the state
-// of its lane and path: MetricsUpdated → the lane's congestion state and the
-// path's aggregate (lanes.go), CongestionStateUpdated → whether the
-// connection's window has left slow start, PacketLost (RFC 9002 loss
-// detection) → policy.Path.OnLoss, PacketSent → OnSent and the lane's count of
+// of its path: MetricsUpdated → the connection's congestion state and the
+// path's (pathconn.go), PacketLost (RFC 9002 loss detection) →
+// policy.Path.OnLoss, PacketSent → OnSent and the connection's count of
 // datagrams left in quic-go's send queue, PacketReceived → OnReceive; lost
 // and sent packets also feed the path's FEC loss-interval estimator. It
 // implements both qlogwriter.Trace and qlogwriter.Recorder. On the
-// concentrator the lane is only known after the hello, so events before
+// concentrator the path is only known after the hello, so events before
 // that are ignored. RecordEvent runs on quic-go's goroutines: it only
 // stores atomics (and takes LossIntervals' small mutex on a loss).
 type recorder struct {
-	lane atomic.Pointer[lane]
-	// early counts receive-queue overflows inside quic-go before the lane
+	pc atomic.Pointer[pathConn]
+	// early counts receive-queue overflows inside quic-go before the path
 	// is known; attach moves them to the path's DropReceiveQueueFull.
 	early atomic.Uint64
 	// accepted is set on the concentrator when the connection completed its
 	// handshake and reached the accept loop (conc_transport.go).
 	accepted atomic.Bool
-	// sizes and sentAt remember the last pmtuRing 1-RTT packets sent, by
-	// packet number: datagram size, flags and send time (sentring.go);
-	// largestAcked is the largest packet number acknowledged, scanFrom the
-	// lowest that may still be neither acknowledged nor lost.
-	sizes                  [pmtuRing]atomic.Uint64
-	sentAt                 [pmtuRing]atomic.Int64
-	largestAcked, scanFrom atomic.Int64
-	// avoiding is set while the connection's congestion controller is out
-	// of slow start (qlog's congestion_avoidance or recovery state; only a
-	// new path, after a migration, starts it again).
-	avoiding atomic.Bool
+	// sizes remembers the last pmtuRing 1-RTT packets sent, by packet
+	// number: datagram size and flags (sentring.go).
+	sizes [pmtuRing]atomic.Uint64
 	// held keeps the data datagrams handed to the connection until their
 	// packet is settled, and resends the lost ones (resend.go).
 	held resendState
 }
 
-// attach makes l the lane whose state the events feed, and counts the
-// drops seen before it on l's path.
-func (r *recorder) attach(l *lane) {
-	r.lane.Store(l)
-	l.path.drops.addN(DropReceiveQueueFull, r.early.Swap(0))
+// attach makes pc the path connection whose state the events feed, and
+// counts the drops seen before it on its path.
+func (r *recorder) attach(pc *pathConn) {
+	r.pc.Store(pc)
+	pc.path.drops.addN(DropReceiveQueueFull, r.early.Swap(0))
 }
 
 func (r *recorder) AddProducer() qlogwriter.Recorder { return r }
 func (r *recorder) Close() error                     { return nil }
 
 func (r *recorder) RecordEvent(ev qlogwriter.Event) {
-	l := r.lane.Load()
+	pc := r.pc.Load()
 	switch e := ev.(type) {
 	case qlog.DatagramDropped:
 		if e.Direction == qlog.DirectionSending { // too large for the packet after all
 			r.held.dropped(e.Raw.Length)
-			if l != nil {
-				l.onDatagramsSent(1)
-				l.path.drops.add(DropTooLarge)
+			if pc != nil {
+				pc.onDatagramsSent(1)
+				pc.path.drops.add(DropTooLarge)
 			}
 			return
 		}
-		if l != nil {
-			l.path.drops.add(DropReceiveQueueFull)
+		if pc != nil {
+			pc.path.drops.add(DropReceiveQueueFull)
 		} else {
 			r.early.Add(1)
 		}
-	case qlog.CongestionStateUpdated:
-		switch e.State {
-		case qlog.CongestionStateCongestionAvoidance, qlog.CongestionStateRecovery:
-			r.avoiding.Store(true)
-		case qlog.CongestionStateSlowStart:
-			r.avoiding.Store(false)
-		}
 	case qlog.MetricsUpdated:
-		if l != nil {
-			l.onMetrics(e.SmoothedRTT, e.MinRTT, e.CongestionWindow, e.BytesInFlight)
+		if pc != nil {
+			pc.onMetrics(e.SmoothedRTT, e.MinRTT, e.CongestionWindow, e.BytesInFlight)
 		}
 	case qlog.PacketLost:
-		if l != nil && !e.IsMTUProbePacket {
+		if pc != nil && !e.IsMTUProbePacket {
 			size, probe := 0, false
 			if e.Header.PacketType == qlog.PacketType1RTT {
 				pn := int64(e.Header.PacketNumber)
@@ -100,16 +84,16 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 					}
 				}
 				if news {
-					r.held.lost(pn, l.path, time.Now())
+					r.held.lost(pn, pc.path, time.Now())
 				}
 			}
-			l.path.datagramLost(size, probe)
+			pc.path.datagramLost(size, probe)
 		}
 	case qlog.PacketSent:
-		if l != nil {
-			l.path.state.OnSent()
-			if !l.path.rc.active() {
-				l.path.loss.OnSent(1)
+		if pc != nil {
+			pc.path.state.OnSent()
+			if !pc.path.rc.active() {
+				pc.path.loss.OnSent(1)
 			}
 			n, eliciting, size := 0, false, 0
 			oneRTT := e.Header.PacketType == qlog.PacketType1RTT
@@ -128,33 +112,24 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 				}
 			}
 			// A path MTU probe of bondd's (pmtu.go) is marked by its size.
-			probe := size > 0 && int64(size) == l.probeSize.Load() && l.probeSize.CompareAndSwap(int64(size), 0)
+			probe := size > 0 && int64(size) == pc.probeSize.Load() && pc.probeSize.CompareAndSwap(int64(size), 0)
 			now := time.Now()
 			if oneRTT {
-				r.noteSent(int64(e.Header.PacketNumber), probe, size, now.UnixNano())
+				r.noteSent(int64(e.Header.PacketNumber), probe, size)
 			}
-			if size > pmtuBase && !probe && l.path.pmtu.bigSince.Load() == 0 {
-				l.path.pmtu.bigSince.CompareAndSwap(0, now.UnixNano())
+			if size > pmtuBase && !probe && pc.path.pmtu.bigSince.Load() == 0 {
+				pc.path.pmtu.bigSince.CompareAndSwap(0, now.UnixNano())
 			}
 			if eliciting && !e.IsMTUProbePacket && !probe { // a probe too large for the path is lost by design (RFC 8899)
-				l.path.state.OnAckEliciting(now)
+				pc.path.state.OnAckEliciting(now)
 			}
 			if n > 0 {
-				l.onDatagramsSent(n)
+				pc.onDatagramsSent(n)
 			}
 		}
 	case qlog.PacketReceived:
-		if l != nil {
-			now := time.Now()
-			p := l.path
-			p.heard(now) // liveness.go
-			if e.Header.PacketType == qlog.PacketType1RTT {
-				for _, f := range e.Frames {
-					if ack, ok := f.Frame.(*qlog.AckFrame); ok {
-						r.noteAcks(ack, &p.pmtu, now, lossDelay(p.state.SmoothedRTT()), p)
-					}
-				}
-			}
+		if pc != nil {
+			pc.path.heard(time.Now()) // liveness.go
 		}
 	}
 }

@@ -19,7 +19,6 @@ import (
 
 	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/internal/bench"
-	"github.com/bondd/bondd/internal/demo"
 	"github.com/bondd/bondd/tunnel"
 )
 
@@ -27,12 +26,11 @@ import (
 func newBenchCmd() *cobra.Command {
 	var (
 		o          bench.Options
-		lanesFlag  string
 		retransmit bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench SCENARIO",
-		Short: "Re-run the papers' experiments (s1: vehicular FEC, s1-vary: FEC under bursts and outages, s2/s2-isl: LEO + terrestrial video; lanes: lossy uplinks; capacity: the bond against the sum of its links; video: legacy encoders; scale: bonds per concentrator; faults: the fault matrix; all: every one of them) and write tables and plot data",
+		Short: "Re-run the papers' experiments (s1: vehicular FEC, s1-vary: FEC under bursts and outages, s2/s2-isl: LEO + terrestrial video; lanes: one lossy link, quic against bondd rate control; capacity: the bond against the sum of its links; video: legacy encoders; scale: bonds per concentrator; faults: the fault matrix; all: every one of them) and write tables and plot data",
 		Long: `Bench runs one evaluation scenario over link-emulator paths that replay
 public real traces, once per configuration, and writes results.md (tables,
 with the papers' figures beside ours), results.json and the data of the CDF
@@ -62,7 +60,9 @@ plots (plots.json) into --out; bondd-plot draws the plots (PNG and SVG).
       delay (88 ms one way) and an ideal 15 ms, 20 Mbit/s metered link.
   lanes  one 50 ms path whose losses are not congestion (0, 0.5, 1, 3 %
       random loss, Gilbert-Elliott bursts, the Starlink trace) and a
-      20 Mbit/s flow: one QUIC connection (lanes1) against lanes: auto.
+      20 Mbit/s flow on its one QUIC connection: quic-go's own congestion
+      control (quic) against bondd's rate control (bondd); goodput,
+      one-way delay percentiles and loss.
   capacity  S1's three cellular paths and S2's Starlink path: UDP offered
       at the sum of the links' capacity over the run (bond-udp), and one
       TCP flow (iperf3) over the bond (bond-tcp) and over each path alone
@@ -107,16 +107,12 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 		ValidArgs: []string{bench.S1, bench.S1Vary, bench.S2, bench.S2ISL, bench.Lanes, bench.Capacity, bench.Video, bench.Scale, bench.Faults, bench.All},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Scenario = strings.ToLower(args[0])
-			var err error
-			if o.Lanes, err = demo.ParseLanes(lanesFlag); err != nil {
-				return err
-			}
 			o.RetransmitOff = !retransmit
 			if o.Scenario == bench.Video && !cmd.Flags().Changed("duration") {
 				o.Duration = 10 * time.Second // the video's length: 250 frames
 			}
-			if o.Scenario == bench.Lanes && cmd.Flags().Changed("lanes") {
-				return errors.New("--lanes applies to s1, s2, s2-isl and capacity; the lanes scenario runs each loss model with lanes 1 and auto")
+			if o.Scenario == bench.Lanes && cmd.Flags().Changed("rate-control") {
+				return errors.New("--rate-control does not apply to the lanes scenario: it runs each loss model with quic and with bondd")
 			}
 			if cmd.Flags().Changed("traces") && o.Traces != "" && !emu.HasCellularTraces(o.Traces) {
 				return fmt.Errorf("--traces %s: expected a folder laid out like shared/data/traces, with cellular/ and leo/", o.Traces)
@@ -134,7 +130,7 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			err = bench.Run(ctx, o, cmd.OutOrStdout())
+			err := bench.Run(ctx, o, cmd.OutOrStdout())
 			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 				return errors.New("bench interrupted; the testbed was removed")
 			}
@@ -148,10 +144,9 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 	f.StringVar(&o.Traces, "traces", emu.DefaultTracesDir(), "folder laid out like shared/data/traces (cellular/, leo/); empty, or the default folder missing: built-in models")
 	f.BoolVar(&o.Inprocess, "inprocess", false, "run in one process without TUN devices even as root")
 	f.StringSliceVar(&o.Configs, "configs", nil, "run only these configurations (comma-separated names)")
-	f.StringVar(&lanesFlag, "lanes", "auto", fmt.Sprintf("s1, s2: QUIC connections per uplink, auto or 1..%d", tunnel.MaxLanes))
 	f.BoolVar(&o.Sweep, "sweep", false, "s1: run adaptive FEC's sensitivity grid (α 1, 1.5, 2, 3 × k 10, 20, 40) and no-fec instead of the S1 configurations")
 	f.IntVar(&o.Runs, "runs", 1, "runs per configuration (seeds --seed, --seed+1, ...); results are medians with 95 % bootstrap intervals")
-	f.StringVar(&o.RateControl, "rate-control", tunnel.RateControlQUIC, "who decides each path's rate on both bonds: quic (quic-go's congestion control, the daemon's default) or bondd (pacing at bondd's per-path estimate; experimental, docs/evaluation.md)")
+	f.StringVar(&o.RateControl, "rate-control", tunnel.RateControlBondd, "who decides each path's rate on both bonds: bondd (bondd's controller inside quic-go, the daemon's default) or quic (quic-go's own NewReno, the baseline)")
 	f.BoolVar(&retransmit, "retransmit", true, "retransmit lost data datagrams on both bonds (the daemon's default); false: the behaviour before, for comparison")
 	f.Float64Var(&o.LinkScale, "link-scale", 1, "capacity: every emulated link's capacity × this, in (0, 1] (a host too slow for the links' packet rate measures the bond on scaled links)")
 	f.BoolVar(&o.Align, "align", true, "s2, s2-isl: start each configuration at the same phase of the UTC minute's 15-s reconfiguration cycle (waits up to 15 s each)")

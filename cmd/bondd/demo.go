@@ -79,9 +79,8 @@ the same data path in one process with in-memory TUN devices.`,
 	f.BoolVar(&o.Inprocess, "inprocess", false, "run in one process without TUN devices even as root")
 	f.StringVar(&o.FEC, "fec", tunnel.FECAdaptive, "forward error correction: adaptive or off")
 	f.StringVar(&o.Scheduler, "scheduler", policy.SchedulerDefault, "path scheduler: "+strings.Join(policy.Schedulers, ", "))
-	f.StringVar(&o.Lanes, "lanes", "auto", fmt.Sprintf("QUIC connections per uplink: auto or 1..%d", tunnel.MaxLanes))
 	f.Float64Var(&o.LossPct, "loss", 0, "extra random loss on every emulated path, each direction, percent")
-	f.StringVar(&o.RateControl, "rate-control", tunnel.RateControlQUIC, "who decides each path's rate: quic (quic-go's congestion control, the daemon's default) or bondd (pacing at bondd's per-path estimate; experimental, docs/evaluation.md)")
+	f.StringVar(&o.RateControl, "rate-control", tunnel.RateControlBondd, "who decides each path's rate: bondd (bondd's controller inside quic-go, the daemon's default) or quic (quic-go's own NewReno, the baseline)")
 	f.StringVar(&webAddr, "web", "", "serve the live web page on this address while the demo runs, like 127.0.0.1:8740 (docs/operations.md, \"The web page\")")
 	f.BoolVar(&retransmit, "retransmit", true, "retransmit lost data datagrams (the daemon's default); false: FEC alone repairs loss, as before")
 	return cmd

@@ -106,12 +106,11 @@ var (
 	descPathLabel  = desc("path_label_info", "Always 1: one series per configured path label.", "edge", "path", "key", "value")
 	descPathDrops  = desc("path_dropped_packets_total", "Datagrams the path dropped, by reason (see docs/operations.md).", "edge", "path", "reason")
 	pathGaugeDescs = []pathMetric{
-		{desc("path_smoothed_rtt_seconds", "Smoothed RTT of the path's QUIC connections (RFC 9002); with several lanes, the RTT at which their summed window gives their summed rate.", pathLabels...), func(p *tunnel.PathStats) float64 { return p.SmoothedRTT.Seconds() }},
+		{desc("path_smoothed_rtt_seconds", "Smoothed RTT of the path's QUIC connection (RFC 9002).", pathLabels...), func(p *tunnel.PathStats) float64 { return p.SmoothedRTT.Seconds() }},
 		{desc("path_min_rtt_seconds", "Minimum RTT of the path's QUIC connection.", pathLabels...), func(p *tunnel.PathStats) float64 { return p.MinRTT.Seconds() }},
-		{desc("path_congestion_window_bytes", "Congestion window of the path's QUIC connections (lanes), summed.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.CongestionWindow) }},
-		{desc("path_in_flight_bytes", "Bytes in flight on the path's QUIC connections (lanes), summed.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.BytesInFlight) }},
+		{desc("path_congestion_window_bytes", "Congestion window of the path's QUIC connection.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.CongestionWindow) }},
+		{desc("path_in_flight_bytes", "Bytes in flight on the path's QUIC connection.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.BytesInFlight) }},
 		{desc("path_capacity_bytes_per_second", "What the path's congestion windows carry per smoothed RTT: the capacity the scheduler sees.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.CapacityBps) / 8 }},
-		{desc("path_lanes", "Live QUIC connections (lanes) of the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(len(p.Lanes)) }},
 		{desc("path_queued_packets", "Datagrams waiting in the path's send queue.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.QueueLen) }},
 		{desc("path_rate_target_bytes_per_second", "Rate control: the rate the path's pacer releases at (0 without rate control).", pathLabels...), func(p *tunnel.PathStats) float64 { return rateOf(p).TargetBps / 8 }},
 		{desc("path_rate_delivery_bytes_per_second", "Rate control: the smoothed rate the peer received on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return rateOf(p).DeliveryBps / 8 }},

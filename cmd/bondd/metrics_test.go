@@ -46,16 +46,15 @@ func fakeReport() status.Report {
 							PacketsSent: 1000, PacketsLost: 10, QueueLen: 3,
 							TxPackets: 60, TxBytes: 60_000, RxPackets: 600, RxBytes: 720_000,
 							Drops:       tunnel.DropCounts{tunnel.DropQueueFull: 1, tunnel.DropExpired: 2},
-							CapacityBps: 11_377_777, LaneMode: "auto", PeerAddr: "203.0.113.7:41000", Migrations: 2,
+							CapacityBps: 11_377_777, PeerAddr: "203.0.113.7:41000", Migrations: 2,
 							DatagramBudget: 1195, PMTUState: "SEARCH_COMPLETE", BlackHoles: 1, PMTUProbes: 16, PMTUHeld: 4,
 							Resent: 9, ResendLate: 2, Rescued: 5, ObjectsDropped: 1,
 							PMTUReason: "black hole: 5 datagrams of 1322+ bytes lost while smaller ones arrive; budget 1322 -> 1163 bytes; then 1195-byte datagram acknowledged; budget 1163 -> 1195 bytes",
-							Lanes:      []tunnel.LaneStats{{Index: 0, CongestionWindow: 40000}, {Index: 1, CongestionWindow: 24000}},
 						},
 						{
 							Name: "starlink", Labels: map[string]string{"link_type": "satellite"}, Status: "UNAVAILABLE",
 							TxPackets: 40, TxBytes: 40_000, RxPackets: 300, RxBytes: 3 << 20,
-							LastError: "timeout: no recent network activity", LaneMode: "auto",
+							LastError: "timeout: no recent network activity",
 						},
 					},
 				},
@@ -91,7 +90,7 @@ func TestMetricsExposition(t *testing.T) {
 # TYPE bondd_path_sent_bytes_total counter
 bondd_path_sent_bytes_total{edge="van-17",path="cell-a"} 60000
 bondd_path_sent_bytes_total{edge="van-17",path="starlink"} 40000
-# HELP bondd_path_smoothed_rtt_seconds Smoothed RTT of the path's QUIC connections (RFC 9002); with several lanes, the RTT at which their summed window gives their summed rate.
+# HELP bondd_path_smoothed_rtt_seconds Smoothed RTT of the path's QUIC connection (RFC 9002).
 # TYPE bondd_path_smoothed_rtt_seconds gauge
 bondd_path_smoothed_rtt_seconds{edge="van-17",path="cell-a"} 0.045
 bondd_path_smoothed_rtt_seconds{edge="van-17",path="starlink"} 0

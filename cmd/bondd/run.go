@@ -100,6 +100,9 @@ func checkConfig(w io.Writer, cfg *config.Config, cfgErr error) error {
 		return err
 	}
 	fmt.Fprintf(w, "%s: OK, role %s\n", cfg.File(), cfg.Role)
+	for _, e := range cfg.Warnings() {
+		fmt.Fprintf(w, "  warning: %v\n", e)
+	}
 	switch {
 	case cfg.Edge != nil:
 		e := cfg.Edge
@@ -158,6 +161,9 @@ func checkConfig(w io.Writer, cfg *config.Config, cfgErr error) error {
 // runDaemon starts the configured role, its control socket and metrics
 // endpoint, and blocks until ctx is done.
 func runDaemon(ctx context.Context, cfg *config.Config, ctlPath string, log *slog.Logger) error {
+	for _, e := range cfg.Warnings() { // retired keys: the config runs without them
+		log.Warn("config: "+e.Msg, "file", e.File, "line", e.Line, "field", e.Field)
+	}
 	if ctlPath != "" {
 		if err := status.SocketFree(ctlPath); err != nil {
 			return err

@@ -37,6 +37,10 @@ func TestRunCheck(t *testing.T) {
 				"cell-a on wwan0, labels cost_class=metered link_type=cellular", "sat on eth1, LEO reconfiguration schedule (seconds 12,27,42,57 of each UTC minute, window ±100ms, hold 100ms)", "1 rule(s)",
 				"web page on 127.0.0.1:8740"}, false, ""},
 		{"no rules", edge, []string{"OK, role edge"}, false, ""},
+		// A retired key: OK, with a warning that says why and where.
+		{"retired lanes", strings.Replace(edge, "interface: wwan0,", "interface: wwan0, lanes: auto,", 1),
+			[]string{"OK, role edge", "warning: " + filepath.Join(dir, "bondd.yaml") + ":9: edge.uplinks[0].lanes: retired and ignored:",
+				"one QUIC connection", "0.30–0.46", "docs/performance.md"}, false, ""},
 		{"broken config", strings.Replace(edge, "id: van-17", "id: ''", 1), []string{"edge.id"}, true, ""},
 		{"broken rule file", edge + "rules: broken-rules.yaml\n", []string{"broken-rules.yaml", "codek"}, true, ""},
 		{"missing rule file", edge + "rules: nope.yaml\n", []string{"nope.yaml"}, true, "nope.yaml"},

@@ -38,8 +38,8 @@ func TestPrintStatus(t *testing.T) {
 	// The path rows: share of the bond's datagrams both ways (660 and 340
 	// of 1000), bytes each way, labels.
 	rows := []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^  cell-a +ACTIVE +2 auto +66\.0 % +45ms +30ms +64000 +11\.4 Mbit/s +10/1000 +60 +58\.6 KiB +600 +703 KiB +3 +1/2/0/0/0/0/0/0/0/0 +cost_class=metered,link_type=cellular +203\.0\.113\.7:41000 \(migrated 2×\) *$`),
-		regexp.MustCompile(`(?m)^  starlink +UNAVAILABLE +0 auto +34\.0 % +0s +0s +0 +- +0/0 +40 +39\.1 KiB +300 +3\.00 MiB +0 +0/0/0/0/0/0/0/0/0/0 +link_type=satellite +- +timeout: no recent network activity$`),
+		regexp.MustCompile(`(?m)^  cell-a +ACTIVE +66\.0 % +45ms +30ms +64000 +11\.4 Mbit/s +10/1000 +60 +58\.6 KiB +600 +703 KiB +3 +1/2/0/0/0/0/0/0/0/0 +cost_class=metered,link_type=cellular +203\.0\.113\.7:41000 \(migrated 2×\) *$`),
+		regexp.MustCompile(`(?m)^  starlink +UNAVAILABLE +34\.0 % +0s +0s +0 +- +0/0 +40 +39\.1 KiB +300 +3\.00 MiB +0 +0/0/0/0/0/0/0/0/0/0 +link_type=satellite +- +timeout: no recent network activity$`),
 	}
 	for _, re := range rows {
 		if !re.MatchString(out) {

@@ -44,7 +44,7 @@ func allSteps() []allStep {
 		{"s1-vary", S1Vary, 40 * time.Second, 5, false, "Adaptive against fixed FEC where loss varies"},
 		{"s2", S2, DefaultDuration, 1, false, "S2, paper 2's setting"},
 		{"s2-isl", S2ISL, DefaultDuration, 1, false, "S2-ISL"},
-		{"lanes", Lanes, DefaultDuration, 1, false, "Lossy uplinks (docs/performance.md)"},
+		{"lanes", Lanes, DefaultDuration, 1, false, "One lossy link (docs/performance.md)"},
 		{"capacity", Capacity, 30 * time.Second, 1, false, "Capacity"},
 		{"video", Video, 10 * time.Second, 1, false, "Legacy video (docs/video.md)"},
 		{"scale", Scale, ScaleDefaultDuration, 1, false, "Scale (docs/performance.md)"},
@@ -64,7 +64,7 @@ type allEntry struct {
 }
 
 // runAll runs the steps of allSteps whose folder is in o.Configs (all
-// when empty) with o's seed, traces, mode, lanes and rate control; o.Duration
+// when empty) with o's seed, traces, mode and rate control; o.Duration
 // and o.Runs, when set, replace every step's. A failed step is recorded
 // and the next one runs; runAll returns an error naming the failed steps.
 func runAll(ctx context.Context, o Options, out io.Writer) error {
@@ -84,9 +84,6 @@ func runAll(ctx context.Context, o Options, out io.Writer) error {
 		}
 		if o.Runs > 0 {
 			so.Runs = o.Runs
-		}
-		if s.scenario == Lanes {
-			so.Lanes = 0 // the lanes scenario sets its own
 		}
 		if s.scenario == S2 || s.scenario == S2ISL {
 			so.Align = true

@@ -10,9 +10,11 @@
 //     four transport schedulers, and the MoMQ rules, also added one at a
 //     time (s2.go, video.go); s2 in the paper's setting, s2-isl over the
 //     trace's inter-satellite link;
-//   - lanes: one lossy path, one QUIC connection against lanes (lanes.go);
+//   - lanes: one lossy link, quic-go's own congestion control against
+//     bondd's rate control on its one connection (lanes.go);
 //   - capacity: the bond against the sum of its links, UDP at Σ capacity
-//     and one TCP flow against each path alone (capacity.go);
+//     and one TCP flow against each path alone, over the traces
+//     (capacity.go) and over three constant links (capacity_steady.go);
 //   - scale: how many bonds one concentrator holds, with the edges in a
 //     child process (scale.go, scale_edges.go).
 //
@@ -88,9 +90,6 @@ type Options struct {
 	Settle, Drain time.Duration
 	// NoPlots skips plots.json (results.json and results.md only).
 	NoPlots bool
-	// Lanes is every uplink's lanes setting in S1 and S2
-	// (tunnel.LanesAuto by default); the lanes scenario sets its own.
-	Lanes int
 	// Sweep (S1 only) runs the sensitivity grid of adaptive FEC, α × k,
 	// instead of the S1 configurations (s1sweep.go).
 	Sweep bool
@@ -262,16 +261,13 @@ func (o *Options) commandLine() string {
 	if (o.Scenario == S2 || o.Scenario == S2ISL) && !o.Align {
 		b.WriteString(" --align=false")
 	}
-	if o.Lanes != tunnel.LanesAuto && o.Scenario != Lanes {
-		fmt.Fprintf(&b, " --lanes %d", o.Lanes)
-	}
 	if o.Sweep {
 		b.WriteString(" --sweep")
 	}
 	if o.runs() > 1 {
 		fmt.Fprintf(&b, " --runs %d", o.runs())
 	}
-	if o.RateControl != "" {
+	if o.RateControl != "" && o.Scenario != Lanes { // the lanes scenario runs both
 		fmt.Fprintf(&b, " --rate-control %s", o.RateControl)
 	}
 	if o.RetransmitOff {

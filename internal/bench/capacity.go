@@ -13,6 +13,7 @@ package bench
 //   - bond-tcp: one TCP connection (iperf3, in the testbed's namespaces,
 //     through both TUN devices) over the bond.
 //   - single-<path>-tcp: the same TCP flow over a bed of that path alone.
+//   - steady-*: the same over three constant links (capacity_steady.go).
 //
 // The Starlink path replays its trace without wall-clock alignment (its
 // outages fall at seconds 12/27/42/57 of the trace's own minute, which is
@@ -55,7 +56,9 @@ const iperf3Port = 5201
 type capConfig struct {
 	name, desc string
 	tcp        bool
-	single     int // index of the one path of a single-path bed, or −1 for the bond
+	single     int     // index of the one path of a single-path bed, or −1 for the bond
+	steady     bool    // on the constant links of steadyScenario, not on the traces
+	offer      float64 // UDP: the offered load as a share of Σ capacity; 0 means 1
 }
 
 // capacityScenario returns the four paths: S1's three cellular paths and
@@ -97,7 +100,7 @@ func capConfigs(sc emu.Scenario) []capConfig {
 	for i, p := range sc.Paths {
 		cs = append(cs, capConfig{name: "single-" + p.Name + "-tcp", desc: "one TCP flow over " + p.Name + " alone", tcp: true, single: i})
 	}
-	return cs
+	return append(cs, steadyCapConfigs()...)
 }
 
 // capConfigNames lists the configuration names (the scenario's paths do
@@ -125,6 +128,7 @@ type capResult struct {
 	CPUCores     float64   `json:"cpu_cores"`             // the bench process's CPU time over the traffic time: sender, both bonds and relays
 	PathsMbps    []capPath `json:"paths"`                 // per link of the bed
 	Skipped      string    `json:"skipped,omitempty"`     // why the configuration did not run
+	Target       *target   `json:"target,omitempty"`      // steady-* with a target: it, evaluated on the medians (steadyTargets)
 	Runs         int       `json:"runs,omitempty"`        // runs the medians are taken over
 	CI95         ciMap     `json:"ci95,omitempty"`        // 95 % bootstrap intervals of the medians
 	owdSamples   []float64 // sorted one-way delays, ms (for the CDF)
@@ -238,12 +242,12 @@ func runCapacity(ctx context.Context, o Options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep := capReport{benchHeader: o.header(scenarioTraces(sc, o.Traces)), PacketBytes: demo.PacketBytes, LinkScale: 1, CPUs: runtime.NumCPU()}
+	rep := capReport{benchHeader: o.header(capTraces(o, sc)), PacketBytes: demo.PacketBytes, LinkScale: 1, CPUs: runtime.NumCPU()}
 	if o.LinkScale != 0 {
 		rep.LinkScale = o.LinkScale
 	}
-	fmt.Fprintf(out, "bondd bench capacity: %d paths (%s), %s per configuration, %d run(s) from seed %d\n",
-		len(sc.Paths), sc.Source, o.Duration, o.runs(), o.Seed)
+	fmt.Fprintf(out, "bondd bench capacity: %s, %s per configuration, %d run(s) from seed %d\n",
+		strings.Join(rep.Traces, ", "), o.Duration, o.runs(), o.Seed)
 	perRun := map[string][]capResult{}
 	var trace []pathSample
 	for r := range o.runs() {
@@ -252,11 +256,19 @@ func runCapacity(ctx context.Context, o Options, out io.Writer) error {
 		if err != nil {
 			return err
 		}
+		ssc, err := steadyScenario(ro)
+		if err != nil {
+			return err
+		}
 		for _, c := range capConfigs(rsc) {
 			if !o.selected(c.name) {
 				continue
 			}
-			res, mode, err := runCapConfig(ctx, ro, rsc, c, out)
+			csc := rsc
+			if c.steady {
+				csc = ssc
+			}
+			res, mode, err := runCapConfig(ctx, ro, csc, c, out)
 			if err != nil {
 				return fmt.Errorf("capacity %s: %w", c.name, err)
 			}
@@ -291,7 +303,7 @@ func runCapacity(ctx context.Context, o Options, out io.Writer) error {
 	if rep.Mode == "" {
 		rep.Mode = "inprocess"
 	}
-	rep.Targets = capTargets(rep.Configs)
+	rep.Targets = capAllTargets(rep.Configs)
 	md := capMarkdown(&rep)
 	if err := writeResults(o.Out, rep, md, out); err != nil {
 		return err
@@ -299,14 +311,14 @@ func runCapacity(ctx context.Context, o Options, out io.Writer) error {
 	if err := writePathTrace(o.Out, trace); err != nil || o.NoPlots {
 		return err
 	}
-	return writePlots(o.Out, cdfPlot("capacity-owd-cdf", "capacity: one-way delay of UDP at Σ capacity (all runs)", "one-way delay (ms)", series))
+	return writePlots(o.Out, cdfPlot("capacity-owd-cdf", "capacity: one-way delay of UDP through the bond (all runs)", "one-way delay (ms)", series))
 }
 
 // runCapConfig runs one configuration on a fresh bed. A TCP configuration
 // without a netns bed or without iperf3 is skipped (Skipped says why).
 func runCapConfig(ctx context.Context, o Options, sc emu.Scenario, c capConfig, out io.Writer) (capResult, string, error) {
 	res := capResult{Name: c.name, Description: c.desc}
-	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, Lanes: o.Lanes, RateControl: o.RateControl, RetransmitOff: o.RetransmitOff}
+	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, RateControl: o.RateControl, RetransmitOff: o.RetransmitOff}
 	var err error
 	if bo.Picker, err = policy.NewPicker(policy.SchedulerDefault); err != nil {
 		return res, "", err
@@ -334,6 +346,9 @@ func runCapConfig(ctx context.Context, o Options, sc emu.Scenario, c capConfig, 
 		}
 		for _, v := range caps {
 			offered += v
+		}
+		if c.offer > 0 {
+			offered *= c.offer
 		}
 	}
 	var (
@@ -545,16 +560,26 @@ func capMarkdown(r *capReport) string {
 	if r.LinkScale != 1 {
 		fmt.Fprintf(&b, " Every link's capacity × %g.", r.LinkScale)
 	}
-	b.WriteString("\n\n| configuration | runs | Σ capacity Mbit/s | goodput Mbit/s | delivered | fluid bound | OWD p50 ms | p95 ms | p99 ms | loss % | CPU cores | per-path capacity Mbit/s |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	b.WriteString("\n")
 	var busy []string
+	traces := false
 	for _, c := range r.Configs {
+		traces = traces || !isSteady(c.Name)
+		if c.Skipped == "" && r.CPUs > 0 && c.CPUCores >= cpuBoundShare*float64(r.CPUs) {
+			busy = append(busy, c.Name)
+		}
+	}
+	if traces {
+		b.WriteString("\n| configuration | runs | Σ capacity Mbit/s | goodput Mbit/s | delivered | fluid bound | OWD p50 ms | p95 ms | p99 ms | loss % | CPU cores | per-path capacity Mbit/s |\n")
+		b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	}
+	for _, c := range r.Configs {
+		if isSteady(c.Name) {
+			continue
+		}
 		if c.Skipped != "" {
 			fmt.Fprintf(&b, "| %s | — | — | — | — | — | — | — | — | — | — | skipped: %s |\n", c.Name, c.Skipped)
 			continue
-		}
-		if r.CPUs > 0 && c.CPUCores >= cpuBoundShare*float64(r.CPUs) {
-			busy = append(busy, c.Name)
 		}
 		owd, loss := "— | — | —", "—"
 		if c.OWDms != nil {
@@ -572,12 +597,10 @@ func capMarkdown(r *capReport) string {
 		fmt.Fprintf(&b, "| %s | %d | %.2f%s | %.2f%s | %.3f | %s | %s | %s | %.2f | %s |\n", c.Name, max(1, c.Runs), c.CapacityMbps, c.CI95.text("capacity_mbps"),
 			c.GoodputMbps, c.CI95.text("goodput_mbps"), c.Delivered, bound, owd, loss, c.CPUCores, strings.Join(ps, ", "))
 	}
-	b.WriteString("\nCapacity is what the emulator's bottlenecks could serve edge→concentrator during the traffic window (emu.CapacityBits: " +
-		"trace capacity less outages, IP bytes). UDP goodput counts inner IP packets (1200 bytes) received; bondd's and QUIC's headers " +
-		"(about 5 % of a 1200-byte packet) come out of the same capacity. TCP goodput is iperf3's received payload rate. " +
-		"CPU cores is the bench process's CPU time over the traffic time: the sender, both bonds and the relays run in it (iperf3 does not). " +
-		"The fluid bound is the most of the capacity that the constant offered rate could use: an ideal scheduler feeding every link from one " +
-		"queue of up to 200 ms of the offered load, in 10-ms steps (what a link could carry while that queue was empty is lost to any scheduler).\n")
+	if traces {
+		b.WriteString(capNote)
+	}
+	b.WriteString(steadyMarkdown(r.Configs))
 	if len(busy) > 0 {
 		fmt.Fprintf(&b, "\n**The host's CPU limited %s** (≥ %.0f %% of its %d cores busy): the figures measure the host as much as the bond; "+
 			"--link-scale runs the same links at a fraction of their capacity.\n", strings.Join(busy, ", "), 100*cpuBoundShare, r.CPUs)
@@ -585,3 +608,11 @@ func capMarkdown(r *capReport) string {
 	b.WriteString(targetsMarkdown(r.Targets))
 	return b.String()
 }
+
+// capNote explains the columns of the traces' table of capMarkdown.
+const capNote = "\nCapacity is what the emulator's bottlenecks could serve edge→concentrator during the traffic window (emu.CapacityBits: " +
+	"trace capacity less outages, IP bytes). UDP goodput counts inner IP packets (1200 bytes) received; bondd's and QUIC's headers " +
+	"(about 5 % of a 1200-byte packet) come out of the same capacity. TCP goodput is iperf3's received payload rate. " +
+	"CPU cores is the bench process's CPU time over the traffic time: the sender, both bonds and the relays run in it (iperf3 does not). " +
+	"The fluid bound is the most of the capacity that the constant offered rate could use: an ideal scheduler feeding every link from one " +
+	"queue of up to 200 ms of the offered load, in 10-ms steps (what a link could carry while that queue was empty is lost to any scheduler).\n"

@@ -97,7 +97,8 @@ func TestCapacityScenario(t *testing.T) {
 	if !slices.Equal(names, []string{"att", "tmobile", "verizon", s2Sat}) {
 		t.Errorf("paths %v", names)
 	}
-	want := []string{"bond-udp", "bond-tcp", "single-att-tcp", "single-tmobile-tcp", "single-verizon-tcp", "single-starlink-tcp"}
+	want := []string{"bond-udp", "bond-tcp", "single-att-tcp", "single-tmobile-tcp", "single-verizon-tcp", "single-starlink-tcp",
+		"steady-udp", "steady-udp-90", "steady-tcp", "steady-single-fast-tcp", "steady-single-mid-tcp", "steady-single-slow-tcp"}
 	if got := capConfigNames(); !slices.Equal(got, want) {
 		t.Errorf("configurations %v, want %v", got, want)
 	}

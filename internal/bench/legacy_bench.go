@@ -111,7 +111,7 @@ func runVideo(ctx context.Context, o Options, out io.Writer) error {
 
 // videoRun streams src once over the paths of sc.
 func videoRun(ctx context.Context, o Options, sc emu.Scenario, src *VideoSource, format, name string) (VideoResult, error) {
-	bed, err := demo.NewBed(demo.BedOptions{Scenario: sc, Seed: o.Seed, Lanes: o.Lanes}, o.Inprocess, io.Discard)
+	bed, err := demo.NewBed(demo.BedOptions{Scenario: sc, Seed: o.Seed}, o.Inprocess, io.Discard)
 	if err != nil {
 		return VideoResult{}, err
 	}

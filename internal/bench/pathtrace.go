@@ -18,7 +18,7 @@ import (
 // capacity its emulated link had over the same interval. It shows what
 // held a path below its link: a window that loss cut (cwnd over sRTT near
 // the path's rate, QUIC losses at the link's dips), the rate control's
-// target, too few lanes, or a DEGRADED status the scheduler kept traffic
+// target, or a DEGRADED status the scheduler kept traffic
 // from; and what the link dropped of what the path sent, and why.
 
 // pathTraceStep is the sampling interval of paths.csv.
@@ -31,10 +31,9 @@ type pathSample struct {
 	T             float64 // s from the traffic's start to the end of the interval
 	Path          string
 	Status        string // ACTIVE, DEGRADED or UNAVAILABLE at the end
-	Lanes         int    // live QUIC connections at the end
 	LinkMbps      float64
-	TxMbps        float64 // bytes bondd handed the path's lanes over the interval
-	CwndBytes     int     // congestion windows summed over the lanes, at the end
+	TxMbps        float64 // bytes bondd handed the path's connection over the interval
+	CwndBytes     int     // the connection's congestion window at the end
 	InflightBytes int
 	SRTTms        float64
 	MinRTTms      float64
@@ -75,7 +74,7 @@ func pathSamples(a, b tunnel.BondStats, dt time.Duration, link map[string]float6
 				overuses = q.Rate.Overuses
 			}
 		}
-		s := pathSample{Path: p.Name, Status: p.Status, Lanes: len(p.Lanes), LinkMbps: link[p.Name],
+		s := pathSample{Path: p.Name, Status: p.Status, LinkMbps: link[p.Name],
 			CwndBytes: p.CongestionWindow, InflightBytes: p.BytesInFlight,
 			SRTTms: float64(p.SmoothedRTT) / 1e6, MinRTTms: float64(p.MinRTT) / 1e6,
 			Lost: sub(p.PacketsLost, lost), QueueLen: p.QueueLen, QueueDrops: sub(queueDrops(&p), drops)}
@@ -100,7 +99,7 @@ func queueDrops(p *tunnel.PathStats) uint64 {
 	return p.Drops[tunnel.DropQueueFull] + p.Drops[tunnel.DropExpired] + p.Drops[tunnel.DropDeadline]
 }
 
-// sub is b − a for counters, 0 if a counter went back (a lane restarted).
+// sub is b − a for counters, 0 if a counter went back (a connection restarted).
 func sub(b, a uint64) uint64 {
 	if b < a {
 		return 0
@@ -164,7 +163,7 @@ func (t *pathTracer) finish() []pathSample {
 }
 
 // pathTraceHeader is paths.csv's first line.
-var pathTraceHeader = []string{"seed", "config", "t_s", "path", "status", "lanes", "link_mbps", "tx_mbps",
+var pathTraceHeader = []string{"seed", "config", "t_s", "path", "status", "link_mbps", "tx_mbps",
 	"cwnd_bytes", "inflight_bytes", "srtt_ms", "min_rtt_ms", "quic_lost", "queue_len", "queue_drops", "target_mbps",
 	"delivery_mbps", "max_bw_mbps", "queue_delay_ms", "rx_loss", "overuses", "link_queue_drops", "link_loss", "link_outage"}
 
@@ -178,7 +177,7 @@ func writePathTrace(dir string, rows []pathSample) error {
 	w.Write(pathTraceHeader)
 	ff := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 	for _, r := range rows {
-		w.Write([]string{strconv.FormatUint(r.Seed, 10), r.Config, ff(r.T), r.Path, r.Status, strconv.Itoa(r.Lanes),
+		w.Write([]string{strconv.FormatUint(r.Seed, 10), r.Config, ff(r.T), r.Path, r.Status,
 			ff(r.LinkMbps), ff(r.TxMbps), strconv.Itoa(r.CwndBytes), strconv.Itoa(r.InflightBytes), ff(r.SRTTms), ff(r.MinRTTms),
 			strconv.FormatUint(r.Lost, 10), strconv.Itoa(r.QueueLen), strconv.FormatUint(r.QueueDrops, 10), ff(r.TargetMbps),
 			ff(r.DeliveryMbps), ff(r.CapacityMbps), ff(r.QueueDelayMs), strconv.FormatFloat(r.Loss, 'f', 4, 64), strconv.FormatUint(r.Overuses, 10),

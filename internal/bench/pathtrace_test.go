@@ -15,7 +15,7 @@ func TestPathSamples(t *testing.T) {
 	path := func(name string, tx, lost, expired uint64, rate *tunnel.RateStats) tunnel.PathStats {
 		p := tunnel.PathStats{Name: name, Status: "ACTIVE", TxBytes: tx, PacketsLost: lost, Rate: rate,
 			CongestionWindow: 100_000, BytesInFlight: 90_000, SmoothedRTT: 60 * time.Millisecond, MinRTT: 50 * time.Millisecond,
-			Drops: tunnel.DropCounts{}, Lanes: make([]tunnel.LaneStats, 2)}
+			Drops: tunnel.DropCounts{}}
 		p.Drops[tunnel.DropExpired] = expired
 		return p
 	}
@@ -29,10 +29,10 @@ func TestPathSamples(t *testing.T) {
 	links := map[string][2]emu.DirStats{"sat": {{DropQueue: 4, DropLoss: 1, DropOutage: 2}, {DropQueue: 10, DropLoss: 4, DropOutage: 2}}}
 	rows := pathSamples(a, b, 250*time.Millisecond, map[string]float64{"sat": 80, "cell": 5}, links)
 	want := []pathSample{
-		{Path: "sat", Status: "ACTIVE", Lanes: 2, LinkMbps: 80, TxMbps: 40, CwndBytes: 100_000, InflightBytes: 90_000, SRTTms: 60, MinRTTms: 50, Lost: 30, QueueDrops: 20, TargetMbps: 42,
+		{Path: "sat", Status: "ACTIVE", LinkMbps: 80, TxMbps: 40, CwndBytes: 100_000, InflightBytes: 90_000, SRTTms: 60, MinRTTms: 50, Lost: 30, QueueDrops: 20, TargetMbps: 42,
 			DeliveryMbps: 35, CapacityMbps: 38, QueueDelayMs: 12.5, Loss: 0.02, Overuses: 2, LinkQueueDrops: 6, LinkLoss: 3},
-		{Path: "cell", Status: "ACTIVE", Lanes: 2, LinkMbps: 5, TxMbps: 0, CwndBytes: 100_000, InflightBytes: 90_000, SRTTms: 60, MinRTTms: 50},
-		{Path: "new", Status: "ACTIVE", Lanes: 2, TxMbps: 8, CwndBytes: 100_000, InflightBytes: 90_000, SRTTms: 60, MinRTTms: 50, Lost: 2, QueueDrops: 1},
+		{Path: "cell", Status: "ACTIVE", LinkMbps: 5, TxMbps: 0, CwndBytes: 100_000, InflightBytes: 90_000, SRTTms: 60, MinRTTms: 50},
+		{Path: "new", Status: "ACTIVE", TxMbps: 8, CwndBytes: 100_000, InflightBytes: 90_000, SRTTms: 60, MinRTTms: 50, Lost: 2, QueueDrops: 1},
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("%d rows, want %d", len(rows), len(want))

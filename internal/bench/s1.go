@@ -283,7 +283,7 @@ func runS1Config(ctx context.Context, o Options, sc emu.Scenario, c s1Config, ou
 	if rc == "" {
 		rc = o.RateControl
 	}
-	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, FEC: c.fec, Picker: picker, Lanes: o.Lanes, RateControl: rc, RetransmitOff: o.RetransmitOff}
+	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, FEC: c.fec, Picker: picker, RateControl: rc, RetransmitOff: o.RetransmitOff}
 	if c.rules != "" {
 		if bo.Rules, err = compileRules(c.name+".yaml", c.rules); err != nil {
 			return s1Result{}, "", err

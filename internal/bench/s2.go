@@ -463,7 +463,7 @@ func runS2Config(ctx context.Context, o Options, sc emu.Scenario, c s2Config, ou
 	if c.baseline() {
 		leo.Hold = -1
 	}
-	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, Picker: picker, Lanes: o.Lanes, RateControl: o.RateControl, RetransmitOff: o.RetransmitOff,
+	bo := demo.BedOptions{Scenario: sc, Seed: o.Seed, Picker: picker, RateControl: o.RateControl, RetransmitOff: o.RetransmitOff,
 		FEC:      tunnel.FECOptions{Mode: tunnel.FECAdaptive},
 		Classify: classify.Options{PayloadTypes: map[uint8]classify.Codec{videoPT: classify.CodecH264}},
 		LEO:      map[string]*policy.LEOReconf{s2Sat: leo}}

@@ -131,8 +131,8 @@ func scaleEdgesMain(cfg string, in io.Reader, out io.Writer) error {
 		devs[i] = tuntest.New(demoMTU(), 8)
 		eo := tunnel.EdgeOptions{ID: scaleEdgeID(i), Device: devs[i], MTU: demoMTU(), Concentrator: c.Concentrator, TLS: tlsConf,
 			Token: scaleEdgeToken(i), Uplinks: []tunnel.UplinkOptions{
-				{Name: "a", Bind: netip.MustParseAddr("127.0.0.1"), Lanes: 1},
-				{Name: "b", Bind: netip.MustParseAddr("127.0.0.1"), Lanes: 1},
+				{Name: "a", Bind: netip.MustParseAddr("127.0.0.1")},
+				{Name: "b", Bind: netip.MustParseAddr("127.0.0.1")},
 			}}
 		if edges[i], err = tunnel.NewEdge(eo); err != nil {
 			devs[i].Close()

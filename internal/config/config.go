@@ -51,7 +51,7 @@ const (
 	DefaultRedialMin              = tunnel.DefaultRedialMin
 	DefaultRedialMax              = tunnel.DefaultRedialMax
 	DefaultInitialPacketSizeBytes = tunnel.DefaultInitialPacketSize
-	DefaultRateControl            = tunnel.RateControlQUIC
+	DefaultRateControl            = tunnel.RateControlBondd
 	// DefaultMaxQueueDelay is how long a packet may wait in a path's send
 	// queue before it is dropped rather than sent late.
 	DefaultMaxQueueDelay = tunnel.DefaultMaxQueueDelay
@@ -152,7 +152,16 @@ type Config struct {
 
 	// src records where the config came from; nil for a Config built in Go.
 	src *configSource
+	// warnings are the decoder's (Warnings).
+	warnings Errors
 }
+
+// Warnings returns what the file says that bondd accepts but ignores —
+// a retired key, such as an uplink's lanes — one *Error per occurrence,
+// with file, line and the reason, sorted by line. The config runs as if
+// the key were absent. nil for a Config built in Go, or when there is
+// nothing to say.
+func (c *Config) Warnings() Errors { return c.warnings }
 
 // TUNConfig configures the TUN device (key tun).
 type TUNConfig struct {
@@ -236,9 +245,6 @@ type UplinkConfig struct {
 	// edge.concentrator, for a concentrator with one public address per
 	// carrier (or a link emulator in front of it). Optional.
 	Remote string
-	// Lanes is the number of QUIC connections the uplink carries, 1 to
-	// tunnel.MaxLanes, or tunnel.LanesAuto (0): YAML "auto", the default.
-	Lanes int
 	// LEOReconf marks a LEO satellite uplink with its reconfiguration
 	// schedule (YAML leo_reconf: true for Starlink's seconds 12, 27, 42
 	// and 57 of each UTC minute, ±100 ms; or {seconds: [...], window_ms:
@@ -334,10 +340,11 @@ type PathsConfig struct {
 	// DefaultInitialPacketSizeBytes.
 	InitialPacketSizeBytes int
 	// RateControl is who decides each path's sending rate, bond-wide for
-	// what this end sends: "quic" (DefaultRateControl; quic-go's
-	// congestion control, with the receiver's reports acting on path
-	// status, choice and lanes only) or "bondd" (a per-path rate
-	// estimator fed by the receiver's reports, and pacing;
+	// what this end sends: "bondd" (DefaultRateControl; bondd's
+	// controller inside quic-go: a per-path rate estimator fed by the
+	// receiver's reports, a window of twice its BDP, and pacing) or "quic"
+	// (quic-go's own NewReno, the measured baseline, with the receiver's
+	// reports acting on path status and choice only;
 	// tunnel.PathOptions.RateControl).
 	RateControl string
 	// PMTUOff turns off path MTU discovery and black-hole detection (YAML
@@ -587,6 +594,8 @@ func ParseWith(name string, data []byte, opts Options) (*Config, error) {
 		return nil, d.errs
 	}
 	c := d.config(root)
+	d.warns.sort()
+	c.warnings = d.warns
 	c.resolvePaths()
 	c.Defaults()
 	v := &configValidator{src: src}

@@ -182,7 +182,7 @@ func TestConfigParse(t *testing.T) {
 		{"uplinks missing", strings.Replace(edgeOK, "  uplinks:\n    - {name: cell-a, interface: wwan0}\n", "", 1), "bondd.yaml:3: edge.uplinks: required; expected a list of 1 to 16 uplinks"},
 		{"uplinks empty", strings.Replace(edgeOK, "  uplinks:\n    - {name: cell-a, interface: wwan0}\n", "  uplinks: []\n", 1), "bondd.yaml:8: edge.uplinks: required"},
 		{"uplinks not a list", strings.Replace(edgeOK, "  uplinks:\n    - {name: cell-a, interface: wwan0}\n", "  uplinks: {name: cell-a}\n", 1), "bondd.yaml:8: edge.uplinks: expected a list of uplinks, got a mapping"},
-		{"uplink not a mapping", strings.Replace(edgeOK, "{name: cell-a, interface: wwan0}", "cell-a", 1), `bondd.yaml:9: edge.uplinks[0]: expected a mapping with fields name, bind, interface, remote, labels, lanes, leo_reconf, budget; got "cell-a"`},
+		{"uplink not a mapping", strings.Replace(edgeOK, "{name: cell-a, interface: wwan0}", "cell-a", 1), `bondd.yaml:9: edge.uplinks[0]: expected a mapping with fields name, bind, interface, remote, labels, leo_reconf, budget; got "cell-a"`},
 		{"sixteen uplinks", edgeOK + uplinkItems(2, 16), ""},
 		{"seventeen uplinks", edgeOK + uplinkItems(2, 17), "bondd.yaml:25: edge.uplinks[16]: at most 16 uplinks are allowed, got 17"},
 		{"uplink name missing", strings.Replace(edgeOK, "name: cell-a, ", "", 1), "bondd.yaml:9: edge.uplinks[0].name: required; expected 1 to 64 characters"},
@@ -241,11 +241,9 @@ func TestConfigParse(t *testing.T) {
 		{"label value max", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, labels: {k: "+strings.Repeat("v", 1024)+"}}", 1), ""},
 		{"label value too long", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, labels: {k: "+strings.Repeat("v", 1025)+"}}", 1), "bondd.yaml:9: edge.uplinks[0].labels.k: expected a label value of at most 1024 bytes, got 1025 bytes"},
 		{"label set twice", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, labels: {k: a, k: b}}", 1), "bondd.yaml:9: edge.uplinks[0].labels.k: label set twice; first set at line 9"},
-		{"lanes auto", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, lanes: auto}", 1), ""},
-		{"lanes fixed", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, lanes: 3}", 1), ""},
-		{"lanes zero", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, lanes: 0}", 1), `bondd.yaml:9: edge.uplinks[0].lanes: expected auto or a number of QUIC connections from 1 to 8, got "0"`},
-		{"lanes too many", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, lanes: 9}", 1), `bondd.yaml:9: edge.uplinks[0].lanes: expected auto or a number of QUIC connections from 1 to 8, got "9"`},
-		{"lanes word", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, lanes: many}", 1), `bondd.yaml:9: edge.uplinks[0].lanes: expected auto or a number of QUIC connections from 1 to 8, got "many"`},
+		{"lanes retired", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, lanes: 3}", 1), ""},
+		{"lanes retired, any value", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, lanes: [many]}", 1), ""},
+		{"lanes retired, an unknown key still fails", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, lanes: 3, lanez: 3}", 1), `bondd.yaml:9: edge.uplinks[0].lanez: unknown field "lanez"`},
 		{"leo_reconf true", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: true}", 1), ""},
 		{"leo_reconf false", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: false}", 1), ""},
 		{"leo_reconf schedule", strings.Replace(edgeOK, "interface: wwan0}", "interface: wwan0, leo_reconf: {seconds: [12, 27, 42, 57], window_ms: 150}}", 1), ""},
@@ -565,6 +563,45 @@ func FuzzParse(f *testing.F) {
 }
 
 // TestFECVideoResidual: fec.video_residual as tunnel.FECOptions takes it.
+// TestRetiredLanes: an uplink's lanes key, retired, is ignored with one
+// warning per occurrence that names the change and where it was measured,
+// with the key's line; the config loads as without it, and a config
+// without it has no warnings.
+func TestRetiredLanes(t *testing.T) {
+	dir := configDir(t)
+	in := edgeHead + "    - {name: cell-a, interface: wwan0, lanes: auto}\n" +
+		"    - name: cell-b\n      interface: wwan1\n      lanes: 3\n"
+	c, err := ParseWith("bondd.yaml", []byte(in), Options{Dir: dir})
+	if err != nil {
+		t.Fatalf("a config naming lanes did not load: %v", err)
+	}
+	if len(c.Edge.Uplinks) != 2 || c.Edge.Uplinks[1].Name != "cell-b" || c.Edge.Uplinks[1].Interface != "wwan1" {
+		t.Errorf("uplinks %+v, want cell-a and cell-b as without lanes", c.Edge.Uplinks)
+	}
+	ws := c.Warnings()
+	if len(ws) != 2 {
+		t.Fatalf("%d warnings, want 2 (one per lanes key): %v", len(ws), ws)
+	}
+	for i, want := range []struct {
+		line  int
+		field string
+	}{{9, "edge.uplinks[0].lanes"}, {12, "edge.uplinks[1].lanes"}} {
+		w := ws[i]
+		if w.File != "bondd.yaml" || w.Line != want.line || w.Field != want.field {
+			t.Errorf("warning %d at %s:%d %s, want bondd.yaml:%d %s", i, w.File, w.Line, w.Field, want.line, want.field)
+		}
+		for _, s := range []string{"retired and ignored", "congestion controller", "one QUIC connection", "0.30–0.46", "docs/performance.md"} {
+			if !strings.Contains(w.Msg, s) {
+				t.Errorf("warning %d %q does not say %q", i, w.Error(), s)
+			}
+		}
+	}
+	c, err = ParseWith("bondd.yaml", []byte(edgeOK), Options{Dir: dir})
+	if err != nil || len(c.Warnings()) != 0 {
+		t.Errorf("a config without lanes: %v, warnings %v; want none", err, c.Warnings())
+	}
+}
+
 func TestFECVideoResidual(t *testing.T) {
 	for _, tt := range []struct {
 		in   float64

@@ -17,7 +17,6 @@ import (
 	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/internal/yamlfile"
 	"github.com/bondd/bondd/policy"
-	"github.com/bondd/bondd/tunnel"
 )
 
 // ---------------------------------------------------------------------------
@@ -94,7 +93,7 @@ var (
 	fecKeys          = []string{"mode", "k", "alpha", "ratio", "budget", "video_residual", "placement"}
 	tunKeys          = []string{"name", "addresses", "mtu", "routes"}
 	edgeKeys         = []string{"id", "concentrator", "server_name", "ca_file", "server_cert_sha256", "token_file", "cert_file", "key_file", "uplinks", "downlink_rules", "failover"}
-	uplinkKeys       = []string{"name", "bind", "interface", "remote", "labels", "lanes", "leo_reconf", "budget"}
+	uplinkKeys       = []string{"name", "bind", "interface", "remote", "labels", "leo_reconf", "budget"}
 	leoReconfKeys    = []string{"seconds", "window_ms", "hold_ms"}
 	concentratorKeys = []string{"listen", "cert_file", "key_file", "client_ca_file", "edges", "bgp"}
 	edgeEntryKeys    = []string{"id", "token_file", "cert_cn", "allowed_prefixes", "allow_edge_rules", "policy_label_keys"}
@@ -104,10 +103,49 @@ var (
 	classMatchKeys   = []string{"proto", "src", "dst", "src_ports", "dst_ports", "ports", "dscp"}
 )
 
+// Retired keys of an uplink: still accepted, ignored, and each occurrence
+// warned about (Config.Warnings) with the reason, so that a config written
+// for an older bondd starts.
+var retiredUplinkKeys = map[string]string{
+	"lanes": "retired and ignored: bondd's own congestion controller now sets each path's rate on one QUIC connection " +
+		"(lanes, several connections per uplink under quic-go's loss-based window, delivered 0.30–0.46 of the links' " +
+		"summed capacity; see docs/performance.md); remove the key",
+}
+
 // configDecoder turns a yaml.Node tree into a Config, collecting errors.
 type configDecoder struct {
-	src  *configSource
-	errs Errors
+	src   *configSource
+	errs  Errors
+	warns Errors // problems that do not stop the config (Config.Warnings)
+}
+
+// warnf records a warning at n: the config still loads.
+func (d *configDecoder) warnf(n *yaml.Node, field, format string, args ...any) {
+	d.warns = append(d.warns, &Error{File: d.src.file, Line: n.Line, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// retire warns about every key of the mapping n in retired (key → why) and
+// returns n without them, for fields; n itself is not modified. Anything
+// but a mapping is returned as it is.
+func (d *configDecoder) retire(n *yaml.Node, path string, retired map[string]string) *yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		return n
+	}
+	var kept []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := derefNode(n.Content[i])
+		if why, ok := retired[k.Value]; ok && k.Kind == yaml.ScalarNode {
+			d.warnf(k, joinField(path, k.Value), "%s", why)
+			continue
+		}
+		kept = append(kept, n.Content[i], n.Content[i+1])
+	}
+	if len(kept) == len(n.Content) {
+		return n
+	}
+	m := *n
+	m.Content = kept
+	return &m
 }
 
 func (d *configDecoder) errorf(n *yaml.Node, field, format string, args ...any) {
@@ -393,7 +431,7 @@ func (d *configDecoder) edge(n *yaml.Node) *EdgeConfig {
 
 func (d *configDecoder) uplink(n *yaml.Node, path string) UplinkConfig {
 	var u UplinkConfig
-	f := d.fields(n, path, uplinkKeys)
+	f := d.fields(d.retire(n, path, retiredUplinkKeys), path, uplinkKeys)
 	if f == nil {
 		return u
 	}
@@ -413,9 +451,6 @@ func (d *configDecoder) uplink(n *yaml.Node, path string) UplinkConfig {
 	}
 	u.Interface = d.str(f["interface"], path+".interface", "an interface name")
 	u.Remote = d.str(f["remote"], path+".remote", "host:port")
-	if n := f["lanes"]; n != nil {
-		u.Lanes = d.lanes(n, path+".lanes")
-	}
 	if n := f["leo_reconf"]; n != nil {
 		u.LEOReconf = d.leoReconf(n, path+".leo_reconf")
 	}
@@ -493,21 +528,6 @@ func (d *configDecoder) leoReconf(n *yaml.Node, field string) *policy.LEOReconf 
 		}
 	}
 	return l
-}
-
-// lanes decodes an uplink's lanes: auto, or 1 to tunnel.MaxLanes.
-func (d *configDecoder) lanes(n *yaml.Node, field string) int {
-	want := fmt.Sprintf("auto or a number of QUIC connections from 1 to %d", tunnel.MaxLanes)
-	s, ok := d.scalar(n, field, want)
-	if !ok || s == "auto" {
-		return tunnel.LanesAuto
-	}
-	v, err := strconv.Atoi(s)
-	if err != nil || v < 1 || v > tunnel.MaxLanes {
-		d.errorf(n, field, "expected %s, got %q", want, s)
-		return tunnel.LanesAuto
-	}
-	return v
 }
 
 func (d *configDecoder) labels(n *yaml.Node, path string) map[string]string {

@@ -49,7 +49,7 @@ func TestConfigDefaults(t *testing.T) {
 			RedialMin:              250 * time.Millisecond,
 			RedialMax:              10 * time.Second,
 			InitialPacketSizeBytes: 1360,
-			RateControl:            "quic",
+			RateControl:            "bondd",
 		},
 		Web: WebConfig{Listen: DefaultWebListen},
 	}

@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -35,10 +34,9 @@ type Options struct {
 	Inprocess bool          // in one process even as root
 	FEC       string        // tunnel.FECAdaptive or tunnel.FECOff
 	Scheduler string        // a policy.Schedulers name
-	Lanes     string        // "auto" or 1..tunnel.MaxLanes
 	LossPct   float64       // extra random loss on every emulated path, each direction, %
-	// RateControl is RateControlQUIC (empty: the default) or
-	// RateControlBondd, on both ends.
+	// RateControl is RateControlBondd (empty: the default) or
+	// RateControlQUIC, on both ends.
 	RateControl string
 	// RetransmitOff turns off the retransmission of lost datagrams on
 	// both ends (tunnel.PathOptions.RetransmitOff).
@@ -67,7 +65,6 @@ type demoReport struct {
 	CodingRate      float64      `json:"coding_rate"` // k/(k+r) of the blocks the edge sent; 1 without FEC
 	ParitySent      uint64       `json:"parity_sent"`
 	Recovered       uint64       `json:"recovered"` // data packets the concentrator reconstructed
-	Lanes           string       `json:"lanes"`     // the --lanes setting: auto or N
 	ExtraLossPct    float64      `json:"extra_loss_pct"`
 	RateControl     string       `json:"rate_control"` // bondd or quic
 	Bond            *bondSummary `json:"bond"`
@@ -80,7 +77,6 @@ type demoPath struct {
 	LossRate float64 `json:"loss_rate"` // QUIC packets declared lost / sent
 	State    string  `json:"state"`
 	Packets  uint64  `json:"packets"`
-	Lanes    int     `json:"lanes"` // live QUIC connections at the end
 	// Rate control (zero without it): the target and the rate the
 	// receiver got at the end, Mbit/s; the queueing delay the receiver
 	// measured, ms; the receiver-seen loss at the end (0–1); and the
@@ -153,8 +149,6 @@ type BedOptions struct {
 	// LEO gives the uplinks, by path name, that have a LEO
 	// reconfiguration schedule (tunnel.UplinkOptions.LEOReconf). Optional.
 	LEO map[string]*policy.LEOReconf
-	// Lanes is every uplink's tunnel.UplinkOptions.Lanes (0: auto).
-	Lanes int
 	// RateControl is who decides each path's rate on both bonds: "" (the
 	// bond's default), RateControlBondd or RateControlQUIC. Optional;
 	// applied by applyRateControl.
@@ -184,10 +178,6 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	lanes, err := ParseLanes(o.Lanes)
-	if err != nil {
-		return err
-	}
 	if err := ValidateRateControl(o.RateControl); err != nil {
 		return err
 	}
@@ -200,9 +190,9 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	}
 	addLoss(&sc, o.LossPct/100)
 	if o.RateControl == "" {
-		o.RateControl = RateControlQUIC
+		o.RateControl = RateControlBondd
 	}
-	bed, err := NewBed(BedOptions{Scenario: sc, Seed: o.Seed, FEC: fopts, Picker: picker, Lanes: lanes, RateControl: o.RateControl, RetransmitOff: o.RetransmitOff}, o.Inprocess, out)
+	bed, err := NewBed(BedOptions{Scenario: sc, Seed: o.Seed, FEC: fopts, Picker: picker, RateControl: o.RateControl, RetransmitOff: o.RetransmitOff}, o.Inprocess, out)
 	if err != nil {
 		return err
 	}
@@ -212,8 +202,8 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	if o.RetransmitOff {
 		retransmit = "off"
 	}
-	fmt.Fprintf(out, "bondd demo: %s, %.1f Mbit/s of %d-byte UDP packets for %s over %d uplinks, scheduler %s, FEC %s, lanes %s, rate control %s, retransmission %s\n",
-		bed.Mode, o.RateMbps, PacketBytes, o.Duration, len(sc.Paths), o.Scheduler, o.FEC, o.Lanes, o.RateControl, retransmit)
+	fmt.Fprintf(out, "bondd demo: %s, %.1f Mbit/s of %d-byte UDP packets for %s over %d uplinks, scheduler %s, FEC %s, rate control %s, retransmission %s\n",
+		bed.Mode, o.RateMbps, PacketBytes, o.Duration, len(sc.Paths), o.Scheduler, o.FEC, o.RateControl, retransmit)
 	if o.LossPct > 0 {
 		fmt.Fprintf(out, "extra random loss: %g %% on every path, each direction\n", o.LossPct)
 	}
@@ -252,9 +242,9 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	}
 	rep := buildReport(bed, sc, o, fs, before, bed.Edge.Stats())
 	tx, rx, rx0 := rep.fecAfter(before, bed.Edge.Stats()), bed.Conc.Stats().FEC, concBefore.FEC
-	rep.Scheduler, rep.Seed, rep.Lanes, rep.ExtraLossPct, rep.RateControl = o.Scheduler, o.Seed, o.Lanes, o.LossPct, o.RateControl
+	rep.Scheduler, rep.Seed, rep.ExtraLossPct, rep.RateControl = o.Scheduler, o.Seed, o.LossPct, o.RateControl
 	if rep.RateControl == "" {
-		rep.RateControl = RateControlQUIC
+		rep.RateControl = RateControlBondd
 	}
 	rep.FEC, rep.CodingRate, rep.ParitySent, rep.Recovered = o.FEC, tx.rate, tx.parity, rx.Recovered-rx0.Recovered
 	if os.Getenv("BONDD_DEMO_DEBUG") != "" {
@@ -338,8 +328,7 @@ func buildReport(bed *Bed, sc emu.Scenario, o Options, fs *demoFlow, before, aft
 	}
 	for i, p := range after.Paths {
 		b := before.Paths[i]
-		dp := demoPath{Name: p.Name, State: p.Status, RTTms: float64(p.SmoothedRTT) / 1e6, Packets: p.TxPackets - b.TxPackets,
-			Lanes: len(p.Lanes)}
+		dp := demoPath{Name: p.Name, State: p.Status, RTTms: float64(p.SmoothedRTT) / 1e6, Packets: p.TxPackets - b.TxPackets}
 		if total > 0 {
 			dp.Share = float64(dp.Packets) / float64(total)
 		}
@@ -370,17 +359,17 @@ func printReport(out io.Writer, r demoReport) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if r.RateControl != RateControlBondd {
 		// quic-go's congestion control decides the rates: no pacer figures.
-		fmt.Fprintln(tw, "path\tstate\tlanes\tshare\tpackets\tsrtt ms\tQUIC loss\t")
+		fmt.Fprintln(tw, "path\tstate\tshare\tpackets\tsrtt ms\tQUIC loss\t")
 		for _, p := range r.Paths {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f %%\t%d\t%.1f\t%.2f %%\t\n", p.Name, p.State, p.Lanes, 100*p.Share, p.Packets, p.RTTms, 100*p.LossRate)
+			fmt.Fprintf(tw, "%s\t%s\t%.1f %%\t%d\t%.1f\t%.2f %%\t\n", p.Name, p.State, 100*p.Share, p.Packets, p.RTTms, 100*p.LossRate)
 		}
 	} else {
 		// Rate control: the target and delivery rate at the end of the run,
 		// the queueing delay the receiver saw, its loss, and the bytes the
 		// pacer held back over the flow.
-		fmt.Fprintln(tw, "path\tstate\tlanes\tshare\tpackets\tsrtt ms\tQUIC loss\ttarget Mbit/s\tdelivery Mbit/s\tqueue ms\trx loss\theld back KB\t")
+		fmt.Fprintln(tw, "path\tstate\tshare\tpackets\tsrtt ms\tQUIC loss\ttarget Mbit/s\tdelivery Mbit/s\tqueue ms\trx loss\theld back KB\t")
 		for _, p := range r.Paths {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f %%\t%d\t%.1f\t%.2f %%\t%.2f\t%.2f\t%.1f\t%.2f %%\t%d\t\n", p.Name, p.State, p.Lanes, 100*p.Share, p.Packets, p.RTTms, 100*p.LossRate,
+			fmt.Fprintf(tw, "%s\t%s\t%.1f %%\t%d\t%.1f\t%.2f %%\t%.2f\t%.2f\t%.1f\t%.2f %%\t%d\t\n", p.Name, p.State, 100*p.Share, p.Packets, p.RTTms, 100*p.LossRate,
 				p.TargetMbps, p.DeliveryMbps, p.QueueDelayMs, 100*p.ReceiverLoss, p.HeldBackBytes/1000)
 		}
 	}
@@ -415,19 +404,6 @@ func (demoReport) fecAfter(before, after tunnel.BondStats) fecDelta {
 	return d
 }
 
-// ParseLanes reads a --lanes value: auto (tunnel.LanesAuto) or 1 to
-// tunnel.MaxLanes.
-func ParseLanes(s string) (int, error) {
-	if s == "" || s == "auto" {
-		return tunnel.LanesAuto, nil
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > tunnel.MaxLanes {
-		return 0, fmt.Errorf("--lanes %q: expected auto or a number from 1 to %d", s, tunnel.MaxLanes)
-	}
-	return n, nil
-}
-
 // addLoss adds independent random loss p (0..1) to both directions of
 // every path of sc, on top of what each path already loses.
 func addLoss(sc *emu.Scenario, p float64) {
@@ -442,7 +418,7 @@ func addLoss(sc *emu.Scenario, p float64) {
 }
 
 // demoLogger returns the edge's logger for demo and bench testbeds: the
-// edge's info-level log (paths up and down, lane changes) on stderr when
+// edge's info-level log (paths up and down) on stderr when
 // BONDD_DEMO_LOG is set, else nil (discarded).
 func demoLogger() *slog.Logger {
 	if os.Getenv("BONDD_DEMO_LOG") == "" {

@@ -66,7 +66,7 @@ func newInprocessBed(o BedOptions) (*Bed, error) {
 	uplinks := make([]tunnel.UplinkOptions, len(sc.Paths))
 	for i, p := range sc.Paths {
 		uplinks[i] = tunnel.UplinkOptions{Name: p.Name, Bind: netip.MustParseAddr("127.0.0.1"),
-			Remote: relays[i].Addr().String(), Labels: p.Labels, LEOReconf: o.LEO[p.Name], Lanes: o.Lanes}
+			Remote: relays[i].Addr().String(), Labels: p.Labels, LEOReconf: o.LEO[p.Name]}
 	}
 	tlsConf, err := tunnel.ClientTLS("concentrator.demo", nil, pin, nil)
 	if err != nil {

@@ -117,7 +117,7 @@ func newNetnsBed(o BedOptions) (bed *Bed, err error) {
 		closers = append(closers, func() { r.Close() })
 		relays = append(relays, r)
 		uplinks = append(uplinks, tunnel.UplinkOptions{Name: p.Name, Bind: edgeSide.Addr(), Interface: name,
-			Remote: r.Addr().String(), Labels: p.Labels, LEOReconf: o.LEO[p.Name], Lanes: o.Lanes})
+			Remote: r.Addr().String(), Labels: p.Labels, LEOReconf: o.LEO[p.Name]})
 	}
 
 	// Edge: TUN and bond; uplink sockets are opened inside the edge namespace.

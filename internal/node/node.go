@@ -145,7 +145,7 @@ func startEdge(cfg *config.Config, dev tun.Device, co commonOptions, log *slog.L
 	}
 	var uplinks []tunnel.UplinkOptions
 	for _, u := range ec.Uplinks {
-		uplinks = append(uplinks, tunnel.UplinkOptions{Name: u.Name, Bind: u.Bind, Interface: u.Interface, Remote: u.Remote, Labels: u.Labels, Lanes: u.Lanes,
+		uplinks = append(uplinks, tunnel.UplinkOptions{Name: u.Name, Bind: u.Bind, Interface: u.Interface, Remote: u.Remote, Labels: u.Labels,
 			LEOReconf: u.LEOReconf, Budget: u.Budget})
 	}
 	// Downlink rules are compiled here without traffic classes: the

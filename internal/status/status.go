@@ -251,10 +251,10 @@ func Print(w io.Writer, r *Report, now time.Time) {
 			total += p.TxPackets + p.RxPackets
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  path\tstatus\tlanes\tshare\tsrtt\tmin rtt\tcwnd\tcapacity\tlost/sent\ttx pkts\ttx bytes\trx pkts\trx bytes\tqueue\tdrops "+pathDropsHeader+"\tlabels\tpeer\tlast error")
+		fmt.Fprintln(tw, "  path\tstatus\tshare\tsrtt\tmin rtt\tcwnd\tcapacity\tlost/sent\ttx pkts\ttx bytes\trx pkts\trx bytes\tqueue\tdrops "+pathDropsHeader+"\tlabels\tpeer\tlast error")
 		for _, p := range b.Paths {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%d\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Name, formatStatus(p),
-				formatLanes(p), formatShare(p.TxPackets+p.RxPackets, total),
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%d\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Name, formatStatus(p),
+				formatShare(p.TxPackets+p.RxPackets, total),
 				p.SmoothedRTT.Round(10*time.Microsecond), p.MinRTT.Round(10*time.Microsecond), p.CongestionWindow,
 				formatRate(p.CapacityBps), p.PacketsLost, p.PacketsSent, p.TxPackets, formatBytes(p.TxBytes), p.RxPackets, formatBytes(p.RxBytes), p.QueueLen,
 				formatPathDrops(p.Drops), formatLabels(p.Labels), formatPeer(p), p.LastError)
@@ -376,15 +376,6 @@ func formatPeer(p tunnel.PathStats) string {
 		a += fmt.Sprintf(" (migrated %d×)", p.Migrations)
 	}
 	return a
-}
-
-// formatLanes is the number of live lanes, with the lane mode when the
-// edge reports one ("3 auto").
-func formatLanes(p tunnel.PathStats) string {
-	if p.LaneMode == "" {
-		return fmt.Sprint(len(p.Lanes))
-	}
-	return fmt.Sprintf("%d %s", len(p.Lanes), p.LaneMode)
 }
 
 // formatRate is a bit rate in Mbit/s, or "-" before the first RTT sample.

@@ -10,8 +10,9 @@ import (
 	"github.com/bondd/bondd/rules"
 )
 
-// Version and lanes are what the tunnel checks hellos against (tunnel.Version,
-// tunnel.MaxLanes) in the tests of this package.
+// Version and lanes are what the tests of this package check hellos
+// against (the tunnel passes its Version and 1: a path has one connection,
+// lane 0; a larger bound exercises Check's range).
 const (
 	Version = 1
 	lanes   = 8

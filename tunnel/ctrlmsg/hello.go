@@ -11,7 +11,7 @@ const (
 	TypeHelloReply = "hello_reply"
 )
 
-// Hello announces one path connection (a lane) of an edge's bond: the
+// Hello announces one path connection of an edge's bond: the
 // first message on its control stream.
 type Hello struct {
 	Type    string `json:"type"` // TypeHello
@@ -19,8 +19,9 @@ type Hello struct {
 	EdgeID  string `json:"edge_id"` // 1..MaxNameLen bytes
 	BondID  uint64 `json:"bond_id"` // random per edge start; a new id restarts the sequence space
 	Path    string `json:"path"`    // the uplink name, 1..MaxNameLen bytes
-	// Lane is which of the uplink's QUIC connections this is, from 0; the
-	// connections of one uplink form one path.
+	// Lane is 0 (omitted): a path has one QUIC connection. Edges from
+	// before that numbered an uplink's several connections (lanes) from
+	// 0; the field stays for them, and the receiver bounds it (Check).
 	Lane   int               `json:"lane,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
 	Token  []byte            `json:"token,omitempty"`

@@ -1,0 +1,25 @@
+package quic
+
+import "github.com/quic-go/quic-go/internal/congestion"
+
+// congestionHook returns what installs Config.CongestionControl's
+// controller on the connection (congestion.Hook).
+func (c *Conn) congestionHook() func(congestion.SendAlgorithmWithDebugInfos) congestion.SendAlgorithmWithDebugInfos {
+	f := c.config.CongestionControl
+	if f == nil {
+		return nil
+	}
+	return func(def congestion.SendAlgorithmWithDebugInfos) congestion.SendAlgorithmWithDebugInfos {
+		return congestion.Hook(f, c.ctx, def, c.rttStats)
+	}
+}
+
+// setLens sets the queues' bounds; n <= 0 keeps the default.
+func (h *datagramQueue) setLens(send, rcv int) {
+	if send > 0 {
+		h.sendLen = send
+	}
+	if rcv > 0 {
+		h.rcvLen = rcv
+	}
+}

@@ -1,0 +1,206 @@
+package tunnel
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/quic-go/quic-go/congestion"
+
+	"github.com/bondd/bondd/policy"
+)
+
+// pathCC is the congestion controller of one path connection, installed
+// through the quic-go fork's hook (third_party/quic-go, package
+// congestion; quic.Config.CongestionControl). quic-go calls it on the
+// connection's own goroutine for every packet sent, acknowledged, lost or
+// abandoned, and asks it whether and when the next packet may leave.
+//
+// Under bondd's rate control (rateCtl.active: RateControlBondd, and the
+// peer negotiated the rate capability) the path's policy.RateEstimator
+// decides, and quic-go's loss-based window no longer caps the path:
+//
+//   - The window is 2 × target × min RTT (BBR's cwnd_gain of 2 over the
+//     estimated BDP, draft-ietf-ccwg-bbr §5.6.4.2) plus target × ccRoom:
+//     the queue the estimator keeps on purpose (it drains above twice
+//     policy.DefaultQueueTarget) and the peer's ACK delay (max_ack_delay,
+//     RFC 9000 §18.2: 25 ms), which BBR covers with its extra_acked term
+//     (§5.6.4.1); plus target × the LEO reconfiguration hold on a path that
+//     has one (acknowledgments stop for the hold, LeoCC, SIGCOMM 2025); at
+//     least ccMinWindow packets. Without ccRoom the window bound below
+//     the target: on the steady-links bench (30 Mbit/s, 41-ms min RTT, a
+//     66-ms sRTT at the estimator's queue) the path sent 26.4 of its 30.4
+//     Mbit/s target with bondd's queue full.
+//   - Sending is paced at ccPacingGain × target with a burst of
+//     max(10 packets, pacerBurstTime at the rate): bondd's own queue
+//     already releases frames at the target (rateCtl.pace), where
+//     priorities and deadlines act; quic-go's pacer keeps QUIC's own
+//     packets (ACKs, the headers) from bunching them on the wire.
+//   - A lost packet is not a congestion signal here: random loss is the
+//     link's, and the estimator backs off when the receiver's reports show
+//     the queue growing (one-way delay, draft-ietf-rmcat-gcc §5) or losses
+//     that come with it (policy.RateEstimate.OwnLoss).
+//
+// Otherwise (RateControlQUIC, an older peer, or a concentrator connection
+// before its hello named the path) it is quic-go's own NewReno (def),
+// the baseline that the "quic" setting measures, through the same hook.
+//
+// Either way it reports packets that quic-go's probe timeout abandoned
+// (RFC 9002 §6.2: a packet of DATAGRAM frames is never retransmitted and no
+// loss event names it) as lost to the connection's recorder, so the path's
+// loss, its resends and its path MTU search see them (sentring.go).
+type pathCC struct {
+	rec *recorder
+	def congestion.Controller
+	rtt congestion.RTTStats
+
+	maxSize int64 // the largest packet, bytes
+	pacer   policy.Pacer
+	rate    uint64 // the float64 bits of the rate the pacer was last set to, bytes/s
+	window  int64  // the window at the last decision, bytes
+}
+
+// Controller constants.
+const (
+	ccCwndGain   = 2                                                 // window over the estimated BDP
+	ccRoom       = 2*policy.DefaultQueueTarget + 25*time.Millisecond // the estimator's queue and the peer's ACK delay
+	ccPacingGain = 1.1                                               // quic-go's pacer over the target: room for QUIC's own bytes
+	ccMinWindow  = 16                                                // packets
+	ccInitialRTT = 100 * time.Millisecond
+	// ccLEORoom is the extra time at the target a path with a LEO schedule
+	// keeps in flight: the hold (policy's default, 100 ms) and its lead.
+	ccLEORoom = 110 * time.Millisecond
+)
+
+// ccFactory returns the quic.Config.CongestionControl of a path
+// connection whose recorder is rec, or, on the concentrator (rec nil), the
+// recorder the connection's context carries.
+func ccFactory(rec *recorder) congestion.Factory {
+	return func(ctx context.Context, def congestion.Controller, rtt congestion.RTTStats) congestion.Controller {
+		r := rec
+		if r == nil {
+			r, _ = ctx.Value(recorderKey{}).(*recorder)
+		}
+		if r == nil {
+			return def
+		}
+		return &pathCC{rec: r, def: def, rtt: rtt, maxSize: 1252}
+	}
+}
+
+// rc returns the path's rate control when it decides this connection's
+// rate, else nil.
+func (c *pathCC) rc() *rateCtl {
+	pc := c.rec.pc.Load()
+	if pc == nil || !pc.path.rc.active() {
+		return nil
+	}
+	return pc.path.rc
+}
+
+// update sets the window and the pacer from the path's target at now.
+func (c *pathCC) update(rc *rateCtl, now time.Time) {
+	t := rc.target.Load()
+	rate := math.Float64frombits(t)
+	minRTT := c.rtt.MinRTT()
+	if minRTT <= 0 {
+		minRTT = ccInitialRTT
+	}
+	w := rate * (ccCwndGain*minRTT + ccRoom).Seconds()
+	if rc.p.state.LEOReconf() != nil {
+		w += rate * ccLEORoom.Seconds()
+	}
+	c.window = max(int64(w), ccMinWindow*c.maxSize)
+	if t != c.rate {
+		c.rate = t
+		c.pacer.SetRate(now, ccPacingGain*rate, max(int(10*c.maxSize), int(ccPacingGain*rate*pacerBurstTime.Seconds())))
+	}
+}
+
+func (c *pathCC) OnPacketSent(t time.Time, inFlight, pn, n int64, eliciting bool) {
+	if rc := c.rc(); rc != nil {
+		c.update(rc, t)
+		c.pacer.Consume(t, int(n))
+		return
+	}
+	c.def.OnPacketSent(t, inFlight, pn, n, eliciting)
+}
+
+func (c *pathCC) OnPacketAcked(pn, n, prior int64, t time.Time) {
+	c.rec.acked(pn)
+	if c.rc() == nil {
+		c.def.OnPacketAcked(pn, n, prior, t)
+	}
+}
+
+func (c *pathCC) OnPacketLost(pn, n, prior int64) {
+	if c.rc() == nil {
+		c.def.OnPacketLost(pn, n, prior)
+	}
+}
+
+func (c *pathCC) OnPacketAbandoned(pn, n int64) {
+	c.rec.abandoned(pn, time.Now())
+	c.def.OnPacketAbandoned(pn, n)
+}
+
+func (c *pathCC) OnSpuriousLoss(pn int64) {
+	if c.rc() == nil {
+		c.def.OnSpuriousLoss(pn)
+	}
+}
+
+func (c *pathCC) OnRetransmissionTimeout(retransmitted bool) {
+	if c.rc() == nil {
+		c.def.OnRetransmissionTimeout(retransmitted)
+	}
+}
+
+func (c *pathCC) MaybeExitSlowStart() {
+	if c.rc() == nil {
+		c.def.MaybeExitSlowStart()
+	}
+}
+
+func (c *pathCC) CanSend(inFlight int64) bool {
+	if rc := c.rc(); rc != nil {
+		c.update(rc, time.Now())
+		return inFlight < c.window
+	}
+	return c.def.CanSend(inFlight)
+}
+
+func (c *pathCC) HasPacingBudget(now time.Time) bool {
+	if rc := c.rc(); rc != nil {
+		c.update(rc, now)
+		return c.pacer.Delay(now, int(c.maxSize)) == 0
+	}
+	return c.def.HasPacingBudget(now)
+}
+
+func (c *pathCC) TimeUntilSend(inFlight int64) time.Time {
+	if rc := c.rc(); rc != nil {
+		now := time.Now()
+		c.update(rc, now)
+		if d := c.pacer.Delay(now, int(c.maxSize)); d > 0 {
+			return now.Add(d)
+		}
+		return time.Time{}
+	}
+	return c.def.TimeUntilSend(inFlight)
+}
+
+func (c *pathCC) SetMaxDatagramSize(n int64) {
+	c.maxSize = n
+	c.def.SetMaxDatagramSize(n)
+}
+
+func (c *pathCC) CongestionWindow() int64 {
+	if c.rc() != nil && c.window > 0 {
+		return c.window
+	}
+	return c.def.CongestionWindow()
+}
+
+func (c *pathCC) InSlowStart() bool { return c.rc() == nil && c.def.InSlowStart() }
+func (c *pathCC) InRecovery() bool  { return c.rc() == nil && c.def.InRecovery() }

@@ -1,0 +1,179 @@
+package tunnel
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/bondd/bondd/policy"
+)
+
+// fakeDef stands for quic-go's own controller: a fixed window, and counts
+// of the events it hears.
+type fakeDef struct {
+	window                   int64
+	sent, acked, lost, paced int
+}
+
+func (f *fakeDef) OnPacketSent(time.Time, int64, int64, int64, bool) { f.sent++ }
+func (f *fakeDef) OnPacketAcked(int64, int64, int64, time.Time)      { f.acked++ }
+func (f *fakeDef) OnPacketLost(int64, int64, int64)                  { f.lost++ }
+func (f *fakeDef) OnPacketAbandoned(int64, int64)                    {}
+func (f *fakeDef) OnSpuriousLoss(int64)                              {}
+func (f *fakeDef) OnRetransmissionTimeout(bool)                      {}
+func (f *fakeDef) MaybeExitSlowStart()                               {}
+func (f *fakeDef) CanSend(inFlight int64) bool                       { return inFlight < f.window }
+func (f *fakeDef) HasPacingBudget(time.Time) bool                    { f.paced++; return true }
+func (f *fakeDef) TimeUntilSend(int64) time.Time                     { return time.Time{} }
+func (f *fakeDef) SetMaxDatagramSize(int64)                          {}
+func (f *fakeDef) CongestionWindow() int64                           { return f.window }
+func (f *fakeDef) InSlowStart() bool                                 { return true }
+func (f *fakeDef) InRecovery() bool                                  { return false }
+
+// fakeRTT is a connection's RTT estimate.
+type fakeRTT struct{ min time.Duration }
+
+func (r fakeRTT) MinRTT() time.Duration        { return r.min }
+func (r fakeRTT) SmoothedRTT() time.Duration   { return r.min }
+func (r fakeRTT) LatestRTT() time.Duration     { return r.min }
+func (r fakeRTT) MeanDeviation() time.Duration { return 0 }
+
+// newTestCC returns a path's controller with quic-go's def behind it; on
+// makes the path rate-controlled at target bytes/s.
+func newTestCC(on bool, target float64, minRTT time.Duration, leo bool) (*pathCC, *fakeDef, *path) {
+	rec, state, pc := newTestRecorder("p")
+	if leo {
+		state.SetLEOReconf(&policy.LEOReconf{})
+	}
+	p := pc.path
+	if on {
+		p.rc.on = true
+		p.rc.peer.Store(true)
+	}
+	p.rc.target.Store(math.Float64bits(target))
+	def := &fakeDef{window: 50_000}
+	return &pathCC{rec: rec, def: def, rtt: fakeRTT{minRTT}, maxSize: 1252}, def, p
+}
+
+// TestPathCCWindow: under bondd's rate control the window is target × (2 ×
+// min RTT + 55 ms) (plus the LEO hold at the target, at least 16 packets) and loss
+// does not touch it; otherwise quic-go's own controller decides.
+func TestPathCCWindow(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		on     bool
+		target float64 // bytes/s
+		minRTT time.Duration
+		leo    bool
+		want   int64 // bytes
+	}{
+		{"quic-go's own", false, 1.25e6, 40 * time.Millisecond, false, 50_000},
+		{"10 Mbit/s at 40 ms", true, 1.25e6, 40 * time.Millisecond, false, 100_000 + 68_750},
+		{"with the LEO hold", true, 1.25e6, 40 * time.Millisecond, true, 100_000 + 68_750 + 137_500},
+		{"no RTT sample yet: 100 ms", true, 1.25e6, 0, false, 250_000 + 68_750},
+		{"at least 16 packets", true, 10_000, 10 * time.Millisecond, false, 16 * 1252},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cc, def, _ := newTestCC(c.on, c.target, c.minRTT, c.leo)
+			if !cc.CanSend(c.want-1) || cc.CanSend(c.want) {
+				t.Errorf("window: CanSend(%d) %v, CanSend(%d) %v; want a window of %d", c.want-1, cc.CanSend(c.want-1), c.want, cc.CanSend(c.want), c.want)
+			}
+			if got := cc.CongestionWindow(); got != c.want {
+				t.Errorf("CongestionWindow %d, want %d", got, c.want)
+			}
+			cc.OnPacketLost(1, 1252, c.want)
+			if wantLost := map[bool]int{false: 1, true: 0}[c.on]; def.lost != wantLost {
+				t.Errorf("quic-go's controller heard %d losses, want %d", def.lost, wantLost)
+			}
+			if !cc.CanSend(c.want-1) && c.on {
+				t.Error("a loss shrank bondd's window")
+			}
+		})
+	}
+}
+
+// TestPathCCPacing: under bondd's rate control packets leave at 1.1 × the
+// target after a burst of ten packets.
+func TestPathCCPacing(t *testing.T) {
+	const target = 1.25e6 // bytes/s
+	cc, def, _ := newTestCC(true, target, 40*time.Millisecond, false)
+	now := time.Unix(1000, 0)
+	sent := 0
+	for cc.HasPacingBudget(now) {
+		cc.OnPacketSent(now, 0, int64(sent), 1252, true)
+		sent++
+	}
+	if sent < 10 || sent > 12 {
+		t.Errorf("a burst of %d packets, want 10", sent)
+	}
+	// A second at the pace: the packets that leave.
+	end := now.Add(time.Second)
+	n := 0
+	for now.Before(end) {
+		if cc.HasPacingBudget(now) {
+			cc.OnPacketSent(now, 0, int64(sent+n), 1252, true)
+			n++
+			continue
+		}
+		now = now.Add(100 * time.Microsecond)
+	}
+	want := ccPacingGain * target / 1252
+	if float64(n) < 0.97*want || float64(n) > 1.03*want {
+		t.Errorf("%d packets in a second, want %.0f", n, want)
+	}
+	if def.sent != 0 || def.paced != 0 {
+		t.Errorf("quic-go's controller was asked (%d sent, %d paced)", def.sent, def.paced)
+	}
+}
+
+// TestPathCCAbandoned: a datagram packet the probe timeout abandoned is
+// lost on the path once, whatever the rate control.
+func TestPathCCAbandoned(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		cc, _, p := newTestCC(on, 1.25e6, 40*time.Millisecond, false)
+		cc.rec.noteSent(7, false, 1200)
+		cc.rec.noteSent(8, false, 1200)
+		cc.OnPacketAcked(8, 1250, 2500, time.Now())
+		cc.OnPacketAbandoned(7, 1250)
+		cc.OnPacketAbandoned(7, 1250)
+		cc.OnPacketAbandoned(8, 1250)
+		if got := p.state.PacketsLost(); got != 1 {
+			t.Errorf("rate control %v: %d packets lost, want 1", on, got)
+		}
+	}
+}
+
+// BenchmarkPathCC is the controller's cost per packet under bondd's rate
+// control: sent, the window and pacer asked, acknowledged.
+func BenchmarkPathCC(b *testing.B) {
+	cc, _, _ := newTestCC(true, 1.25e8, 20*time.Millisecond, false)
+	now := time.Now()
+	b.ReportAllocs()
+	for i := range b.N {
+		pn := int64(i)
+		now = now.Add(10 * time.Microsecond)
+		cc.CanSend(100_000)
+		cc.HasPacingBudget(now)
+		cc.rec.noteSent(pn, false, 1200)
+		cc.OnPacketSent(now, 100_000, pn, 1252, true)
+		cc.OnPacketAcked(pn, 1252, 100_000, now)
+	}
+}
+
+// TestPathCCAllocs: the controller's per-packet path does not allocate.
+func TestPathCCAllocs(t *testing.T) {
+	cc, _, _ := newTestCC(true, 1.25e8, 20*time.Millisecond, false)
+	now, pn := time.Now(), int64(0)
+	if a := testing.AllocsPerRun(1000, func() {
+		now = now.Add(10 * time.Microsecond)
+		cc.CanSend(100_000)
+		cc.HasPacingBudget(now)
+		cc.TimeUntilSend(100_000)
+		cc.rec.noteSent(pn, false, 1200)
+		cc.OnPacketSent(now, 100_000, pn, 1252, true)
+		cc.OnPacketAcked(pn, 1252, 100_000, now)
+		pn++
+	}); a != 0 {
+		t.Errorf("%v allocations per packet", a)
+	}
+}
