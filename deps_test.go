@@ -14,7 +14,7 @@ var layer = map[string]int{
 	"classify": 0, "classify/capture": 0, "fec": 0, "tun": 0, "tun/tuntest": 0, "emu": 0, "internal/testbed": 0, "internal/yamlfile": 0, "internal/fleet": 0, "internal/testkit": 0,
 	"rules": 1, "internal/emuconfig": 1,
 	"policy": 2, "tunnel/ctrlmsg": 2,
-	"tunnel":          3,
+	"tunnel": 3, "internal/usage": 3,
 	"internal/config": 4, "internal/demo": 4, "internal/status": 5,
 	"internal/bench": 5, "internal/inspect": 5,
 	"internal/node": 6, "internal/quicfork": 6, "cmd/bondd-plot": 6, "internal/debpkg": 6, "internal/web": 6,
@@ -32,6 +32,8 @@ var restricted = map[string][]string{
 	// BGP: only the fleet speaker; packaging: only the .deb builder.
 	"github.com/osrg/gobgp/v4":      {"internal/fleet"},
 	"github.com/goreleaser/nfpm/v2": {"internal/debpkg"},
+	// The usage store: only its package.
+	"go.etcd.io/bbolt": {"internal/usage"},
 }
 
 const module = "github.com/bondd/bondd/"

@@ -75,6 +75,30 @@ type Budget struct {
 	Bytes int64
 	// Period is the calendar period the budget renews on.
 	Period Period
+	// ResetDay is the day of the month, 1 to MaxResetDay, on which a
+	// PeriodMonth budget renews at 00:00 UTC (a plan whose month starts
+	// on the 15th); 0 means the 1st. It is ignored for days and weeks.
+	ResetDay int
+}
+
+// MaxResetDay is the largest Budget.ResetDay: 28, so that every month has
+// the day.
+const MaxResetDay = 28
+
+// Bounds returns the UTC budget period holding t, [start, end): the
+// period's calendar bounds, with a month starting on ResetDay. The zero
+// Budget returns zero times.
+func (b Budget) Bounds(t time.Time) (start, end time.Time) {
+	if b.Period != PeriodMonth || b.ResetDay <= 1 {
+		return b.Period.Bounds(t)
+	}
+	t = t.UTC()
+	y, m, d := t.Date()
+	if d < b.ResetDay {
+		m--
+	}
+	start = time.Date(y, m, b.ResetDay, 0, 0, 0, 0, time.UTC)
+	return start, start.AddDate(0, 1, 0)
 }
 
 // IsZero reports whether b is no budget.
@@ -167,6 +191,11 @@ type budgetState struct {
 	used   atomic.Int64  // bytes counted in the period that ends at end
 	end    atomic.Int64  // unix ns: end of used's period; 0 before the first byte
 	total  atomic.Uint64 // bytes since NewPath
+	// fed is set once SetBudgetUsage has fed the count from outside (the
+	// wire-byte accounting of internal/usage): OnBytes then no longer
+	// counts against the budget.
+	fed      atomic.Bool
+	resetDay atomic.Int32 // Budget.ResetDay
 }
 
 // SetBudget sets the path's byte budget (the zero Budget removes it) and
@@ -177,6 +206,7 @@ func (p *Path) SetBudget(b Budget) {
 		b = Budget{}
 	}
 	p.budget.period.Store(int32(b.Period))
+	p.budget.resetDay.Store(int32(b.ResetDay))
 	p.budget.limit.Store(b.Bytes)
 	p.budget.end.Store(0)
 	p.budget.used.Store(0)
@@ -184,7 +214,28 @@ func (p *Path) SetBudget(b Budget) {
 
 // Budget returns the path's byte budget; the zero Budget when it has none.
 func (p *Path) Budget() Budget {
-	return Budget{Bytes: p.budget.limit.Load(), Period: Period(p.budget.period.Load())}
+	return Budget{Bytes: p.budget.limit.Load(), Period: Period(p.budget.period.Load()), ResetDay: int(p.budget.resetDay.Load())}
+}
+
+// SetBudgetUsage sets the bytes counted against the budget in the period
+// ending at end, from a count kept outside the path (the wire bytes of
+// both directions that internal/usage keeps across restarts). From the
+// first call on, OnBytes no longer counts against the budget. Safe for
+// concurrent use; used below 0 is taken as 0.
+func (p *Path) SetBudgetUsage(used int64, end time.Time) {
+	p.budget.fed.Store(true)
+	p.budget.end.Store(end.UnixNano())
+	p.budget.used.Store(max(used, 0))
+}
+
+// BudgetUsedFraction returns the share of the byte budget used in the
+// period holding now: 0 without a budget, above 1 past it.
+func (p *Path) BudgetUsedFraction(now time.Time) float64 {
+	used, limit := p.BudgetUsed(now)
+	if limit <= 0 {
+		return 0
+	}
+	return float64(used) / float64(limit)
 }
 
 // OnBytes counts n bytes sent on the path at now: against the budget's
@@ -194,11 +245,11 @@ func (p *Path) Budget() Budget {
 // concurrent use; allocation-free.
 func (p *Path) OnBytes(n int, now time.Time) {
 	p.budget.total.Add(uint64(n))
-	if p.budget.limit.Load() == 0 {
+	if p.budget.limit.Load() == 0 || p.budget.fed.Load() {
 		return
 	}
 	if e := p.budget.end.Load(); now.UnixNano() >= e {
-		_, end := Period(p.budget.period.Load()).Bounds(now)
+		_, end := p.Budget().Bounds(now)
 		if p.budget.end.CompareAndSwap(e, end.UnixNano()) {
 			p.budget.used.Store(0) // a byte counted by a racing writer may be lost here
 		}
@@ -225,4 +276,19 @@ func (p *Path) BudgetUsed(now time.Time) (used, limit int64) {
 func (p *Path) BudgetExhausted(now time.Time) bool {
 	used, limit := p.BudgetUsed(now)
 	return limit > 0 && float64(used) >= BudgetDegradeFraction*float64(limit)
+}
+
+// BudgetUsed returns the rules' budget_used annotation at now: the largest
+// share of its byte budget, in permille, that a connected path with a
+// budget has used in its period, and whether any connected path has a
+// budget. Allocation-free; it reads a few atomics per path.
+func BudgetUsed(paths []*Path, now time.Time) (permille uint64, any bool) {
+	for _, p := range paths {
+		if p.budget.limit.Load() == 0 || p.LinkStatus(now) == StatusUnavailable {
+			continue
+		}
+		any = true
+		permille = max(permille, uint64(math.Round(1000*p.BudgetUsedFraction(now))))
+	}
+	return permille, any
 }

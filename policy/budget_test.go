@@ -12,14 +12,14 @@ func TestParseBudget(t *testing.T) {
 		want Budget
 		err  bool
 	}{
-		{"2GB/month", Budget{2e9, PeriodMonth}, false},
-		{"500MB/day", Budget{500e6, PeriodDay}, false},
-		{"10GiB/week", Budget{10 << 30, PeriodWeek}, false},
-		{" 1.5 gb / Month ", Budget{1.5e9, PeriodMonth}, false},
-		{"1kB/day", Budget{1000, PeriodDay}, false},
-		{"1KiB/day", Budget{1024, PeriodDay}, false},
-		{"3TB/month", Budget{3e12, PeriodMonth}, false},
-		{"1B/day", Budget{1, PeriodDay}, false},
+		{"2GB/month", Budget{Bytes: 2e9, Period: PeriodMonth}, false},
+		{"500MB/day", Budget{Bytes: 500e6, Period: PeriodDay}, false},
+		{"10GiB/week", Budget{Bytes: 10 << 30, Period: PeriodWeek}, false},
+		{" 1.5 gb / Month ", Budget{Bytes: 1.5e9, Period: PeriodMonth}, false},
+		{"1kB/day", Budget{Bytes: 1000, Period: PeriodDay}, false},
+		{"1KiB/day", Budget{Bytes: 1024, Period: PeriodDay}, false},
+		{"3TB/month", Budget{Bytes: 3e12, Period: PeriodMonth}, false},
+		{"1B/day", Budget{Bytes: 1, Period: PeriodDay}, false},
 		{"2GB", Budget{}, true},            // no period
 		{"2GB/year", Budget{}, true},       // unknown period
 		{"2/month", Budget{}, true},        // no unit
@@ -46,7 +46,7 @@ func TestParseBudget(t *testing.T) {
 			t.Errorf("ParseBudget(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
 		}
 	}
-	for _, b := range []Budget{{2e9, PeriodMonth}, {10 << 30, PeriodWeek}, {1500, PeriodDay}, {1, PeriodDay}} {
+	for _, b := range []Budget{{Bytes: 2e9, Period: PeriodMonth}, {Bytes: 10 << 30, Period: PeriodWeek}, {Bytes: 1500, Period: PeriodDay}, {Bytes: 1, Period: PeriodDay}} {
 		if s := b.String(); s == "" {
 			t.Errorf("%+v has no text", b)
 		} else if back, err := ParseBudget(s); err != nil || back != b {
@@ -126,5 +126,40 @@ func TestPathBudget(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(100, func() { p.OnBytes(1200, day2); p.Status(day2) }); a != 0 {
 		t.Fatalf("OnBytes and Status allocate %v times", a)
+	}
+}
+
+// TestBudgetUsedAnnotation: the rules' budget_used is the fullest connected
+// budgeted path's share, in permille, fed from outside (SetBudgetUsage);
+// paths without a budget or down do not count.
+func TestBudgetUsedAnnotation(t *testing.T) {
+	now := time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)
+	_, end := PeriodMonth.Bounds(now)
+	a, b, free := NewPath("a", nil, 8), NewPath("b", nil, 8), NewPath("free", nil, 8)
+	a.SetBudget(Budget{Bytes: 1000, Period: PeriodMonth})
+	b.SetBudget(Budget{Bytes: 2000, Period: PeriodMonth, ResetDay: 15})
+	paths := []*Path{a, b, free}
+	if _, any := BudgetUsed(paths, now); any {
+		t.Error("budget_used present with every path down")
+	}
+	for _, p := range paths {
+		p.SetConnected(true, now)
+	}
+	a.SetBudgetUsage(500, end)
+	b.SetBudgetUsage(1700, end)
+	free.OnBytes(1e9, now)
+	if v, any := BudgetUsed(paths, now); !any || v != 850 {
+		t.Errorf("budget_used = %d, %v; want 850 (b's 1700/2000)", v, any)
+	}
+	a.OnBytes(5000, now) // fed from outside: OnBytes no longer counts against it
+	if u, _ := a.BudgetUsed(now); u != 500 {
+		t.Errorf("a used %d after OnBytes, want the fed 500", u)
+	}
+	b.SetConnected(false, now)
+	if v, _ := BudgetUsed(paths, now); v != 500 {
+		t.Errorf("budget_used = %d with b down, want 500", v)
+	}
+	if v, _ := BudgetUsed(paths, end); v != 0 {
+		t.Errorf("budget_used = %d in the next period, want 0", v)
 	}
 }

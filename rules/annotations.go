@@ -19,6 +19,13 @@ type Annotations struct {
 	// 57 of each UTC minute for Starlink; MoMQ rule R2). LEONone means the
 	// key is absent.
 	LEOState LEOState
+	// BudgetUsed is key budget_used, in permille (0–1000 for 0–100 %,
+	// more past the budget): the largest share of its byte budget any
+	// connected path with a budget has used in its period. Present only
+	// while HasBudget; a rule "budget_used: 0.8" matches from 800 on.
+	BudgetUsed uint64
+	// HasBudget is set while some connected path has a byte budget.
+	HasBudget bool
 }
 
 // LEOState is the value of the leo_state annotation.
@@ -50,18 +57,20 @@ const (
 	annNone annKey = iota
 	annPendingIFrame
 	annLEOState
+	annBudgetUsed
 )
 
 // Annotation key names, as rules write them.
 const (
 	KeyPendingIFrame = "pending_iframe"
 	KeyLEOState      = "leo_state"
+	KeyBudgetUsed    = "budget_used"
 )
 
 // AnnotationKeys returns the annotation key names (a new slice).
-func AnnotationKeys() []string { return []string{KeyPendingIFrame, KeyLEOState} }
+func AnnotationKeys() []string { return []string{KeyPendingIFrame, KeyLEOState, KeyBudgetUsed} }
 
-var annByName = map[string]annKey{KeyPendingIFrame: annPendingIFrame, KeyLEOState: annLEOState}
+var annByName = map[string]annKey{KeyPendingIFrame: annPendingIFrame, KeyLEOState: annLEOState, KeyBudgetUsed: annBudgetUsed}
 
 func (k annKey) String() string {
 	switch k {
@@ -69,12 +78,15 @@ func (k annKey) String() string {
 		return KeyPendingIFrame
 	case annLEOState:
 		return KeyLEOState
+	case annBudgetUsed:
+		return KeyBudgetUsed
 	}
 	return ""
 }
 
 // value returns the annotation's integer form and whether it is present:
-// pending_iframe is 1 when present; leo_state is its LEOState.
+// pending_iframe is 1 when present; leo_state is its LEOState;
+// budget_used is BudgetUsed, in permille.
 func (a *Annotations) value(k annKey) (uint64, bool) {
 	if a == nil {
 		return 0, false
@@ -84,6 +96,8 @@ func (a *Annotations) value(k annKey) (uint64, bool) {
 		return 1, a.PendingIFrame
 	case annLEOState:
 		return uint64(a.LEOState), a.LEOState != LEONone
+	case annBudgetUsed:
+		return a.BudgetUsed, a.HasBudget
 	}
 	return 0, false
 }

@@ -33,6 +33,7 @@ type op uint8
 const (
 	opEqSlot     op = iota // slot value == num
 	opExistsSlot           // slot present
+	opGeSlot               // slot value >= num (budget_used)
 	opExists               // md.Has(key): src_ip, dst_ip, class and label keys
 	opEqSrcIP              // md.Src == addr
 	opEqDstIP              // md.Dst == addr
@@ -325,6 +326,13 @@ func (c *compiler) entry(s *Set, m *Match) (entry, bool) {
 			return entry{}, false
 		}
 		e.op, e.num = opEqSlot, uint64(LEOReconf)
+	case ann == annBudgetUsed:
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f >= 0 && f <= 1) {
+			c.errf(m.Line, "match budget_used: value %q; want a share of the budget from 0 to 1, like 0.8 (matches from 80 %% used on)", v)
+			return entry{}, false
+		}
+		e.op, e.num = opGeSlot, uint64(math.Round(f*1000))
 	case k == classify.KeyClass:
 		if v == "" {
 			c.errf(m.Line, "match class: empty class name")

@@ -92,6 +92,9 @@ func (s *Set) matchesSlow(e *entry, md *classify.Metadata, sv *slotValues) bool 
 	switch e.op {
 	case opExistsSlot:
 		return sv.present&(1<<(e.slot&(maxSlots-1))) != 0
+	case opGeSlot:
+		i := e.slot & (maxSlots - 1)
+		return sv.present&(1<<i) != 0 && sv.v[i] >= e.num
 	case opExists:
 		return md.Has(e.key)
 	case opEqSrcIP:

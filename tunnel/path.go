@@ -28,6 +28,7 @@ type path struct {
 
 	txPackets, txBytes, rxPackets, rxBytes atomic.Uint64
 	rescued                                atomic.Uint64
+	wire                                   wireMeter // bytes on the wire, from the connections' counters (wire.go)
 	// pmtuHeld counts frames parked for a path MTU probe's answer
 	// (rerouteOversize).
 	pmtuHeld atomic.Uint64
@@ -100,6 +101,8 @@ func (p *path) serve(conn *quic.Conn, rec *recorder, stop <-chan struct{}) {
 		p.queue.drain() // frames queued while the path was down are stale
 	}
 	pc.reset()
+	p.wire.attach(conn)
+	defer p.wire.detach(conn) // after the connection has closed: its last packets count
 	p.suspect.Store(false)
 	p.gated.Store(false)
 	p.txAtHeard.Store(p.txPackets.Load())

@@ -25,6 +25,8 @@ type RuleSource interface {
 //
 //   - leo_state=reconf while any connected path with a LEO reconfiguration
 //     marker is inside its danger zone (policy.LEOState);
+//   - budget_used: the largest share of its byte budget a connected path
+//     has used (policy.BudgetUsed);
 //   - pending_iframe=true while some connected path has an I-frame in
 //     flight whose slack B = ⌈S_I/cwnd⌉·cwnd − S_I (MoMQ eq. 1) still has
 //     room for this packet (policy.PendingIFrame).
@@ -75,6 +77,7 @@ func (rs *ruleState) evaluate(pkt []byte, paths []*policy.Path, now time.Time) b
 		PendingIFrame: policy.PendingIFrame(paths, now, len(pkt)),
 		LEOState:      policy.LEOState(paths, now),
 	}
+	rs.ann.BudgetUsed, rs.ann.HasBudget = policy.BudgetUsed(paths, now)
 	if rs.set.Load() != set { // a reload: counts start over for the new set
 		for i := range rs.hits {
 			rs.hits[i].Store(0)

@@ -2,7 +2,7 @@
 // packets of unmodified applications over several uplinks at once, as QUIC
 // DATAGRAMs (RFC 9221), between an edge and a concentrator.
 //
-// Subcommands: run, status, demo, bench, emu, classify, rules, version. See
+// Subcommands: run, status, usage, demo, bench, emu, classify, rules, version. See
 // README.md.
 package main
 
@@ -33,6 +33,7 @@ func main() {
 		newClassifyCmd(),
 		newEmuCmd(),
 		newRulesCmd(),
+		newUsageCmd(),
 	)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "bondd:", err)

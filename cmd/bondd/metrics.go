@@ -196,6 +196,9 @@ func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range pathCounterDescs {
 		ch <- m.desc
 	}
+	for _, d := range usageDescs { // metrics_usage.go
+		ch <- d
+	}
 }
 
 // Collect takes one snapshot and sends its metrics.
@@ -219,6 +222,7 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	collectFleet(&r, gauge, counter) // fleet.go
+	collectUsage(&r, ch)             // metrics_usage.go
 	if rs := r.Rules; rs != nil {
 		gauge(descRulesVersion, float64(rs.Version))
 		gauge(descRulesLoaded, float64(rs.Loaded.UnixNano())/1e9)

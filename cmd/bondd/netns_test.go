@@ -100,6 +100,9 @@ func (b *itBed) close() {
 func (b *itBed) start(t *testing.T, ns *testbed.NS, name, config, sock string) {
 	t.Helper()
 	path := filepath.Join(b.dir, name+".yaml")
+	// Each daemon keeps its usage store in its own folder (by name), not
+	// in the shared default /var/lib/bondd.
+	config += "state_dir: " + filepath.Join(b.dir, name+"-state") + "\n"
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ while an I-frame is in flight or during a LEO reconfiguration.`,
 	f.StringVar(&o.RulesPath, "rules", "", "rule file")
 	f.StringVar(&o.PcapPath, "pcap", "", "capture file (pcap or pcapng)")
 	f.StringArrayVar(&o.Labels, "labels", nil, "a path and its labels, e.g. sat=cost_class=free,link_type=satellite (repeat per path)")
-	f.StringArrayVar(&o.Annotate, "annotate", nil, "set an annotation on every packet: pending_iframe=true or leo_state=reconf (repeatable)")
+	f.StringArrayVar(&o.Annotate, "annotate", nil, "set an annotation on every packet: pending_iframe=true, leo_state=reconf or budget_used=SHARE (repeatable)")
 	f.StringSliceVar(&o.RTPPorts, "rtp-ports", nil, "UDP ports or ranges carrying RTP, e.g. 5004,6000-6010")
 	f.StringSliceVar(&o.RTPPTs, "rtp-pt", nil, "RTP payload type to codec, e.g. 96=h264 (as in SDP a=rtpmap)")
 	f.BoolVar(&o.NoHeuristic, "no-heuristic", false, "find RTP only on --rtp-ports and --rtp-pt")

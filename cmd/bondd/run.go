@@ -26,7 +26,7 @@ import (
 
 func newRunCmd() *cobra.Command {
 	var cfgPath, ctlPath string
-	var check bool
+	var check, resetState bool
 	cmd := &cobra.Command{
 		Use:   "run --config FILE",
 		Short: "Run an edge or a concentrator from a config file",
@@ -47,13 +47,20 @@ func newRunCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runDaemon(ctx, cfg, ctlPath, newLogger(cfg.LogLevel, cfg.LogFormat, os.Stderr))
+			log := newLogger(cfg.LogLevel, cfg.LogFormat, os.Stderr)
+			if resetState {
+				if err := node.ResetUsage(cfg, log); err != nil {
+					return err
+				}
+			}
+			return runDaemon(ctx, cfg, ctlPath, log)
 		},
 	}
 	cmd.Flags().StringVarP(&cfgPath, "config", "c", "", "config file (YAML)")
 	cmd.MarkFlagRequired("config")
 	cmd.Flags().StringVar(&ctlPath, "control-socket", defaultControlSocket, "Unix socket serving status to bondd status; empty: none")
 	cmd.Flags().BoolVar(&check, "check", false, "check the config file and its rule files, print a summary and exit")
+	cmd.Flags().BoolVar(&resetState, "reset-state", false, "move the usage store (state_dir/usage.db) aside with a timestamp and start an empty one")
 	return cmd
 }
 
@@ -169,12 +176,16 @@ func runDaemon(ctx context.Context, cfg *config.Config, ctlPath string, log *slo
 			return err
 		}
 	}
+	st, err := node.OpenUsage(cfg, log) // a store it refuses stops bondd here
+	if err != nil {
+		return err
+	}
+	defer st.Close()
 	var (
 		rw *rules.Watcher
 		rt *ruleTracker
 	)
 	if cfg.Rules != "" {
-		var err error
 		rt = newRuleTracker(cfg.Rules)
 		if rw, err = startRules(cfg, log, rt.onReload); err != nil {
 			return err
@@ -208,9 +219,20 @@ func runDaemon(ctx context.Context, cfg *config.Config, ctlPath string, log *slo
 	if f := node.EdgeReloader(d, cfg.File(), cfg.TUN.Name); f != nil && cfg.File() != "" {
 		reload.Store(&f)
 	}
+	acct, err := node.StartUsage(cfg, d, st, log)
+	if err != nil {
+		d.Close()
+		return err
+	}
+	defer func() { // after d.Close: the paths' last packets count
+		if err := acct.Close(); err != nil {
+			log.Error("usage: the last flush failed", "err", err)
+		}
+	}()
 	src := newStatusSource(d, cfg, rt)
+	src.usage = acct
 	if ctlPath != "" {
-		ctl, err := status.Serve(ctlPath, src.report, func() error { return node.Drain(d) })
+		ctl, err := status.Serve(ctlPath, src.report, func() error { return node.Drain(d) }, usageHandler(acct))
 		if err != nil {
 			d.Close()
 			return err

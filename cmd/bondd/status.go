@@ -17,6 +17,7 @@ import (
 	"github.com/bondd/bondd/internal/config"
 	"github.com/bondd/bondd/internal/node"
 	"github.com/bondd/bondd/internal/status"
+	"github.com/bondd/bondd/internal/usage"
 	"github.com/bondd/bondd/rules"
 )
 
@@ -31,6 +32,7 @@ type statusSource struct {
 	started time.Time
 	addrs   map[string][]netip.Prefix // inner addresses by edge id
 	rules   *ruleTracker              // nil without a rule file
+	usage   *usage.Accountant         // nil without usage accounting
 }
 
 // newStatusSource returns the status source of daemon d started from cfg.
@@ -50,7 +52,7 @@ func newStatusSource(d node.Daemon, cfg *config.Config, rt *ruleTracker) *status
 // report snapshots the daemon. It is safe for concurrent use and cheap
 // enough for every scrape and every status request: it reads counters.
 func (s *statusSource) report() status.Report {
-	r := status.Report{Version: versionString(), Uptime: time.Since(s.started), Rules: s.rules.status()}
+	r := status.Report{Version: versionString(), Uptime: time.Since(s.started), Rules: s.rules.status(), Usage: usageStatus(s.usage)}
 	bonds := node.Report(s.d, &r)
 	for _, b := range bonds {
 		r.Bonds = append(r.Bonds, status.Bond{BondStats: b, Addresses: s.addrs[b.EdgeID]})

@@ -539,6 +539,11 @@ func (b *faultBed) startDaemon(ns *testbed.NS, name, cfg, sock string) (*exec.Cm
 		return nil, err
 	}
 	defer logf.Close() // the child holds its own descriptor
+	// Each daemon keeps its usage store in its own folder, not in the
+	// shared default /var/lib/bondd.
+	if data, err := os.ReadFile(filepath.Join(b.dir, cfg)); err == nil && !strings.Contains(string(data), "state_dir:") {
+		b.writeFile(cfg, string(data)+"state_dir: "+filepath.Join(b.dir, name+"-state")+"\n")
+	}
 	cmd := exec.Command("ip", "netns", "exec", ns.Name(), b.bin, "run", "--config", filepath.Join(b.dir, cfg), "--control-socket", sock)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

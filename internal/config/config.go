@@ -124,6 +124,17 @@ type Config struct {
 	// connection (tunnel.PathOptions.QlogDir), for debugging; it is
 	// created at start if missing. Optional; empty: no qlog.
 	QlogDir string
+	// StateDir is the directory of the daemon's state, its usage store
+	// (usage.db, internal/usage). Default DefaultStateDir.
+	StateDir string
+	// StateFlush is how often the usage counters are written to the
+	// store, 100ms to 10s (a SIGKILL loses at most this much counting).
+	// Default usage.DefaultFlush (10s).
+	StateFlush time.Duration
+	// UsageRetentionMonths is how long the hourly usage history is kept,
+	// 1 to usage.MaxRetentionMonths. Default usage.DefaultRetentionMonths
+	// (13).
+	UsageRetentionMonths int
 	// TUN configures the tunnel device. Required (addresses).
 	TUN TUNConfig
 	// Edge is set when Role is RoleEdge, and must be nil otherwise.
@@ -255,8 +266,13 @@ type UplinkConfig struct {
 	LEOReconf *policy.LEOReconf
 	// Budget is the uplink's byte budget per UTC day, week or month (YAML
 	// budget: 2GB/month); at 90 % the path is DEGRADED for traffic no rule
-	// prefers it for. The zero value: none. Optional.
+	// prefers it for. The zero value: none. Optional. Its ResetDay is
+	// YAML budget_reset_day (1 to 28): a monthly budget renews on that
+	// day at 00:00 UTC instead of the 1st.
 	Budget policy.Budget
+	// BudgetDirection is which wire bytes count against Budget: up, down
+	// or both (YAML budget_direction). Default both.
+	BudgetDirection string
 }
 
 // ConcentratorConfig configures a concentrator (key concentrator).

@@ -89,11 +89,11 @@ func indexField(list string, i int) string {
 
 // Known keys of each mapping, in the order docs/config.md lists them.
 var (
-	configKeys       = []string{"role", "log_level", "log_format", "metrics_listen", "qlog_dir", "tun", "edge", "concentrator", "paths", "scheduler", "fec", "rules", "classify", "web"}
+	configKeys       = []string{"role", "log_level", "log_format", "metrics_listen", "qlog_dir", "state_dir", "state_flush", "usage_retention_months", "tun", "edge", "concentrator", "paths", "scheduler", "fec", "rules", "classify", "web"}
 	fecKeys          = []string{"mode", "k", "alpha", "ratio", "budget", "video_residual", "placement"}
 	tunKeys          = []string{"name", "addresses", "mtu", "routes"}
 	edgeKeys         = []string{"id", "concentrator", "server_name", "ca_file", "server_cert_sha256", "token_file", "cert_file", "key_file", "uplinks", "downlink_rules", "failover"}
-	uplinkKeys       = []string{"name", "bind", "interface", "remote", "labels", "leo_reconf", "budget"}
+	uplinkKeys       = []string{"name", "bind", "interface", "remote", "labels", "leo_reconf", "budget", "budget_direction", "budget_reset_day"}
 	leoReconfKeys    = []string{"seconds", "window_ms", "hold_ms"}
 	concentratorKeys = []string{"listen", "cert_file", "key_file", "client_ca_file", "edges", "bgp"}
 	edgeEntryKeys    = []string{"id", "token_file", "cert_cn", "allowed_prefixes", "allow_edge_rules", "policy_label_keys"}
@@ -346,6 +346,7 @@ func (d *configDecoder) config(root *yaml.Node) *Config {
 	c.LogFormat = d.str(f["log_format"], "log_format", "text or json")
 	c.MetricsListen = d.str(f["metrics_listen"], "metrics_listen", "host:port")
 	c.QlogDir = d.str(f["qlog_dir"], "qlog_dir", "a directory path")
+	d.state(f, c) // state.go
 	if n := f["tun"]; n != nil {
 		d.tun(n, &c.TUN)
 	}
@@ -464,6 +465,7 @@ func (d *configDecoder) uplink(n *yaml.Node, path string) UplinkConfig {
 			}
 		}
 	}
+	d.budgetOptions(f, path, &u) // state.go
 	if l := f["labels"]; l != nil {
 		u.Labels = d.labels(l, path+".labels")
 	}

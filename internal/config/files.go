@@ -46,7 +46,7 @@ func (c *Config) fileRefs() []fileRef {
 // resolvePaths makes relative file and directory paths relative to the
 // config file's directory.
 func (c *Config) resolvePaths() {
-	paths := []*string{&c.QlogDir, &c.Classify.SDP}
+	paths := []*string{&c.QlogDir, &c.StateDir, &c.Classify.SDP}
 	for _, r := range c.fileRefs() {
 		paths = append(paths, r.path)
 	}

@@ -39,6 +39,7 @@ func TestBuild(t *testing.T) {
 		"./usr/share/bondd/examples/rules/vehicular.yaml",
 		"./usr/share/bondd/examples/rules/momq-svc.yaml",
 		"./etc/bondd/",
+		"./var/lib/bondd/",
 	} {
 		if !strings.Contains(string(out), want+"\n") {
 			t.Errorf("package lacks %s:\n%s", want, out)

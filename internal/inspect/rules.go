@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"net/netip"
 	"sort"
 	"strconv"
@@ -113,13 +114,21 @@ func parseExplainPaths(specs []string) ([]*explainPath, error) {
 func parseAnnotations(specs []string) (rules.Annotations, error) {
 	var a rules.Annotations
 	for _, s := range specs {
+		if v, ok := strings.CutPrefix(s, rules.KeyBudgetUsed+"="); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 || f > 10 {
+				return a, fmt.Errorf("rules explain: --annotate %q: want budget_used=SHARE, a share of the budget like 0.85", s)
+			}
+			a.BudgetUsed, a.HasBudget = uint64(math.Round(1000*f)), true
+			continue
+		}
 		switch s {
 		case rules.KeyPendingIFrame + "=true":
 			a.PendingIFrame = true
 		case rules.KeyLEOState + "=" + rules.LEOReconf.String():
 			a.LEOState = rules.LEOReconf
 		default:
-			return a, fmt.Errorf("rules explain: --annotate %q: want pending_iframe=true or leo_state=reconf", s)
+			return a, fmt.Errorf("rules explain: --annotate %q: want pending_iframe=true, leo_state=reconf or budget_used=SHARE", s)
 		}
 	}
 	return a, nil

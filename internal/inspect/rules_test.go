@@ -87,7 +87,7 @@ func TestRulesCheckErrors(t *testing.T) {
 func TestRulesExplainBadOptions(t *testing.T) {
 	pcap := writeTestCapture(t)
 	for _, bad := range []ExplainOptions{
-		{Labels: []string{"sat"}}, {Labels: []string{"sat=cost_class"}}, {Annotate: []string{"leo_state=calm"}}, {RTPPTs: []string{"96=nope"}},
+		{Labels: []string{"sat"}}, {Labels: []string{"sat=cost_class"}}, {Annotate: []string{"leo_state=calm"}}, {Annotate: []string{"budget_used=lots"}}, {RTPPTs: []string{"96=nope"}},
 	} {
 		bad.RulesPath, bad.PcapPath = filepath.Join(rulesExamples, "vehicular.yaml"), pcap
 		var out bytes.Buffer

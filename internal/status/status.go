@@ -45,6 +45,9 @@ type Report struct {
 	// before any bond saw it, by reason (tunnel.TransportDrops): packets,
 	// or connections for handshake_failed and refused.
 	TransportDrops map[string]uint64 `json:"transport_drops,omitempty"`
+	// Usage is the wire-byte accounting of every path (usage.go); nil
+	// when the daemon keeps none.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // Bond is one bond's counters and the inner addresses it carries.
@@ -75,7 +78,9 @@ type Rules struct {
 // socket at path, mode 0600 (root only), and POST /drain (bondd drain),
 // which calls drain (nil: nothing to drain, answered 409). A stale socket
 // file from a dead process is replaced.
-func Serve(path string, src func() Report, drain func() error) (io.Closer, error) {
+//
+// Each of extra is served too (GET /usage, usage.go).
+func Serve(path string, src func() Report, drain func() error, extra ...Handler) (io.Closer, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
@@ -105,6 +110,9 @@ func Serve(path string, src func() Report, drain func() error) (io.Closer, error
 			http.Error(w, err.Error(), http.StatusConflict)
 		}
 	})
+	for _, h := range extra {
+		mux.Handle(h.Pattern, h.Handler)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return srv, nil
@@ -222,6 +230,7 @@ func Print(w io.Writer, r *Report, now time.Time) {
 		}
 	}
 	printFleet(w, r) // fleet.go
+	printUsage(w, r) // usage.go
 	for _, b := range r.Bonds {
 		fmt.Fprintf(w, "\nbond %s (id %x), up %s, mtu %s, addresses %s: tx %d rx %d packets\n", b.EdgeID, b.BondID,
 			b.Uptime.Round(time.Second), formatMTU(b.BondStats), formatPrefixes(b.Addresses), b.TxPackets, b.RxPackets)
