@@ -23,6 +23,7 @@ import (
 	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/internal/demo"
 	"github.com/bondd/bondd/internal/status"
+	"github.com/bondd/bondd/internal/usage"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tunnel"
@@ -165,7 +166,7 @@ func TestBrowser(t *testing.T) {
 	var ruleStatus atomic.Pointer[status.Rules]
 	ruleStatus.Store(&status.Rules{File: "/etc/bondd/vehicular.yaml", Version: 1, Loaded: started, Rules: set.Len()})
 	edgeSrc := func() status.Report {
-		return status.Report{Role: "edge", Version: "test", Uptime: time.Since(started), Rules: ruleStatus.Load(),
+		return status.Report{Role: "edge", Version: "test", Uptime: time.Since(started), Rules: ruleStatus.Load(), Usage: testUsage,
 			Bonds: []status.Bond{{BondStats: bed.Edge.Stats(), Addresses: []netip.Prefix{netip.PrefixFrom(demo.EdgeAddr, 32)}}}}
 	}
 	srv, err := Start(Options{Listen: "127.0.0.1:0", Source: edgeSrc})
@@ -194,6 +195,10 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("loading %s: %v", srv.URL(), err)
 	}
 	waitFor(t, "a card per uplink", 15*time.Second, func() bool { return len(cards(t, bctx)) == len(sc.Paths) })
+	waitFor(t, "the budget's projection on verizon's card", 5*time.Second, func() bool {
+		text, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('.card[data-path="verizon"]').textContent`))
+		return err == nil && strings.Contains(text, "25.4 GB") && strings.Contains(text, "projected")
+	})
 	first := cards(t, bctx)
 	for _, p := range sc.Paths {
 		if !slices.ContainsFunc(first, func(c card) bool { return c.Path == p.Name }) {
@@ -279,6 +284,12 @@ rules:
     priority: 0
     actions: {priority: 1}
 `
+
+// testUsage is a budget on one path, as the usage store reports it: the
+// page shows its use and projection on that path's card.
+var testUsage = &status.Usage{File: "/var/lib/bondd/usage.db", Paths: []usage.PathUsage{{Bond: "demo-edge", Path: "verizon",
+	PeriodStart: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), PeriodEnd: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC),
+	Budget: "20GB/month", BudgetBytes: 20e9, Direction: "both", UsedBytes: 4.1e9, Share: 0.205, ProjectedBytes: 25.4e9, ProjectedShare: 1.27}}}
 
 // staticRules is a rule source that never reloads.
 type staticRules struct{ set *rules.Set }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/bondd/bondd/internal/status"
 	"github.com/bondd/bondd/internal/testkit"
+	"github.com/bondd/bondd/internal/usage"
 	"github.com/bondd/bondd/tunnel"
 )
 
@@ -31,13 +32,14 @@ type fakeSource struct {
 	calls uint64
 	down  map[string]bool // path names reported UNAVAILABLE
 	rules *status.Rules
+	usage *status.Usage
 }
 
 func (f *fakeSource) report() status.Report {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
-	r := status.Report{Role: f.role, Version: "test", Uptime: time.Duration(f.calls) * time.Second, Rules: f.rules}
+	r := status.Report{Role: f.role, Version: "test", Uptime: time.Duration(f.calls) * time.Second, Rules: f.rules, Usage: f.usage}
 	for e := range f.edges {
 		b := status.Bond{BondStats: tunnel.BondStats{EdgeID: fmt.Sprintf("edge-%04d", e), MTU: 1280, MTUConfigured: 1280,
 			TxPackets: f.calls * 100, RxPackets: f.calls * 90, Drops: tunnel.DropCounts{},
@@ -265,7 +267,9 @@ func next(t *testing.T, ch <-chan map[string]any) map[string]any {
 // ones the current values; a path going down is an event.
 func TestStreamEdge(t *testing.T) {
 	testkit.CheckLeaks(t)
-	src := &fakeSource{role: "edge", edges: 1, rules: &status.Rules{File: "r.yaml", Version: 1, Rules: 2}}
+	src := &fakeSource{role: "edge", edges: 1, rules: &status.Rules{File: "r.yaml", Version: 1, Rules: 2},
+		usage: &status.Usage{Paths: []usage.PathUsage{{Bond: "edge-0000", Path: "att", Budget: "20GB/month", BudgetBytes: 20e9,
+			UsedBytes: 5e9, Share: 0.25, ProjectedBytes: 24e9, ProjectedShare: 1.2}}}}
 	s := startFake(t, Options{Interval: 50 * time.Millisecond}, src)
 	time.Sleep(200 * time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -290,6 +294,12 @@ func TestStreamEdge(t *testing.T) {
 	}
 	if p := paths[0].(map[string]any); p["sent_bps"].(float64) <= 0 || p["state"] != "ACTIVE" {
 		t.Errorf("path 0: %v", p)
+	}
+	if u, _ := paths[0].(map[string]any)["usage"].(map[string]any); u == nil || u["projected_bytes"].(float64) != 24e9 {
+		t.Errorf("path att's usage: %v, want its budget projection", u)
+	}
+	if u := paths[1].(map[string]any)["usage"]; u != nil {
+		t.Errorf("path tmobile has usage %v; the report has none for it", u)
 	}
 	src.setDown("tmobile", true)
 	src.mu.Lock()

@@ -22,11 +22,14 @@ type edgeMsg struct {
 	Hist   *histMsg          `json:"hist,omitempty"`
 }
 
-// pathMsg is a path's current values and its full status entry (raw),
-// which carries every field of tunnel.PathStats, budget fields included.
+// pathMsg is a path's current values, its full status entry (raw),
+// which carries every field of tunnel.PathStats, and its entry of the
+// report's usage (a usage.PathUsage: period, budget use and projection),
+// absent when the daemon keeps no usage.
 type pathMsg struct {
 	pathNow
-	Raw tunnel.PathStats `json:"raw"`
+	Raw   tunnel.PathStats `json:"raw"`
+	Usage any              `json:"usage,omitempty"`
 }
 
 // rulesMsg is the rule set in force and each rule's packets.
@@ -88,7 +91,15 @@ func (h *hub) edgeView(f *frame, q query, withHist bool) *edgeMsg {
 	bn.Drops = drops(&bs.raw)
 	m.Bond = &bn
 	for _, p := range bs.paths {
-		m.Paths = append(m.Paths, pathMsg{pathNow: p.now, Raw: p.raw})
+		pm := pathMsg{pathNow: p.now, Raw: p.raw}
+		if u := h.rep.Usage; u != nil {
+			for _, pu := range u.Paths {
+				if pu.Bond == m.Edge && pu.Path == p.now.Name {
+					pm.Usage = pu
+				}
+			}
+		}
+		m.Paths = append(m.Paths, pm)
 	}
 	if h.rep.Rules != nil || bs.raw.Rules != nil {
 		m.Rules = &rulesMsg{Rules: h.rep.Rules, Hits: bs.ruleHits()}

@@ -349,11 +349,31 @@ function drawCards(m) {
 // reports one) under it.
 function drawBudget(c, p) {
   const raw = p.raw || {};
+  const u = p.usage;
+  c.extra.textContent = '';
+  if (u && u.budget_bytes > 0) {
+    c.budgetKey.hidden = false;
+    setNum(c.refs, 'budget', fmtBytes(u.used_bytes) + ' of ' + fmtBytes(u.budget_bytes), fmtPct(u.share) + ' (' + u.budget + ', ' + (u.direction || 'both') + ')');
+    const d = el('div');
+    d.append(el('span', 'k', 'projected at the period\'s end (' + (u.period_end || '').slice(0, 10) + ')'));
+    d.append(el('span', 'num', fmtBytes(u.projected_bytes)), el('span', 'sub' + (u.projected_share > 1 ? ' err' : ''), ' ' + fmtPct(u.projected_share)));
+    c.extra.append(d);
+    const bar = el('div', 'bar' + (u.projected_share > 1 ? ' hot' : ''));
+    const fill = el('span');
+    fill.style.width = Math.min(100, 100 * (u.share || 0)) + '%';
+    bar.append(fill);
+    c.extra.append(bar);
+    return;
+  }
+  if (u && u.period) {
+    c.budgetKey.hidden = false;
+    setNum(c.refs, 'budget', 'none', 'this period: up ' + fmtBytes(u.period.up_bytes) + ', down ' + fmtBytes(u.period.down_bytes));
+    return;
+  }
   c.budgetKey.hidden = !(p.budget_bytes > 0);
   if (p.budget_bytes > 0) {
     setNum(c.refs, 'budget', fmtBytes(p.budget_used_bytes) + ' of ' + fmtBytes(p.budget_bytes), 'this ' + (p.budget_period || 'period'));
   }
-  c.extra.textContent = '';
   for (const [k, v] of Object.entries(raw)) {
     if (!k.startsWith('budget_') || ['budget_bytes', 'budget_used_bytes', 'budget_period'].includes(k)) continue;
     const d = el('div');
