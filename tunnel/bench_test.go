@@ -132,6 +132,9 @@ func bondFlow(b *testing.B, paths int) (flow, func()) {
 	edgeDev := newBenchDevice(tmpl, func([]byte) {})
 	concDev := newBenchDevice(tmpl, func(pkt []byte) { <-ready; got(pkt[28:]) })
 	tb := newTestBondDevices(b, token, paths, edgeDev, concDev, func(o *EdgeOptions) {
+		if rc := os.Getenv("BENCH_RATE_CONTROL"); rc != "" {
+			o.Paths.RateControl = rc // quic: quic-go's own controller, the baseline
+		}
 		if os.Getenv("BENCH_FEC_OFF") != "" {
 			o.FEC.Mode = FECOff
 		}
