@@ -17,7 +17,7 @@ var layer = map[string]int{
 	"tunnel": 3, "internal/usage": 3,
 	"internal/config": 4, "internal/demo": 4, "internal/status": 5,
 	"internal/bench": 5, "internal/inspect": 5,
-	"internal/node": 6, "internal/quicfork": 6, "cmd/bondd-plot": 6, "internal/debpkg": 6,
+	"internal/node": 6, "internal/quicfork": 6, "cmd/bondd-plot": 6, "internal/debpkg": 6, "internal/web": 6,
 	"cmd/bondd": 7,
 }
 

@@ -49,7 +49,9 @@ type ruleState struct {
 	ann  rules.Annotations
 	dir  rules.Directive
 	hits [rules.MaxRules]atomic.Uint64 // per rule index of the set in force
-	set  atomic.Pointer[rules.Set]     // the set hits refer to
+	// bytes are the inner packet bytes of those hits.
+	bytes [rules.MaxRules]atomic.Uint64
+	set   atomic.Pointer[rules.Set] // the set hits refer to
 }
 
 func newRuleState(src RuleSource, copts classify.Options) (*ruleState, error) {
@@ -79,6 +81,7 @@ func (rs *ruleState) evaluate(pkt []byte, paths []*policy.Path, now time.Time) b
 	if rs.set.Load() != set { // a reload: counts start over for the new set
 		for i := range rs.hits {
 			rs.hits[i].Store(0)
+			rs.bytes[i].Store(0)
 		}
 		rs.set.Store(set)
 	}
@@ -88,6 +91,7 @@ func (rs *ruleState) evaluate(pkt []byte, paths []*policy.Path, now time.Time) b
 		for ; word != 0; word &= word - 1 {
 			if i := w*64 + bits.TrailingZeros64(word); i < len(rs.hits) {
 				rs.hits[i].Add(1)
+				rs.bytes[i].Add(uint64(len(pkt)))
 			}
 		}
 	}
@@ -150,6 +154,8 @@ type RuleStats struct {
 type RuleHits struct {
 	ID   string `json:"id"`
 	Hits uint64 `json:"hits"`
+	// Bytes are the matched packets' bytes (inner IP packets).
+	Bytes uint64 `json:"bytes"`
 }
 
 func (rs *ruleState) stats() *RuleStats {
@@ -165,7 +171,7 @@ func (rs *ruleState) stats() *RuleStats {
 	for i := range set.Len() {
 		h := RuleHits{ID: set.Rule(i).ID}
 		if counted {
-			h.Hits = rs.hits[i].Load()
+			h.Hits, h.Bytes = rs.hits[i].Load(), rs.bytes[i].Load()
 		}
 		s.Rules = append(s.Rules, h)
 	}

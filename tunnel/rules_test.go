@@ -48,6 +48,9 @@ rules:
 	if h := st.Rules.Rules; h[0].ID != "telemetry-no-fec" || h[0].Hits != 30 || h[1].Hits != 50 {
 		t.Errorf("rule hits %+v, want telemetry-no-fec 30 and everything 50", h)
 	}
+	if h := st.Rules.Rules; h[0].Bytes < 30*28 || h[1].Bytes <= h[0].Bytes { // IPv4 + UDP headers at least
+		t.Errorf("rule bytes %+v: telemetry-no-fec should count at least 30 headers, everything more", h)
+	}
 }
 
 // TestBondRulesSteer checks the path actions: prefer keeps a flow on the

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/netip"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -13,7 +17,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/config"
 	"github.com/bondd/bondd/internal/demo"
+	"github.com/bondd/bondd/internal/status"
+	"github.com/bondd/bondd/internal/web"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tunnel"
 )
@@ -22,6 +29,7 @@ func newDemoCmd() *cobra.Command {
 	var (
 		o          demo.Options
 		retransmit bool
+		webAddr    string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -40,6 +48,19 @@ the same data path in one process with in-memory TUN devices.`,
 				return fmt.Errorf("--traces %s: expected a folder laid out like shared/data/traces, with cellular/mahimahi and cellular/5gophers", o.Traces)
 			}
 			o.RetransmitOff = !retransmit
+			if webAddr != "" {
+				var stopWeb func()
+				defer func() {
+					if stopWeb != nil {
+						stopWeb()
+					}
+				}()
+				o.Started = func(bed *demo.Bed) error {
+					var err error
+					stopWeb, err = startDemoWeb(webAddr, bed, cmd.OutOrStdout())
+					return err
+				}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			err := demo.Run(ctx, o, cmd.OutOrStdout())
@@ -60,6 +81,39 @@ the same data path in one process with in-memory TUN devices.`,
 	f.StringVar(&o.Scheduler, "scheduler", policy.SchedulerDefault, "path scheduler: "+strings.Join(policy.Schedulers, ", "))
 	f.Float64Var(&o.LossPct, "loss", 0, "extra random loss on every emulated path, each direction, percent")
 	f.StringVar(&o.RateControl, "rate-control", tunnel.RateControlBondd, "who decides each path's rate: bondd (bondd's controller inside quic-go, the daemon's default) or quic (quic-go's own NewReno, the baseline)")
+	f.StringVar(&webAddr, "web", "", "serve the live web page on this address while the demo runs, like 127.0.0.1:8740 (docs/operations.md, \"The web page\")")
 	f.BoolVar(&retransmit, "retransmit", true, "retransmit lost data datagrams (the daemon's default); false: FEC alone repairs loss, as before")
 	return cmd
+}
+
+// startDemoWeb serves the web page of the demo's edge on addr, and the
+// concentrator's page on the next port (its table of edges, and the edge's
+// page as the concentrator sees it: what arrived, loss after FEC): their
+// status reports hold the edge's and the concentrator's bond, as bondd
+// run's would. It returns a func that stops both. The concentrator's page
+// is skipped, with a note, when its port is taken.
+func startDemoWeb(addr string, bed *demo.Bed, out io.Writer) (func(), error) {
+	started := time.Now()
+	prefix := []netip.Prefix{netip.PrefixFrom(demo.EdgeAddr, 32)}
+	report := func(role string, b *tunnel.Bond) func() status.Report {
+		return func() status.Report {
+			return status.Report{Role: role, Version: versionString() + " (demo)", Uptime: time.Since(started),
+				Bonds: []status.Bond{{BondStats: b.Stats(), Addresses: prefix}}}
+		}
+	}
+	edge, err := web.Start(web.Options{Listen: addr, Source: report(config.RoleEdge, bed.Edge)})
+	if err != nil {
+		return nil, fmt.Errorf("--web: %w", err)
+	}
+	fmt.Fprintf(out, "web page: open %s in a browser; it is served while the demo runs (--duration 5m to watch longer)\n", edge.URL())
+	stop := func() { edge.Close() }
+	a := edge.Addr().(*net.TCPAddr)
+	concAddr := net.JoinHostPort(a.IP.String(), strconv.Itoa(a.Port+1))
+	conc, err := web.Start(web.Options{Listen: concAddr, Source: report(config.RoleConcentrator, bed.Conc)})
+	if err != nil {
+		fmt.Fprintf(out, "the concentrator's page is not served: %v\n", err)
+		return stop, nil
+	}
+	fmt.Fprintf(out, "the concentrator's page (what arrives, loss after FEC): %s\n", conc.URL())
+	return func() { conc.Close(); edge.Close() }, nil
 }

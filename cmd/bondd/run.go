@@ -153,6 +153,9 @@ func checkConfig(w io.Writer, cfg *config.Config, cfgErr error) error {
 	case cfg.Concentrator != nil:
 		fmt.Fprintf(w, "concentrator on %s, %d edge(s)\n", cfg.Concentrator.Listen, len(cfg.Concentrator.Edges))
 	}
+	if cfg.Web.Listen != "" {
+		fmt.Fprintf(w, "web page on %s (read-only; docs/operations.md, \"The web page\")\n", cfg.Web.Listen)
+	}
 	for _, f := range files {
 		fmt.Fprintf(w, "%s: %s, %d rule(s)\n", f.what, f.file, f.set.Len())
 		for _, e := range f.set.Warnings() {
@@ -236,6 +239,12 @@ func runDaemon(ctx context.Context, cfg *config.Config, ctlPath string, log *slo
 		}
 		defer ctl.Close()
 		defer os.Remove(ctlPath)
+	}
+	if ws, err := startWeb(cfg, src.report, log); err != nil {
+		d.Close()
+		return err
+	} else if ws != nil {
+		defer ws.Close()
 	}
 	if cfg.MetricsListen != "" {
 		srv, addr, err := serveMetrics(cfg.MetricsListen, src.report, log)

@@ -34,7 +34,8 @@ func TestRunCheck(t *testing.T) {
 	}{
 		{"good", edge + "rules: rules.yaml\n",
 			[]string{"OK, role edge", "edge van-17 to concentrator concentrator.example.net:4433, 2 uplink(s)",
-				"cell-a on wwan0, labels cost_class=metered link_type=cellular", "sat on eth1, LEO reconfiguration schedule (seconds 12,27,42,57 of each UTC minute, window ±100ms, hold 100ms)", "1 rule(s)"}, false, ""},
+				"cell-a on wwan0, labels cost_class=metered link_type=cellular", "sat on eth1, LEO reconfiguration schedule (seconds 12,27,42,57 of each UTC minute, window ±100ms, hold 100ms)", "1 rule(s)",
+				"web page on 127.0.0.1:8740"}, false, ""},
 		{"no rules", edge, []string{"OK, role edge"}, false, ""},
 		// A retired key: OK, with a warning that says why and where.
 		{"retired lanes", strings.Replace(edge, "interface: wwan0,", "interface: wwan0, lanes: auto,", 1),

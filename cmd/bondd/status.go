@@ -66,6 +66,7 @@ type ruleTracker struct {
 	w       *rules.Watcher // set once NewWatcher has returned
 	version atomic.Uint64
 	loaded  atomic.Int64 // Unix nanoseconds
+	lastErr atomic.Pointer[string]
 }
 
 // newRuleTracker records the set loaded at start as version 1.
@@ -78,6 +79,10 @@ func newRuleTracker(file string) *ruleTracker {
 // onReload is the watcher's OnReload hook: a reload that installed a set
 // is a new version.
 func (t *ruleTracker) onReload(_ *rules.Set, err error) {
+	if err != nil {
+		msg := err.Error()
+		t.lastErr.Store(&msg)
+	}
 	if err == nil {
 		t.loaded.Store(time.Now().UnixNano())
 		t.version.Add(1)
@@ -90,6 +95,9 @@ func (t *ruleTracker) status() *status.Rules {
 	}
 	st := &status.Rules{File: t.file, Version: t.version.Load(), Loaded: time.Unix(0, t.loaded.Load()), Rules: t.w.Current().Len()}
 	st.Reloads, st.ReloadFailures = t.w.Stats()
+	if e := t.lastErr.Load(); e != nil {
+		st.LastError = *e
+	}
 	return st
 }
 

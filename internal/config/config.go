@@ -157,6 +157,9 @@ type Config struct {
 	// Classify configures the packet classifier: how RTP is found and the
 	// traffic classes. Optional, both roles.
 	Classify ClassifyConfig
+	// Web configures the read-only status page (key web). Default: on
+	// DefaultWebListen.
+	Web WebConfig
 
 	// src records where the config came from; nil for a Config built in Go.
 	src *configSource
@@ -639,6 +642,7 @@ func (c *Config) Defaults() {
 	if c.TUN.Name == "" {
 		c.TUN.Name = DefaultTUNName
 	}
+	c.Web.defaults()
 	if e := c.Edge; e != nil && e.ServerName == "" {
 		if host, ok := checkHostPort(e.Concentrator, true, false); ok {
 			e.ServerName = host

@@ -94,7 +94,7 @@ func TestConfigParse(t *testing.T) {
 		{"binary after text", "role: edge\ntun: {}\n\x00\x01\xfe\xff", "bondd.yaml:3: invalid YAML: "},
 		{"two documents", edgeOK + "---\nrole: edge\n", "bondd.yaml:10: a second YAML document"},
 		{"root is a list", "- role: edge\n", "bondd.yaml:1: expected a mapping with fields role, log_level"},
-		{"unknown top-level key", edgeOK + "tunn: {}\n", `bondd.yaml:10: tunn: unknown field "tunn"; known fields: role, log_level, log_format, metrics_listen, qlog_dir, state_dir, state_flush, usage_retention_months, tun, edge, concentrator, paths, scheduler, fec, rules, classify; did you mean "tun"?`},
+		{"unknown top-level key", edgeOK + "tunn: {}\n", `bondd.yaml:10: tunn: unknown field "tunn"; known fields: role, log_level, log_format, metrics_listen, qlog_dir, state_dir, state_flush, usage_retention_months, tun, edge, concentrator, paths, scheduler, fec, rules, classify, web; did you mean "tun"?`},
 		{"unknown key far from any", edgeOK + "zzzzzzzzz: 1\n", `bondd.yaml:10: zzzzzzzzz: unknown field "zzzzzzzzz"; known fields: role,`},
 		{"unknown edge key", strings.Replace(edgeOK, "  uplinks:", "  uplinkz:", 1), `bondd.yaml:8: edge.uplinkz: unknown field "uplinkz"; known fields: id, concentrator, server_name, ca_file, server_cert_sha256, token_file, cert_file, key_file, uplinks, downlink_rules, failover; did you mean "uplinks"?`},
 		{"unknown uplink key", strings.Replace(edgeOK, "interface: wwan0", "iface: wwan0", 1), `bondd.yaml:9: edge.uplinks[0].iface: unknown field "iface"; known fields: name, bind, interface, remote, labels`},

@@ -89,7 +89,7 @@ func indexField(list string, i int) string {
 
 // Known keys of each mapping, in the order docs/config.md lists them.
 var (
-	configKeys       = []string{"role", "log_level", "log_format", "metrics_listen", "qlog_dir", "state_dir", "state_flush", "usage_retention_months", "tun", "edge", "concentrator", "paths", "scheduler", "fec", "rules", "classify"}
+	configKeys       = []string{"role", "log_level", "log_format", "metrics_listen", "qlog_dir", "state_dir", "state_flush", "usage_retention_months", "tun", "edge", "concentrator", "paths", "scheduler", "fec", "rules", "classify", "web"}
 	fecKeys          = []string{"mode", "k", "alpha", "ratio", "budget", "video_residual", "placement"}
 	tunKeys          = []string{"name", "addresses", "mtu", "routes"}
 	edgeKeys         = []string{"id", "concentrator", "server_name", "ca_file", "server_cert_sha256", "token_file", "cert_file", "key_file", "uplinks", "downlink_rules", "failover"}
@@ -366,6 +366,9 @@ func (d *configDecoder) config(root *yaml.Node) *Config {
 	c.Scheduler = d.str(f["scheduler"], "scheduler", "a scheduler name")
 	if n := f["classify"]; n != nil {
 		d.classify(n, &c.Classify)
+	}
+	if n := f["web"]; n != nil {
+		d.web(n, &c.Web)
 	}
 	return c
 }

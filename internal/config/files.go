@@ -20,6 +20,7 @@ type fileRef struct {
 
 func (c *Config) fileRefs() []fileRef {
 	refs := []fileRef{{"rules", &c.Rules, false, "a rule file (docs/rules.md)"}}
+	refs = append(refs, c.Web.fileRefs()...)
 	if e := c.Edge; e != nil {
 		refs = append(refs,
 			fileRef{"edge.ca_file", &e.CAFile, false, "the PEM file of the CA that signed the concentrator's certificate"},

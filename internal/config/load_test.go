@@ -51,6 +51,7 @@ func TestConfigDefaults(t *testing.T) {
 			InitialPacketSizeBytes: 1360,
 			RateControl:            "bondd",
 		},
+		Web: WebConfig{Listen: DefaultWebListen},
 	}
 	c.src = nil
 	if !reflect.DeepEqual(c, want) {
@@ -205,6 +206,7 @@ classify:
 		},
 	}
 	c.src, c.Classify.src = nil, nil
+	want.Web = WebConfig{Listen: DefaultWebListen}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got  %+v\nwant %+v", c, want)
 		t.Errorf("edge got  %+v\nedge want %+v", c.Edge, want.Edge)
@@ -626,7 +628,7 @@ func TestConfigDoc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, keys := range [][]string{configKeys, tunKeys, edgeKeys, failoverKeys, uplinkKeys, leoReconfKeys, concentratorKeys, edgeEntryKeys, bgpKeys, bgpNeighborKeys, pathsKeys, fecKeys, classifyKeys, classKeys, classMatchKeys} {
+	for _, keys := range [][]string{configKeys, tunKeys, edgeKeys, failoverKeys, uplinkKeys, leoReconfKeys, concentratorKeys, edgeEntryKeys, bgpKeys, bgpNeighborKeys, pathsKeys, fecKeys, classifyKeys, classKeys, classMatchKeys, webKeys} {
 		for _, k := range keys {
 			if !bytes.Contains(doc, []byte("`"+k+"`")) {
 				t.Errorf("docs/config.md does not mention `%s`", k)
@@ -638,6 +640,7 @@ func TestConfigDoc(t *testing.T) {
 		"edge.uplinks": uplinkKeys, "concentrator": concentratorKeys, "concentrator.edges": edgeEntryKeys,
 		"concentrator.bgp": bgpKeys, "concentrator.bgp.neighbors": bgpNeighborKeys, "paths": pathsKeys,
 		"fec": fecKeys, "classify": classifyKeys, "classify.classes": classKeys, "classify.classes.match": classMatchKeys,
+		"web": webKeys,
 	}
 	got := syntaxBlockKeys(t, string(doc))
 	for section, keys := range syntaxKeys {

@@ -86,6 +86,7 @@ func (c *Config) validate(v *configValidator) {
 	}
 	c.TUN.validate(v)
 	c.validateState(v) // state.go
+	c.Web.validate(v)
 
 	roleKnown := c.Role == RoleEdge || c.Role == RoleConcentrator
 	switch {

@@ -41,6 +41,10 @@ type Options struct {
 	// RetransmitOff turns off the retransmission of lost datagrams on
 	// both ends (tunnel.PathOptions.RetransmitOff).
 	RetransmitOff bool
+	// Started, if set, is called once the testbed is built, before the
+	// paths come up (bondd demo --web starts its page there); an error
+	// ends the run.
+	Started func(*Bed) error
 }
 
 // demoReport is what bondd demo prints, and writes with --json.
@@ -211,6 +215,11 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		fmt.Fprintf(out, "traces: %s; using the built-in models fitted to the public traces (see docs/emu.md)\n", where)
 	} else {
 		fmt.Fprintf(out, "traces: %s\n", sc.Source)
+	}
+	if o.Started != nil {
+		if err := o.Started(bed); err != nil {
+			return err
+		}
 	}
 	if err := WaitPaths(ctx, bed.Edge, len(sc.Paths)); err != nil {
 		return err

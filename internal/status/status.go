@@ -69,6 +69,9 @@ type Rules struct {
 	Rules          int       `json:"rules"`
 	Reloads        uint64    `json:"reloads"`         // reloads tried after the first load
 	ReloadFailures uint64    `json:"reload_failures"` // reloads that kept the running set
+	// LastError is why the last failed reload was rejected (file:line and
+	// message), empty before any failure.
+	LastError string `json:"last_error,omitempty"`
 }
 
 // Serve serves GET /status, the report of src, as JSON on a Unix
@@ -212,6 +215,9 @@ func Print(w io.Writer, r *Report, now time.Time) {
 	if rs := r.Rules; rs != nil {
 		fmt.Fprintf(w, "rules %s: version %d, %d rules, loaded %s (%s ago); %d reloads, %d failed\n", rs.File, rs.Version, rs.Rules,
 			rs.Loaded.Format(time.DateTime), now.Sub(rs.Loaded).Round(time.Second), rs.Reloads, rs.ReloadFailures)
+		if rs.LastError != "" {
+			fmt.Fprintf(w, "  last rejected reload: %s\n", rs.LastError)
+		}
 	}
 	if r.Role == config.RoleConcentrator {
 		fmt.Fprintf(w, "refused connections: %d, downlink packets without a bond: %d, link-local packets not routed: %d\n", r.AuthFailures, r.NoRoute, r.LinkLocal)
