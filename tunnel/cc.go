@@ -73,7 +73,7 @@ const (
 	ccCwndGain   = 2                                                 // window over the estimated BDP
 	ccRoom       = 2*policy.DefaultQueueTarget + 25*time.Millisecond // the estimator's queue and the peer's ACK delay
 	ccPacingGain = 1.1                                               // quic-go's pacer over the target: room for QUIC's own bytes
-	ccMinWindow  = 16                                                // packets
+	ccMinWindow  = 4                                                 // packets: BBR's BBRMinPipeCwnd (draft-ietf-ccwg-bbr §5.6.4.2)
 	ccInitialRTT = 100 * time.Millisecond
 	// ccLEORoom is the extra time at the target a path with a LEO schedule
 	// keeps in flight: the hold (policy's default, 100 ms) and its lead.

@@ -56,7 +56,7 @@ func newTestCC(on bool, target float64, minRTT time.Duration, leo bool) (*pathCC
 }
 
 // TestPathCCWindow: under bondd's rate control the window is target × (2 ×
-// min RTT + 55 ms) (plus the LEO hold at the target, at least 16 packets) and loss
+// min RTT + 55 ms) (plus the LEO hold at the target, at least 4 packets) and loss
 // does not touch it; otherwise quic-go's own controller decides.
 func TestPathCCWindow(t *testing.T) {
 	for _, c := range []struct {
@@ -71,7 +71,7 @@ func TestPathCCWindow(t *testing.T) {
 		{"10 Mbit/s at 40 ms", true, 1.25e6, 40 * time.Millisecond, false, 100_000 + 68_750},
 		{"with the LEO hold", true, 1.25e6, 40 * time.Millisecond, true, 100_000 + 68_750 + 137_500},
 		{"no RTT sample yet: 100 ms", true, 1.25e6, 0, false, 250_000 + 68_750},
-		{"at least 16 packets", true, 10_000, 10 * time.Millisecond, false, 16 * 1252},
+		{"at least 4 packets", true, 1_000, 10 * time.Millisecond, false, 4 * 1252},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cc, def, _ := newTestCC(c.on, c.target, c.minRTT, c.leo)

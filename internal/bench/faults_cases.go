@@ -256,6 +256,10 @@ func (b *faultBed) carrier(ctx context.Context) (string, error) {
 	return best, nil
 }
 
+// preferSettle bounds how long a prefer-rules case waits for the preferred
+// path to carry the probe before its fault.
+const preferSettle = 5 * time.Second
+
 // Drop reasons that explain a lost probe packet: the edge's on the send
 // side, the concentrator's on the receive side.
 var (
@@ -370,6 +374,19 @@ func (b *faultBed) runCase(ctx context.Context, fc faultCase, rules string, tag 
 	carrier, err := b.carrier(ctx)
 	if err != nil {
 		return r, err
+	}
+	// Under bondd's rate control a preferred path that sat idle through
+	// the previous case starts again from a target that decayed with its
+	// idle time, and climbs (doubling a report while the probe offers more);
+	// until it holds the probe's rate the probe spills onto another path.
+	// The case starts once the preferred path carries the probe, within
+	// preferSettle.
+	if rules == RulesPrefer && fc.path && fc.fixedPath == "" {
+		for settle := time.Now().Add(preferSettle); carrier != fc.preferPath && time.Now().Before(settle); {
+			if carrier, err = b.carrier(ctx); err != nil {
+				return r, err
+			}
+		}
 	}
 	c := &caseRun{}
 	switch {
