@@ -46,8 +46,9 @@ import (
 //     packets (ACKs, the headers) from bunching them on the wire.
 //   - On an application-limited path (policy.RateEstimate.AppLimited: a
 //     video path whose backlog is its keyframe, once a second) the window
-//     is also at least quic-go's own, and quic-go's pacer, not the rate,
-//     spaces the packets: the burst must leave at the link's speed for the
+//     is also at least quic-go's own, and a packet may leave when either
+//     pacer lets it (quic-go's paces a window per round trip, not the
+//     rate): the burst must leave at the link's speed for the
 //     receiver to see it, since what was paced at a rate only measures
 //     that rate. Held to max(target, max_bw), the Starlink path of S2
 //     lost 256 of 500 video frames in 10 s (seed 3), against 10 under
@@ -190,10 +191,8 @@ func (c *pathCC) windowNow() int64 {
 func (c *pathCC) HasPacingBudget(now time.Time) bool {
 	if rc := c.rc(); rc != nil {
 		c.update(rc, now)
-		if c.appLimited {
-			return c.def.HasPacingBudget(now)
-		}
-		return c.pacer.Delay(now, int(c.maxSize)) == 0
+		ours := c.pacer.Delay(now, int(c.maxSize)) == 0
+		return ours || (c.appLimited && c.def.HasPacingBudget(now))
 	}
 	return c.def.HasPacingBudget(now)
 }
@@ -202,13 +201,16 @@ func (c *pathCC) TimeUntilSend(inFlight int64) time.Time {
 	if rc := c.rc(); rc != nil {
 		now := time.Now()
 		c.update(rc, now)
+		d := c.pacer.Delay(now, int(c.maxSize))
+		if d == 0 {
+			return time.Time{}
+		}
 		if c.appLimited {
-			return c.def.TimeUntilSend(inFlight)
+			if t := c.def.TimeUntilSend(inFlight); t.Before(now.Add(d)) {
+				return t // the earlier of the two pacers (zero: now)
+			}
 		}
-		if d := c.pacer.Delay(now, int(c.maxSize)); d > 0 {
-			return now.Add(d)
-		}
-		return time.Time{}
+		return now.Add(d)
 	}
 	return c.def.TimeUntilSend(inFlight)
 }
