@@ -119,7 +119,8 @@ func (c *pathCC) rc() *rateCtl {
 	return pc.path.rc
 }
 
-// update sets the window and the pacer from the path's target at now.
+// update sets the window and the pacer from the path's target at now
+// (zero: read the clock only if the pacer's rate changes).
 func (c *pathCC) update(rc *rateCtl, now time.Time) {
 	rate := math.Float64frombits(rc.target.Load())
 	c.appLimited = false
@@ -137,6 +138,9 @@ func (c *pathCC) update(rc *rateCtl, now time.Time) {
 	}
 	c.window = max(int64(w), ccMinWindow*c.maxSize)
 	if t := math.Float64bits(rate); t != c.rate {
+		if now.IsZero() {
+			now = time.Now()
+		}
 		c.rate = t
 		c.pacer.SetRate(now, ccPacingGain*rate, max(int(10*c.maxSize), int(ccPacingGain*rate*pacerBurstTime.Seconds())))
 	}
@@ -174,7 +178,7 @@ func (c *pathCC) MaybeExitSlowStart() { c.def.MaybeExitSlowStart() }
 
 func (c *pathCC) CanSend(inFlight int64) bool {
 	if rc := c.rc(); rc != nil {
-		c.update(rc, time.Now())
+		c.update(rc, time.Time{})
 		return inFlight < c.windowNow()
 	}
 	return c.def.CanSend(inFlight)

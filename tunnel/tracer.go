@@ -20,7 +20,9 @@ import (
 // path's (pathconn.go), PacketLost (RFC 9002 loss detection) →
 // policy.Path.OnLoss, PacketSent → OnSent and the connection's count of
 // datagrams left in quic-go's send queue, PacketReceived → OnReceive; lost
-// and sent packets also feed the path's FEC loss-interval estimator. It
+// and sent packets also feed the path's FEC loss-interval estimator.
+// Acknowledged packets and those quic-go's probe timeout abandoned reach it
+// from the connection's congestion controller instead (cc.go, sentring.go). It
 // implements both qlogwriter.Trace and qlogwriter.Recorder. On the
 // concentrator the path is only known after the hello, so events before
 // that are ignored. RecordEvent runs on quic-go's goroutines: it only
@@ -80,7 +82,7 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 				var news bool
 				if size, probe, news = r.noteLost(pn); !news {
 					if _, _, known := r.sizeOf(pn); known {
-						return // acknowledged, or its loss already inferred (sentring.go)
+						return // acknowledged, or abandoned at a probe timeout (sentring.go)
 					}
 				}
 				if news {

@@ -45,19 +45,10 @@ type vethCounts struct{ up, down uint64 }
 func (b *itBed) vethCounts(t *testing.T) vethCounts {
 	t.Helper()
 	var c vethCounts
-	if err := b.edge.Do(func() error {
-		for i := range 3 {
-			l, err := netlink.LinkByName(fmt.Sprintf("up%d", i))
-			if err != nil {
-				return err
-			}
-			s := l.Attrs().Statistics
-			c.up += s.TxBytes - ethHeaderBytes*s.TxPackets
-			c.down += s.RxBytes - ethHeaderBytes*s.RxPackets
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+	for i := range 3 {
+		u := b.vethCountsOf(t, fmt.Sprintf("up%d", i))
+		c.up += u.up
+		c.down += u.down
 	}
 	return c
 }

@@ -131,22 +131,8 @@ func SocketFree(path string) error {
 
 // Fetch reads the status document from the control socket at path.
 func Fetch(ctx context.Context, path string) (*Report, error) {
-	client := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", path)
-		},
-	}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://bondd/status", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("no bondd answering on %s: %w", path, err)
-	}
-	defer resp.Body.Close()
 	var r Report
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+	if err := Get(ctx, path, "/status", &r); err != nil {
 		return nil, err
 	}
 	return &r, nil
