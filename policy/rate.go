@@ -35,7 +35,10 @@ import (
 // received rate when the link is what limits: the smoothed received rate
 // is below 0.85 × the smoothed sending rate (the difference fills a
 // queue), or the queue is above 60 ms whatever the rates. A capacity drop
-// then restarts max_bw from what the link carries now.
+// then restarts max_bw from what the link carries now; a report of fewer
+// than four datagrams is no rate, and there, as for a loss back-off, what
+// the link carries is at least half of what it carried over the last
+// 0.5 s.
 //
 // Random loss is not congestion: the path's own loss rate (its floor) is
 // learnt from reports during which no queue stood and the received rate
@@ -46,9 +49,12 @@ import (
 // and restarts max_bw from it; probing stays gentle for 2 s after (unless a
 // backlog waits and the queue is within QueueTarget), and it refills: after a reset in which the link carried less than half of
 // max_bw (a dip, not a drift), once the queue has drained, the rate probes
-// at 1.25 × max_bw every report back to 0.85 × the max_bw the reset
-// forgot, for at most 3 s and until a queue shows (BBRv3's ProbeBW_REFILL
-// and UP), so that a 100–300-ms capacity dip does not cost seconds. A
+// at 1.25 × max_bw every report (2 ×, Startup's gain, while below a
+// quarter of its goal) back to 0.85 × the max_bw the reset forgot, for at
+// most 3 s after the last report of the dip and until a queue shows
+// (BBRv3's ProbeBW_REFILL and UP), so that a 100–300-ms capacity dip, or
+// the seconds of loss and delay around a LEO reconfiguration, does not
+// cost seconds more. A
 // sender with a backlog whose last probe raised max_bw by 10 % within two
 // rounds (the link delivered more when offered more, whatever the delay
 // reads) climbs the same way, 1.25 × max_bw in every report until a probe
@@ -138,6 +144,8 @@ const (
 	climbPays         = 1.1                    // a probe paid if max_bw grew by 10 % within two rounds of it
 	appWindow         = 2 * time.Second        // RateEstimate.AppLimited averages over this long ...
 	appLimitedShare   = 0.5                    // ... and holds when this share of the reports was application-limited
+	refillDeep        = 0.25                   // a refill below this share of its goal climbs at Startup's gain
+	rateMinDatagrams  = 4                      // a report of fewer datagrams measures no rate for a drain
 )
 
 // probeBWGains is BBRv1's ProbeBW pacing gain cycle (Cardwell et al., "BBR:
@@ -562,6 +570,12 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	probingUp := refilling || climbing
 	if probingUp {
 		gain = probeBWGains[0]
+		if refilling && bw < refillDeep*e.refillTo {
+			// Far below what the reset forgot: Startup's gain, so a
+			// path that fell to a tenth of its rate is back in a few
+			// rounds, not in ten of ProbeBW_UP's.
+			gain = startupGain
+		}
 	}
 	if gain > 1 {
 		e.roundProbed[0] = true
@@ -606,12 +620,20 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		// enough to drain it above QueueTarget within tau (NADA's
 		// proportional term, RFC 8698 §4.3), and if the link is what
 		// limits, max_bw restarts from what it carries now (the capacity
-		// fell: the old maximum would refill the queue).
+		// fell: the old maximum would refill the queue). What arrives is
+		// measured as for an overflow's back-off: a report of one or two
+		// datagrams from inside a capacity dip is no rate, and taken
+		// alone, once per report, it held S2's Starlink path at
+		// 0.1-0.3 Mbit/s (seed 3, second 22 of the run).
+		from := recv
+		if r.Datagrams < rateMinDatagrams {
+			from = max(recv, backoffFloor*e.recvLong)
+		}
 		f := min(1, max(drainMin, 1-(e.queue-qt)/tau))
-		a = min(a, recv*f)
+		a = min(a, from*f)
 		if linkLimited {
 			e.forget(now, bw, recv)
-			e.bw.reset(now, recv)
+			e.bw.reset(now, from)
 		}
 		e.overuses++
 		e.startup = false
@@ -695,6 +717,12 @@ func (e *RateEstimator) forget(now time.Time, bw, recv float64) {
 		e.endRefill()
 	case now.Before(e.refillUntil):
 		e.refillTo = max(e.refillTo, refillShare*bw)
+		if recv < refillDip*bw {
+			// A further dip before the refill could probe (the dip goes
+			// on: a LEO reconfiguration's seconds of loss and delay):
+			// keep the memory until it can.
+			e.refillUntil = now.Add(refillMemory)
+		}
 	case recv < refillDip*bw:
 		e.refillTo, e.refillUntil, e.refillProbed = refillShare*bw, now.Add(refillMemory), false
 	}

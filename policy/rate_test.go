@@ -253,6 +253,82 @@ func TestRateEstimatorOutageReport(t *testing.T) {
 	}
 }
 
+// TestRateEstimatorDrainFewDatagrams: a report of one or two datagrams at
+// a high one-way delay (S2's Starlink path at the start of a
+// reconfiguration's loss: seed 3, second 22 of the run) drains the queue
+// from what arrived over the last backoffWindow, as a loss back-off does,
+// not from its own one datagram: that took the target from 17 Mbit/s to
+// 0.3 in one report. A report with datagrams enough is still a rate:
+// a capacity drop is followed at once (TestRateModelCapacityDrop).
+func TestRateEstimatorDrainFewDatagrams(t *testing.T) {
+	const rate = 1.5e6 // bytes/s, 12 Mbit/s
+	tests := []struct {
+		name     string
+		dgs      uint32
+		min, max float64 // of the target over rate
+	}{
+		{"one datagram", 1, 0.35, 1},
+		{"two datagrams", 2, 0.35, 1},
+		{"a fifth of the rate", 25, 0.1, 0.25},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := NewRateEstimator(RateConfig{InitialRate: rate})
+			now := modelStart
+			var end uint64
+			report := func(dgs uint32, owd int64) {
+				now = now.Add(80 * time.Millisecond)
+				r := RateReport{Start: end, End: end + 80_000, Bytes: dgs * 1200, Datagrams: dgs, OWDMin: owd - 2_000, OWDMean: owd}
+				end += 80_000
+				e.Update(now, &r, SendStats{SentBytes: int64(e.Target() * 0.08), BacklogBytes: 100_000, SRTT: 60 * time.Millisecond})
+			}
+			for range 60 {
+				report(100, 30_000) // 1.5 MB/s at the base delay
+			}
+			report(tt.dgs, 100_000) // 70 ms above the base
+			if got := e.Target() / rate; got < tt.min || got > tt.max {
+				t.Errorf("target %.3f × the rate before, want %.2f–%.2f", got, tt.min, tt.max)
+			}
+		})
+	}
+}
+
+// TestRateEstimatorRefillAfterLongDip: S2's Starlink path across a
+// reconfiguration (seed 3): seconds of reports with a datagram or two at
+// a high one-way delay, longer than refillMemory, then a clean link at the
+// old capacity. The refill's memory lasts while the dip goes on, and far
+// below its goal the refill climbs at Startup's gain: the target is back
+// at half its old rate within a second of the link coming back. Before,
+// the memory ran out inside the dip and the climb from 0.1 Mbit/s at
+// 1.25 × per round took about 1.5 s to 6 Mbit/s, the frames of it expiring
+// in the send queue.
+func TestRateEstimatorRefillAfterLongDip(t *testing.T) {
+	const capacity = 1.5e6 // bytes/s, 12 Mbit/s
+	e := NewRateEstimator(RateConfig{InitialRate: capacity})
+	now := modelStart
+	var end uint64
+	report := func(dgs uint32, owd int64) {
+		now = now.Add(80 * time.Millisecond)
+		r := RateReport{Start: end, End: end + 80_000, Bytes: dgs * 1200, Datagrams: dgs, OWDMin: owd - 2_000, OWDMean: owd}
+		end += 80_000
+		e.Update(now, &r, SendStats{SentBytes: int64(e.Target() * 0.08), BacklogBytes: 100_000, SRTT: 60 * time.Millisecond})
+	}
+	for range 60 {
+		report(100, 30_000)
+	}
+	for i := range 45 { // 3.6 s
+		report(1+uint32(i%2), 30_000+int64(90+i%4*20)*1000)
+	}
+	at := now
+	for e.Target() < 0.5*capacity && now.Sub(at) < 5*time.Second {
+		sent := min(e.Target(), capacity) * 0.08
+		report(max(1, uint32(sent/1200)), 30_000)
+	}
+	if took := now.Sub(at); took > time.Second {
+		t.Errorf("after the dip the target took %v to get back to half the capacity, want ≤ 1s", took)
+	}
+}
+
 // TestRateEstimatorAppLimited: RateEstimate.AppLimited holds when the
 // sender had no backlog and sent below the target in at least half of the
 // reports of the last appWindow, as on a video path whose only backlog is
