@@ -14,9 +14,11 @@ import (
 	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
 
-// Per-path rate control (docs/design.md, "Rate control"). quic-go's
-// loss-based window cannot be replaced, so bondd decides each path's rate
-// itself and keeps quic-go's windows from binding below it:
+// Per-path rate control (docs/design.md, "Rate control"). bondd decides
+// each path's rate itself; quic-go's congestion controller for the path's
+// connection is bondd's (pathCC, cc.go), which sizes the window and paces
+// from the same target, so quic-go's own loss-based window never binds
+// below it:
 //
 //  1. The path's send routine stamps every datagram with the path's next sequence
 //     number and its hand-off time (FlagPathSeq, StampPathSeq) as it hands
