@@ -36,9 +36,10 @@ type Bond struct {
 	// headers then carry FlagPathSeq (ratectl.go).
 	pathSeq atomic.Bool
 
-	fecTx *fecSender   // nil when FEC is off
-	dec   *fec.Decoder // receive side; safe for concurrent use
-	rules *ruleState   // nil without a rule source; owned by the TUN reader
+	fecTx     *fecSender   // nil when FEC is off
+	dec       *fec.Decoder // receive side; safe for concurrent use
+	fecLastRx uint64       // rxPackets at the last fecExpireTick; owned by it
+	rules     *ruleState   // nil without a rule source; owned by the TUN reader
 
 	// Per-flow sequencing (flowtag.go, reseq_stage.go). The send side tags
 	// only while peerTags is set: the peer announced ctrlmsg.CapFlowTags
@@ -80,6 +81,10 @@ type Bond struct {
 
 	ctr   bondCounters
 	drops dropCounters // bond-scope reasons (DropReason)
+	idle  bondIdle     // asleep or awake, and the bond's timers (idle.go)
+	// sendsKeepalives is set on the edge: it keeps its paths alive
+	// (liveness.go); the concentrator sends no keepalives of its own.
+	sendsKeepalives bool
 
 	// Path MTU (pmtu.go). sendMTU is the inner MTU packets are checked
 	// against, bytes (at most mtu); minBudget the smallest datagram budget
@@ -128,6 +133,8 @@ type bondOptions struct {
 	peer *EdgeAuth
 	// setTUNMTU sets the device MTU; nil: never (pmtu.go).
 	setTUNMTU func(int) error
+	// keepalives: the bond's end sends keepalives (the edge's).
+	keepalives bool
 }
 
 func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
@@ -160,25 +167,26 @@ func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
 		return nil, err
 	}
 	b := &Bond{
-		edgeID:    edgeID,
-		log:       log,
-		dev:       dev,
-		mtu:       mtu,
-		picker:    picker,
-		popts:     popts,
-		allowed:   allowed,
-		icmpBuf:   make([]byte, 0, 1500),
-		wbuf:      make([][]byte, 1),
-		dec:       dec,
-		rules:     rs,
-		ctl:       ctl,
-		flows:     newFlowTable(0, 0),
-		cls:       cls,
-		reseq:     newReseqRx(o.reseq),
-		reseqWbuf: make([][]byte, 1),
-		setTUNMTU: o.setTUNMTU,
-		tunMTU:    mtu,
-		fit:       newFitScratch(),
+		edgeID:          edgeID,
+		log:             log,
+		dev:             dev,
+		mtu:             mtu,
+		picker:          picker,
+		popts:           popts,
+		allowed:         allowed,
+		icmpBuf:         make([]byte, 0, 1500),
+		wbuf:            make([][]byte, 1),
+		dec:             dec,
+		rules:           rs,
+		ctl:             ctl,
+		flows:           newFlowTable(0, 0),
+		cls:             cls,
+		reseq:           newReseqRx(o.reseq),
+		reseqWbuf:       make([][]byte, 1),
+		setTUNMTU:       o.setTUNMTU,
+		tunMTU:          mtu,
+		sendsKeepalives: o.keepalives,
+		fit:             newFitScratch(),
 	}
 	b.sendMTU.Store(int64(mtu))
 	b.minBudget.Store(int64(mtu + HeaderBudget))
