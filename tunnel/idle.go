@@ -32,11 +32,17 @@ import (
 // bond or path keeps a ticking goroutine, so an asleep bond's timers cost
 // a heap entry each and wake the node only at its keepalives.
 
-// idleAfter is how long a bond carries no data before it sleeps.
-const idleAfter = 5 * time.Second
+// IdleAfter is how long a bond carries no data, in either direction,
+// before it sleeps: its paths then keep alive at PathOptions.IdleKeepalive
+// and its timers stop (idle.go).
+const IdleAfter = 5 * time.Second
 
-// maxIdleKeepalive bounds PathOptions.IdleKeepalive.
-const maxIdleKeepalive = 10 * time.Minute
+const idleAfter = IdleAfter
+
+// MaxIdleKeepalive bounds PathOptions.IdleKeepalive: 10 minutes, past
+// which NAT bindings are gone anyway (RFC 4787 REQ-5 asks UDP mappings to
+// live at least 2 minutes).
+const MaxIdleKeepalive = 10 * time.Minute
 
 // bondIdle is a bond's idle state and its timers in the node's heap.
 type bondIdle struct {

@@ -161,8 +161,8 @@ func (o PathOptions) validate() error {
 		return fmt.Errorf("suspect_min %s is below 10ms", o.SuspectMin)
 	case o.Keepalive >= o.IdleTimeout:
 		return fmt.Errorf("keepalive %s is not below idle_timeout %s", o.Keepalive, o.IdleTimeout)
-	case o.IdleKeepalive < o.Keepalive || o.IdleKeepalive > maxIdleKeepalive:
-		return fmt.Errorf("idle_keepalive %s is outside keepalive (%s)..%s", o.IdleKeepalive, o.Keepalive, maxIdleKeepalive)
+	case o.IdleKeepalive < o.Keepalive || o.IdleKeepalive > MaxIdleKeepalive:
+		return fmt.Errorf("idle_keepalive %s is outside keepalive (%s)..%s", o.IdleKeepalive, o.Keepalive, MaxIdleKeepalive)
 	case o.DeadAfter <= o.SuspectMin:
 		return fmt.Errorf("dead_after %s is not above suspect_min %s", o.DeadAfter, o.SuspectMin)
 	case o.PMTURaise < 0 || o.PMTURaise > 10*time.Minute:

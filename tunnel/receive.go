@@ -51,7 +51,7 @@ func (pc *pathConn) routineReceive(conn *quic.Conn) {
 		p.rxPackets.Add(1)
 		p.rxBytes.Add(uint64(len(dg)))
 		now := time.Now()
-		p.bond.touch(now) // data: wakes an idle bond (idle.go)
+		p.bond.touch(now)        // data: wakes an idle bond (idle.go)
 		p.rc.onDatagram(dg, now) // the path's rate meter (ratectl.go)
 		if ts, ok := peekTimestamp(dg); ok && pc.fresh.stale(int64(ts), now.UnixMicro(), p.bond.popts.StaleAfter) {
 			p.drops.add(DropStale)

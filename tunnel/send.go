@@ -106,7 +106,7 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 		b.drops.add(DropLinkLocal)
 		return false
 	}
-	b.touch(now) // data: wakes an idle bond (idle.go)
+	b.touch(now)                 // data: wakes an idle bond (idle.go)
 	mtu := int(b.sendMTU.Load()) // the configured MTU, or less while no path carries it (pmtu.go)
 	if n > mtu {
 		b.drops.add(DropOversize)

@@ -382,8 +382,8 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 	st.HandshakesPerS = float64(2*n) / st.HandshakeS
 	st.AuthFailures = conc.AuthFailures()
 
-	// Idle: every bond up, nothing sent.
-	if err := sleepUntil(ctx, time.Now().Add(o.Settle), nil); err != nil {
+	// Idle: every bond up, nothing sent, and asleep (tunnel.IdleAfter).
+	if err := sleepUntil(ctx, time.Now().Add(max(o.Settle, tunnel.IdleAfter+time.Second)), nil); err != nil {
 		return st, err
 	}
 	idle := sampleMemory()

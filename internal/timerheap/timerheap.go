@@ -30,9 +30,9 @@ type Heap struct {
 	mu sync.Mutex // guards q and each scheduled Timer's at and i
 	q  []*Timer
 
-	bell chan struct{} // capacity 1: the earliest deadline moved earlier
-	stop chan struct{}
-	done chan struct{}
+	bell    chan struct{} // capacity 1: the earliest deadline moved earlier
+	stop    chan struct{}
+	done    chan struct{}
 	once    sync.Once
 	started atomic.Bool
 

@@ -1,0 +1,118 @@
+package tunnel
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/bondd/bondd/internal/testkit"
+	"github.com/bondd/bondd/policy"
+	"github.com/bondd/bondd/tun/tuntest"
+)
+
+// TestIdleBondSleepsAndWakes checks idle.go end to end over loopback: a
+// bond that carried no data for IdleAfter sleeps on both ends; while it
+// sleeps the edge sends one keepalive per path per idle keepalive, the
+// concentrator sends nothing but the ACKs of them, every path stays ACTIVE
+// on both ends, and the node's timer heap fires a few times per path per
+// keepalive rather than every livenessTick; one packet wakes both ends at
+// once and is delivered.
+func TestIdleBondSleepsAndWakes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the bond to sleep: about 12 s")
+	}
+	testkit.CheckLeaks(t)
+	const idleKeepalive = time.Second
+	popts := PathOptions{IdleTimeout: 2 * time.Second, Keepalive: 300 * time.Millisecond, IdleKeepalive: idleKeepalive,
+		RedialMin: 50 * time.Millisecond, RedialMax: 200 * time.Millisecond, SuspectMin: testSuspectMin}
+	edgeDev, concDev := tuntest.New(testMTU, 8), tuntest.New(testMTU, 8)
+	conc, addr, tlsConf := startTestConcentrator(t, concDev, popts,
+		EdgeAuth{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}})
+	edge, err := NewEdge(EdgeOptions{ID: "van-1", Device: edgeDev, MTU: testMTU, Concentrator: addr, TLS: tlsConf, Token: token,
+		Paths: popts, Uplinks: []UplinkOptions{{Name: "a", Bind: netip.MustParseAddr("127.0.0.1")}, {Name: "b", Bind: netip.MustParseAddr("127.0.0.1")}},
+		Listen: func(ctx context.Context, u UplinkOptions) (net.PacketConn, error) { return ListenUplink(ctx, u) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge.Start()
+	t.Cleanup(func() { edge.Close() })
+	tb := &testBond{edge: edge, conc: conc, edgeTun: edgeDev, concTun: concDev, edgeDev: edgeDev, concDev: concDev}
+	tb.waitActive(t, 2)
+	tb.exchange(t, edgeDev, concDev, edgeAddr, srvAddr, 20)
+	eb, cb := edge.Bond(), conc.Bond("van-1")
+
+	deadline := time.Now().Add(IdleAfter + 5*time.Second)
+	for !eb.asleep() || !cb.asleep() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not asleep %s after the last data: edge %v, concentrator %v", IdleAfter+5*time.Second, eb.asleep(), cb.asleep())
+		}
+		time.Sleep(50 * time.Millisecond) // polls the state it waits for
+	}
+
+	type counts struct{ keepalives, sent [2]uint64 }
+	snap := func(b *Bond) (c counts) {
+		for i, p := range b.Stats().Paths[:2] {
+			c.keepalives[i] = p.Keepalives
+			if p.Conn != nil {
+				c.sent[i] = p.Conn.PacketsSent
+			}
+		}
+		return c
+	}
+	e0, c0 := snap(eb), snap(cb)
+	ef0, _ := edge.timers.Stats()
+	cf0, _ := conc.timers.Stats()
+	const window = 3500 * time.Millisecond
+	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		now := time.Now()
+		for _, b := range []*Bond{eb, cb} {
+			for _, s := range b.paths.Load().states {
+				if st := s.Status(now); st != policy.StatusActive {
+					t.Fatalf("path %s of the sleeping bond is %v (%s), want ACTIVE", s.Name, st, s.StatusReason(now))
+				}
+			}
+		}
+		if !eb.asleep() || !cb.asleep() {
+			t.Fatalf("the bond woke without data: edge asleep %v, concentrator %v", eb.asleep(), cb.asleep())
+		}
+	}
+	e1, c1 := snap(eb), snap(cb)
+	ef1, _ := edge.timers.Stats()
+	cf1, _ := conc.timers.Stats()
+	for i := range 2 {
+		if n := e1.keepalives[i] - e0.keepalives[i]; n < 2 || n > 5 {
+			t.Errorf("edge path %d sent %d keepalives in %s at an idle keepalive of %s, want 2..5", i, n, window, idleKeepalive)
+		}
+		if n := c1.keepalives[i] - c0.keepalives[i]; n != 0 {
+			t.Errorf("concentrator path %d sent %d keepalives, want none", i, n)
+		}
+		if ce, cc := e1.sent[i]-e0.sent[i], c1.sent[i]-c0.sent[i]; cc > ce {
+			t.Errorf("concentrator path %d sent %d packets while the edge sent %d: more than the ACKs of them", i, cc, ce)
+		}
+	}
+	// Ticking every livenessTick would be 2 × 700 calls on each node.
+	if n := ef1 - ef0; n > 60 {
+		t.Errorf("the edge's timer heap ran %d callbacks in %s asleep, want at most 60", n, window)
+	}
+	if n := cf1 - cf0; n > 20 {
+		t.Errorf("the concentrator's timer heap ran %d callbacks in %s asleep, want at most 20", n, window)
+	}
+
+	// One packet wakes both ends at once.
+	wakes := eb.idle.wakes.Load()
+	pkt := udp4(edgeAddr, srvAddr, []byte("wake up"))
+	edgeDev.Inject(pkt)
+	select {
+	case got := <-concDev.Outbound():
+		if string(got) != string(pkt) {
+			t.Fatalf("delivered %d bytes, want the %d sent", len(got), len(pkt))
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the packet that wakes the bond was not delivered")
+	}
+	if eb.asleep() || cb.asleep() || eb.idle.wakes.Load() != wakes+1 {
+		t.Errorf("after a packet: edge asleep %v (wakes %d, want %d), concentrator asleep %v", eb.asleep(), eb.idle.wakes.Load(), wakes+1, cb.asleep())
+	}
+}
