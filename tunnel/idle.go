@@ -25,7 +25,10 @@ import (
 // The first data packet sent or received wakes the bond at once
 // (Bond.touch): every path is checked every livenessTick again and sends
 // a probe, so that within one RTT both ends know which paths answer, and
-// the timers above resume.
+// the timers above resume. A probe from the concentrator wakes the edge
+// too: an awake concentrator expects the fast keepalive (it closes a
+// connection whose peer was silent for IdleTimeout), and it may have woken
+// for a packet it did not send (too large, dropped by a rule).
 //
 // Every timer of every bond of a node (an Edge, a Concentrator) lives in
 // the node's timer heap (internal/timerheap), served by one goroutine: no

@@ -21,7 +21,7 @@ import (
 // once and is delivered.
 func TestIdleBondSleepsAndWakes(t *testing.T) {
 	if testing.Short() {
-		t.Skip("waits for the bond to sleep: about 12 s")
+		t.Skip("waits for the bond to sleep three times: about 20 s")
 	}
 	testkit.CheckLeaks(t)
 	const idleKeepalive = time.Second
@@ -43,13 +43,7 @@ func TestIdleBondSleepsAndWakes(t *testing.T) {
 	tb.exchange(t, edgeDev, concDev, edgeAddr, srvAddr, 20)
 	eb, cb := edge.Bond(), conc.Bond("van-1")
 
-	deadline := time.Now().Add(IdleAfter + 5*time.Second)
-	for !eb.asleep() || !cb.asleep() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not asleep %s after the last data: edge %v, concentrator %v", IdleAfter+5*time.Second, eb.asleep(), cb.asleep())
-		}
-		time.Sleep(50 * time.Millisecond) // polls the state it waits for
-	}
+	waitAsleep(t, eb, cb)
 
 	type counts struct{ keepalives, sent [2]uint64 }
 	snap := func(b *Bond) (c counts) {
@@ -114,5 +108,49 @@ func TestIdleBondSleepsAndWakes(t *testing.T) {
 	}
 	if eb.asleep() || cb.asleep() || eb.idle.wakes.Load() != wakes+1 {
 		t.Errorf("after a packet: edge asleep %v (wakes %d, want %d), concentrator asleep %v", eb.asleep(), eb.idle.wakes.Load(), wakes+1, cb.asleep())
+	}
+
+	// Asleep again, a downlink packet the concentrator does not send (too
+	// large: answered with ICMP on its own TUN) wakes it, and its probes
+	// wake the edge, whose fast keepalives then keep the concentrator's
+	// paths from being closed as silent.
+	waitAsleep(t, eb, cb)
+	edgeWakes := eb.idle.wakes.Load()
+	concDev.Inject(udp4(srvAddr, edgeAddr, make([]byte, testMTU)))
+	for end := time.Now().Add(time.Second); eb.asleep() || cb.asleep(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("1 s after an oversize downlink packet: edge asleep %v, concentrator asleep %v", eb.asleep(), cb.asleep())
+		}
+	}
+	if eb.idle.wakes.Load() != edgeWakes+1 {
+		t.Errorf("edge wakes %d, want %d", eb.idle.wakes.Load(), edgeWakes+1)
+	}
+	waitAsleep(t, eb, cb)
+	for _, p := range cb.Stats().Paths {
+		if p.Status != policy.StatusActive.String() || p.Conn == nil {
+			t.Errorf("concentrator path %s is %s after waking for nothing, want ACTIVE on its first connection", p.Name, p.Status)
+		}
+	}
+	if n := len(cb.Stats().Paths); n != 2 {
+		t.Errorf("concentrator has %d paths, want 2", n)
+	}
+}
+
+// waitAsleep waits until both ends of a bond sleep, at most IdleAfter + 5 s.
+func waitAsleep(t *testing.T, bonds ...*Bond) {
+	t.Helper()
+	deadline := time.Now().Add(IdleAfter + 5*time.Second)
+	for {
+		asleep := true
+		for _, b := range bonds {
+			asleep = asleep && b.asleep()
+		}
+		if asleep {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not asleep %s after the last data", IdleAfter+5*time.Second)
+		}
+		time.Sleep(50 * time.Millisecond) // polls the state it waits for
 	}
 }

@@ -46,6 +46,12 @@ func (pc *pathConn) routineReceive(conn *quic.Conn) {
 			return // the connection ended; serve notices through its context
 		}
 		if isProbe(dg) {
+			if p.bond.sendsKeepalives {
+				// On the edge, the concentrator's probe means it woke or
+				// misses an answer: wake too, and keep the paths alive
+				// at the fast keepalive it then expects (idle.go).
+				p.bond.touch(time.Now())
+			}
 			continue // a liveness probe (liveness.go): its ACK is all the peer wants
 		}
 		p.rxPackets.Add(1)
