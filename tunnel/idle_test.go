@@ -86,6 +86,7 @@ func TestIdleBondSleepsAndWakes(t *testing.T) {
 			t.Errorf("concentrator path %d sent %d packets while the edge sent %d: more than the ACKs of them", i, cc, ce)
 		}
 	}
+	t.Logf("asleep %s: edge keepalives %v, packets sent edge %v, concentrator %v; heap callbacks edge %d, concentrator %d", window, [2]uint64{e1.keepalives[0] - e0.keepalives[0], e1.keepalives[1] - e0.keepalives[1]}, [2]uint64{e1.sent[0] - e0.sent[0], e1.sent[1] - e0.sent[1]}, [2]uint64{c1.sent[0] - c0.sent[0], c1.sent[1] - c0.sent[1]}, ef1-ef0, cf1-cf0)
 	// Ticking every livenessTick would be 2 × 700 calls on each node.
 	if n := ef1 - ef0; n > 60 {
 		t.Errorf("the edge's timer heap ran %d callbacks in %s asleep, want at most 60", n, window)

@@ -36,9 +36,9 @@ import (
 //     a short backoff (Edge.routineDial).
 //
 // A liveRun checks this every livenessTick while the path's connection
-// lives and the bond is awake; while the bond sleeps (idle.go), at each
-// idle keepalive, and every livenessTick while a send waits for its
-// answer. The edge sends the keepalives: a probeDatagram on a path the
+// lives and the bond is awake; while the bond sleeps (idle.go), on the
+// edge at each idle keepalive, on the concentrator not at all, and on
+// either every livenessTick while a send waits for its answer. The edge sends the keepalives: a probeDatagram on a path the
 // peer has been silent on for Keepalive (awake) or IdleKeepalive
 // (asleep); the concentrator sends none. quic-go's own keepalive is off,
 // and its idle timeout (IdleKeepalive + IdleTimeout) is only a backstop:
@@ -104,7 +104,6 @@ type liveRun struct {
 func (pc *pathConn) startLiveness(conn *quic.Conn) (stop func()) {
 	p := pc.path
 	peer := conn.RemoteAddr().String()
-	p.peerAddr.Store(&peer)
 	lr := &liveRun{pc: pc, conn: conn, done: conn.Context().Done(), peer: peer}
 	lr.t = p.bond.newTimer(lr.check)
 	if lr.t == nil {
@@ -149,7 +148,9 @@ func (lr *liveRun) check(now, due time.Time) {
 		if !lr.quiet(now, asleep) {
 			return // closed
 		}
-		lr.t.Reset(lr.next(now, asleep))
+		if at, ok := lr.next(now, asleep); ok {
+			lr.t.Reset(at)
+		}
 		return
 	}
 	if p.suspect.CompareAndSwap(false, true) {
@@ -201,21 +202,41 @@ func (lr *liveRun) quiet(now time.Time, asleep bool) bool {
 	return true
 }
 
-// next returns when to check again after a quiet check at now.
-func (lr *liveRun) next(now time.Time, asleep bool) time.Time {
+// next returns when to check again after a quiet check at now, and false
+// when nothing needs checking until the bond wakes: on an asleep
+// concentrator with nothing sent unanswered (it sends no keepalives; the
+// edge's prove the path, and quic-go's idle timeout closes a connection
+// whose edge vanished).
+func (lr *liveRun) next(now time.Time, asleep bool) (time.Time, bool) {
 	p := lr.pc.path
 	if !asleep {
-		return now.Add(livenessTick)
+		return now.Add(livenessTick), true
 	}
 	if _, unanswered := p.state.Suspect(now); unanswered > 0 {
 		// Judge a send of the idle path (a keepalive, a control
 		// message) when it could turn SUSPECT.
-		return now.Add(max(p.state.SuspectAfter()-unanswered, 0) + livenessTick)
+		return now.Add(max(p.state.SuspectAfter()-unanswered, 0) + livenessTick), true
 	}
 	if !p.bond.sendsKeepalives {
-		return now.Add(p.bond.popts.IdleKeepalive) // nothing to send; watch the peer's address
+		return time.Time{}, false
 	}
-	return now.Add(max(p.bond.popts.IdleKeepalive-p.state.Silence(now), livenessTick))
+	due := now.Add(max(p.bond.popts.IdleKeepalive-p.state.Silence(now), livenessTick))
+	return ceilTo(due, keepaliveGrid), true
+}
+
+// keepaliveGrid aligns an asleep edge's keepalives to the wall clock: they
+// leave on its multiples, so that the keepalives of a node's edges (of
+// every uplink of an edge, and of edges whose clocks agree) reach the
+// concentrator in batches, which costs it one wake-up per batch instead
+// of one per keepalive (docs/performance.md, "How much one node holds").
+const keepaliveGrid = 100 * time.Millisecond
+
+// ceilTo rounds t up to a multiple of d since the Unix epoch.
+func ceilTo(t time.Time, d time.Duration) time.Time {
+	if r := t.UnixNano() % int64(d); r != 0 {
+		return t.Add(d - time.Duration(r))
+	}
+	return t
 }
 
 // probe hands the connection a liveness probe (probeDatagram), unless
@@ -248,15 +269,12 @@ func (p *path) checkPeer(conn *quic.Conn, last *string) {
 	p.migrations.Add(1)
 	p.bond.log.Info("path peer address changed", "path", p.name, "from", *last, "to", now)
 	*last = now
-	p.peerAddr.Store(&now)
 }
 
 // livenessStats fills the liveness fields of s.
 func (p *path) livenessStats(s *PathStats) {
-	if p.connected() {
-		if a := p.peerAddr.Load(); a != nil {
-			s.PeerAddr = *a
-		}
+	if c := p.pc.conn.Load(); c != nil {
+		s.PeerAddr = c.RemoteAddr().String() // an asleep path checks it only at waking
 	}
 	s.Migrations = p.migrations.Load()
 	s.SuspectEvents = p.suspectStarts.Load()

@@ -47,8 +47,7 @@ type path struct {
 	txPresumed                         atomic.Uint64 // txPackets up to which presumeLost counted
 	outages                            atomic.Uint64 // presumeLost calls that found datagrams lost
 	probes, suspectStarts, suspectEnds atomic.Uint64
-	keepalives                         atomic.Uint64          // probes sent as keepalives (idle.go)
-	peerAddr                           atomic.Pointer[string] // the live connection's peer address
+	keepalives                         atomic.Uint64 // probes sent as keepalives (idle.go)
 	migrations                         atomic.Uint64
 	drops                              dropCounters // path-scope reasons (DropReason)
 	lastErr                            atomic.Pointer[string]
