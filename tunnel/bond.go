@@ -45,11 +45,13 @@ type Bond struct {
 	// only while peerTags is set: the peer announced ctrlmsg.CapFlowTags
 	// in its hello (or hello reply). flows, cls and md are owned by the
 	// TUN reader; cls classifies packets for reseqWait when no rule set
-	// is in force. reseq is the receive side; reseqWrite writes what it
+	// is in force. cls (about 40 KiB) is made from clsOpts by the first
+	// packet that needs it (classifier): an idle bond holds none. reseq is the receive side; reseqWrite writes what it
 	// releases, always under reseq's mutex, with reseqWbuf as its scratch.
 	peerTags   atomic.Bool
 	flows      *flowTable
 	cls        *classify.Classifier
+	clsOpts    classify.Options
 	md         classify.Metadata
 	reseq      *reseqRx
 	reseqWrite deliverFunc
@@ -100,6 +102,15 @@ type Bond struct {
 	tunMu     sync.Mutex
 	tunMTU    int
 	fit       fitScratch // the TUN reader's
+}
+
+// classifier returns the bond's classifier, made on first use. Called only
+// from the TUN reader goroutine.
+func (b *Bond) classifier() *classify.Classifier {
+	if b.cls == nil {
+		b.cls, _ = classify.New(b.clsOpts) // newBond checked the options
+	}
+	return b.cls
 }
 
 // pathSet is an immutable snapshot of a bond's paths, with the policy view
@@ -157,8 +168,7 @@ func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
 	if err != nil {
 		return nil, err
 	}
-	cls, err := classify.New(o.classify)
-	if err != nil {
+	if _, err := classify.New(o.classify); err != nil { // checks the options; the bond's own comes with its first packet (classifier)
 		return nil, err
 	}
 	// A protected payload may carry a flow tag in front of the inner packet.
@@ -180,7 +190,7 @@ func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
 		rules:           rs,
 		ctl:             ctl,
 		flows:           newFlowTable(0, 0),
-		cls:             cls,
+		clsOpts:         o.classify,
 		reseq:           newReseqRx(o.reseq),
 		reseqWbuf:       make([][]byte, 1),
 		setTUNMTU:       o.setTUNMTU,

@@ -149,7 +149,7 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 	}
 	tags := b.peerTags.Load()
 	if md == nil && (tags || protect) { // no rule set in force: classify for the defaults alone
-		b.cls.Parse(pkt, &b.md)
+		b.classifier().Parse(pkt, &b.md)
 		md = &b.md
 	}
 	tl := 0 // flow tag length, in front of the inner packet
