@@ -97,7 +97,7 @@ func (b *Bond) wake(now time.Time) {
 		if t := p.pc.live.Load(); t != nil {
 			t.Reset(now)
 		}
-		p.rc.ring()
+		p.rc.ring(now)
 	}
 	if bi.check != nil {
 		bi.check.Reset(now.Add(idleAfter))

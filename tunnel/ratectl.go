@@ -244,8 +244,13 @@ func (rc *rateCtl) routineRateFeedback(conn *quic.Conn, str *quic.Stream, wmu *s
 }
 
 // ring wakes the path's feedback routine from its wait for the bond to
-// wake; it never blocks.
-func (rc *rateCtl) ring() {
+// wake, at now; it never blocks. Reports stopped while the bond slept
+// because nothing was sent: the fallback (checkStale) counts its silence
+// from now.
+func (rc *rateCtl) ring(now time.Time) {
+	rc.estMu.Lock()
+	rc.staleAt, rc.staleSent = now, rc.released.Load()
+	rc.estMu.Unlock()
 	select {
 	case rc.bell <- struct{}{}:
 	default:
