@@ -14,8 +14,8 @@ package bench
 //     in use after a forced GC, with all N bonds up and quiet for
 //     Options.Settle (3 s by default; at least until the bonds sleep,
 //     tunnel.IdleAfter), minus the same before the concentrator was
-//     built, over N; the idle CPU over the next Options.Settle (by
-//     default one idle keepalive, 15 s);
+//     built, over N; the idle CPU over the Options.Settle before that
+//     (by default one idle keepalive, 15 s);
 //   - memory per active bond: the idle figure plus the growth while 10 %
 //     of the bonds carried traffic, over the active bonds;
 //   - CPU per packet: the process's user + system time (getrusage) while
@@ -395,11 +395,10 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 	if err := sleepUntil(ctx, time.Now().Add(settle), nil); err != nil {
 		return st, err
 	}
-	idle := sampleMemory()
+	// The idle CPU first: the forced GC of sampleMemory hands memory back
+	// to the OS and shrinks goroutine stacks, which every connection would
+	// fault in and grow again at its next keepalive inside the window.
 	if o.Profile != "" {
-		if err := writeHeapProfile(fmt.Sprintf("%s.heap.%d", o.Profile, n)); err != nil {
-			return st, err
-		}
 		f, err := os.Create(fmt.Sprintf("%s.cpu-idle.%d", o.Profile, n))
 		if err != nil {
 			return st, err
@@ -409,9 +408,6 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 			return st, err
 		}
 	}
-	st.RSSMiB = float64(idle.rss) / mib
-	st.RSSMiBPerIdle = (float64(idle.rss) - float64(base.rss)) / float64(n) / mib
-	st.HeapMiBPerIdle = (float64(idle.heap) - float64(base.heap)) / float64(n) / mib
 	c0, w0 := cpuTime(), time.Now()
 	if err := sleepUntil(ctx, w0.Add(window), nil); err != nil {
 		return st, err
@@ -421,6 +417,15 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 		pprof.StopCPUProfile()
 	}
 	st.IdleCPUPct = 100 * idleRate
+	idle := sampleMemory()
+	if o.Profile != "" {
+		if err := writeHeapProfile(fmt.Sprintf("%s.heap.%d", o.Profile, n)); err != nil {
+			return st, err
+		}
+	}
+	st.RSSMiB = float64(idle.rss) / mib
+	st.RSSMiBPerIdle = (float64(idle.rss) - float64(base.rss)) / float64(n) / mib
+	st.HeapMiBPerIdle = (float64(idle.heap) - float64(base.heap)) / float64(n) / mib
 
 	// Traffic from the active bonds.
 	c1, w1 := cpuTime(), time.Now()
