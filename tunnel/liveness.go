@@ -35,12 +35,13 @@ import (
 //     (codePeerSilent): the path turns UNAVAILABLE and the edge redials with
 //     a short backoff (Edge.routineDial).
 //
-// A liveRun checks this every livenessTick while the path's connection
-// lives and the bond is awake; while the bond sleeps (idle.go), on the
-// edge at each idle keepalive, on the concentrator not at all, and on
-// either every livenessTick while a send waits for its answer. The edge sends the keepalives: a probeDatagram on a path the
-// peer has been silent on for Keepalive (awake) or IdleKeepalive
-// (asleep); the concentrator sends none. quic-go's own keepalive is off,
+// A liveRun, a timer of the node's heap, checks this every livenessTick
+// while the path's connection lives and the bond is awake; while the bond
+// sleeps (idle.go), on the edge at each idle keepalive, on the
+// concentrator not at all, and on either every livenessTick while a send
+// waits for its answer. The edge sends the keepalives: a probeDatagram on
+// a path the peer has been silent on for Keepalive (awake) or
+// IdleKeepalive (asleep); the concentrator sends none. quic-go's own keepalive is off,
 // and its idle timeout (IdleKeepalive + IdleTimeout) is only a backstop:
 // while the bond is awake a connection whose peer was silent for
 // IdleTimeout is closed here.
