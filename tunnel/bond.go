@@ -46,8 +46,9 @@ type Bond struct {
 	// in its hello (or hello reply). flows, cls and md are owned by the
 	// TUN reader; cls classifies packets for reseqWait when no rule set
 	// is in force. cls (about 40 KiB) is made from clsOpts by the first
-	// packet that needs it (classifier): an idle bond holds none. reseq is the receive side; reseqWrite writes what it
-	// releases, always under reseq's mutex, with reseqWbuf as its scratch.
+	// packet that needs it (classifier): an idle bond holds none. reseq
+	// is the receive side; reseqWrite writes what it releases, always
+	// under reseq's mutex, with reseqWbuf as its scratch.
 	peerTags   atomic.Bool
 	flows      *flowTable
 	cls        *classify.Classifier

@@ -249,8 +249,8 @@ func sameAuth(a, b EdgeAuth) bool {
 		slices.Equal(a.PolicyLabelKeys, b.PolicyLabelKeys)
 }
 
-// startBond starts the timers (idle.go) and the resequencing routine of e's bond until the concentrator
-// closes or e leaves the edge list.
+// startBond starts the timers (idle.go) and the resequencing routine of
+// e's bond until the concentrator closes or e leaves the edge list.
 func (c *Concentrator) startBond(e *edgeEntry) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	e.stop = func() {
