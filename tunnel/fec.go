@@ -285,7 +285,7 @@ func newRecovered(mtu int) *fec.Recovered {
 // (idle.go) every fecExpireInterval while blocks are pending or packets
 // arrive, every fecIdleExpireInterval while the bond is awake but quiet,
 // and not at all while it sleeps (no block can be pending then: the
-// longest timeout, fecMaxTimeout, is shorter than idleAfter); waking
+// longest timeout, fecMaxTimeout, is shorter than IdleAfter); waking
 // re-arms it.
 func (b *Bond) fecExpireTick(now, _ time.Time) {
 	b.dec.SetTimeout(fecTimeout(b.paths.Load(), b.dec.ParityLag()))

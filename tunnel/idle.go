@@ -8,7 +8,7 @@ import (
 )
 
 // An idle bond costs almost nothing. A bond that has carried no data, in
-// either direction, for idleAfter is asleep:
+// either direction, for IdleAfter is asleep:
 //
 //   - its paths are checked only at the idle keepalive
 //     (PathOptions.IdleKeepalive, 15 s by default): the edge sends a
@@ -39,8 +39,6 @@ import (
 // before it sleeps: its paths then keep alive at PathOptions.IdleKeepalive
 // and its timers stop (idle.go).
 const IdleAfter = 5 * time.Second
-
-const idleAfter = IdleAfter
 
 // MaxIdleKeepalive bounds PathOptions.IdleKeepalive: 10 minutes, past
 // which NAT bindings are gone anyway (RFC 4787 REQ-5 asks UDP mappings to
@@ -80,7 +78,7 @@ func (b *Bond) touch(now time.Time) {
 	}
 }
 
-// asleep reports whether the bond sleeps (no data for idleAfter).
+// asleep reports whether the bond sleeps (no data for IdleAfter).
 func (b *Bond) asleep() bool { return b.idle.asleep.Load() }
 
 // wake ends the bond's sleep at now: fast liveness, a probe on every
@@ -100,7 +98,7 @@ func (b *Bond) wake(now time.Time) {
 		p.rc.ring(now)
 	}
 	if bi.check != nil {
-		bi.check.Reset(now.Add(idleAfter))
+		bi.check.Reset(now.Add(IdleAfter))
 		bi.fecExpire.Reset(now.Add(fecExpireInterval))
 		bi.spread.Reset(now)
 	}
@@ -110,12 +108,12 @@ func (b *Bond) wake(now time.Time) {
 }
 
 // idleCheck puts the bond to sleep once it has carried no data for
-// idleAfter; until then it re-arms itself for idleAfter after the last
+// IdleAfter; until then it re-arms itself for IdleAfter after the last
 // data. Runs on the heap's goroutine.
 func (b *Bond) idleCheck(now, _ time.Time) {
 	bi := &b.idle
-	if last := bi.lastData.Load(); now.UnixNano()-last < int64(idleAfter) {
-		bi.check.Reset(time.Unix(0, last).Add(idleAfter))
+	if last := bi.lastData.Load(); now.UnixNano()-last < int64(IdleAfter) {
+		bi.check.Reset(time.Unix(0, last).Add(IdleAfter))
 		return
 	}
 	if !bi.asleep.CompareAndSwap(false, true) {
@@ -128,7 +126,7 @@ func (b *Bond) idleCheck(now, _ time.Time) {
 	// touch stores lastData before it reads asleep; this stored asleep
 	// before it reads lastData: a packet that raced with the sleep is
 	// seen by one of the two.
-	if now.UnixNano()-bi.lastData.Load() < int64(idleAfter) {
+	if now.UnixNano()-bi.lastData.Load() < int64(IdleAfter) {
 		b.wake(time.Now())
 	}
 }
@@ -151,7 +149,7 @@ func (b *Bond) startTimers(h *timerheap.Heap) {
 		bi.fecFlush = h.NewTimer(b.fecFlushTick)
 		b.fecTx.flush.Store(bi.fecFlush)
 	}
-	bi.check.Reset(now.Add(idleAfter))
+	bi.check.Reset(now.Add(IdleAfter))
 	bi.fecExpire.Reset(now.Add(fecExpireInterval))
 	bi.spread.Reset(now)
 }

@@ -66,7 +66,7 @@ type PathOptions struct {
 	// liveness.go); the concentrator sends none of its own.
 	Keepalive time.Duration
 	// IdleKeepalive is the same for a bond that has carried no data for
-	// idleAfter (idle.go): just often enough to hold NAT bindings
+	// IdleAfter (idle.go): just often enough to hold NAT bindings
 	// (0: DefaultIdleKeepalive). At least Keepalive, at most 10 minutes.
 	IdleKeepalive time.Duration
 	// IdleTimeout is the silence, beyond the keepalive a path expects,
