@@ -10,14 +10,15 @@ import (
 // An idle bond costs almost nothing. A bond that has carried no data, in
 // either direction, for IdleAfter is asleep:
 //
-//   - its paths are checked only at the idle keepalive
-//     (PathOptions.IdleKeepalive, 15 s by default): the edge sends a
-//     keepalive (a probe datagram, liveness.go) on each path the peer has
-//     been silent on for that long, which holds NAT bindings and proves
-//     the path; the concentrator sends nothing of its own and expects
-//     silence up to the idle keepalive (policy.Path.SetIdle). An
-//     unanswered keepalive turns the path SUSPECT and it is probed and
-//     closed as for any send (liveness.go);
+//   - the edge checks its paths only at the idle keepalive
+//     (PathOptions.IdleKeepalive, 15 s by default), on a 100-ms grid of
+//     its clock (keepaliveGrid), and sends a keepalive (a probe datagram,
+//     liveness.go) on each path the peer has been silent on for that
+//     long, which holds NAT bindings and proves the path; an unanswered
+//     keepalive turns the path SUSPECT and it is probed and closed as for
+//     any send. The concentrator sends nothing of its own, checks nothing
+//     unless it sent something, and expects silence up to the idle
+//     keepalive (policy.Path.SetIdle);
 //   - no path MTU ticks, no rate feedback (ratectl.go), no path state
 //     reports beyond one per idle keepalive (ctrl_edge.go), no FEC expiry
 //     or resequencer timers (fec.go, reseq_stage.go).
@@ -51,8 +52,7 @@ type bondIdle struct {
 	// (to the millisecond: touch stores it at most once a millisecond).
 	lastData atomic.Int64
 	asleep   atomic.Bool
-	// sleeps and wakes count the bond's idle periods, for the tests
-	// and the status.
+	// sleeps and wakes count the bond's idle periods (for the tests).
 	sleeps, wakes atomic.Uint64
 
 	heap *timerheap.Heap
