@@ -55,7 +55,15 @@ func TestIdleBondSleepsAndWakes(t *testing.T) {
 		}
 		return c
 	}
+	reports := func(b *Bond) (n uint64) {
+		for _, p := range b.paths.Load().paths {
+			n += p.rc.sentFb.Load()
+		}
+		return n
+	}
+	timersArmed := func(b *Bond) bool { return b.idle.fecExpire.Scheduled() || b.idle.spread.Scheduled() }
 	e0, c0 := snap(eb), snap(cb)
+	er0, cr0 := reports(eb), reports(cb)
 	ef0, _ := edge.timers.Stats()
 	cf0, _ := conc.timers.Stats()
 	const window = 3500 * time.Millisecond
@@ -73,6 +81,12 @@ func TestIdleBondSleepsAndWakes(t *testing.T) {
 		}
 	}
 	e1, c1 := snap(eb), snap(cb)
+	if er1, cr1 := reports(eb), reports(cb); er1 != er0 || cr1 != cr0 {
+		t.Errorf("rate reports sent while asleep: edge %d, concentrator %d; want none", er1-er0, cr1-cr0)
+	}
+	if timersArmed(eb) || timersArmed(cb) {
+		t.Errorf("FEC expiry or resequencer timer armed while asleep: edge %v, concentrator %v", timersArmed(eb), timersArmed(cb))
+	}
 	ef1, _ := edge.timers.Stats()
 	cf1, _ := conc.timers.Stats()
 	for i := range 2 {
@@ -109,6 +123,17 @@ func TestIdleBondSleepsAndWakes(t *testing.T) {
 	}
 	if eb.asleep() || cb.asleep() || eb.idle.wakes.Load() != wakes+1 {
 		t.Errorf("after a packet: edge asleep %v (wakes %d, want %d), concentrator asleep %v", eb.asleep(), eb.idle.wakes.Load(), wakes+1, cb.asleep())
+	}
+	if !timersArmed(eb) || !timersArmed(cb) {
+		t.Errorf("awake, FEC expiry and resequencer timers not armed: edge %v, concentrator %v", timersArmed(eb), timersArmed(cb))
+	}
+	// Traffic brings the rate reports back.
+	cr := reports(cb)
+	tb.exchange(t, edgeDev, concDev, edgeAddr, srvAddr, 50)
+	for end := time.Now().Add(time.Second); reports(cb) == cr; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("no rate report from the concentrator within 1 s of traffic after waking")
+		}
 	}
 
 	// Asleep again, a downlink packet the concentrator does not send (too
