@@ -2,11 +2,14 @@ package tunnel
 
 import (
 	"context"
+	"encoding/binary"
 	"net"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/internal/testkit"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tun/tuntest"
@@ -178,5 +181,82 @@ func waitAsleep(t *testing.T, bonds ...*Bond) {
 			t.Fatalf("not asleep %s after the last data", IdleAfter+5*time.Second)
 		}
 		time.Sleep(50 * time.Millisecond) // polls the state it waits for
+	}
+}
+
+// TestIdleBlackholeThenTraffic black-holes the path a sleeping bond would
+// send on (its emu relay drops everything both ways; no keepalive is due
+// within the test, so nothing has noticed) and then starts a 1 kHz probe:
+// the first packet wakes the bond, the dead path turns SUSPECT within its
+// bound, and the probe moves to the other path, so the first delivery and
+// the longest gap between deliveries stay within max(3 × RTT, 150 ms), as
+// for a bond that carried traffic all along (TestBlackholeGap).
+func TestIdleBlackholeThenTraffic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the bond to sleep: about 8 s")
+	}
+	const oneWay = 10 * time.Millisecond
+	bound := max(3*2*oneWay, 150*time.Millisecond)
+	var relays emu.Relays
+	tb := newTestBondWith(t, token, 2, func(o *EdgeOptions) {
+		o.FEC = FECOptions{Mode: FECOff}
+		relays = viaRelays(t, o, []emu.RelayLink{
+			symmetric(oneWay, 50*emu.Mbps, 0), symmetric(oneWay+5*time.Millisecond, 50*emu.Mbps, 0)}, 3)
+	})
+	tb.waitActive(t, 2)
+	tb.exchange(t, tb.edgeDev, tb.concDev, edgeAddr, srvAddr, 20)
+	eb, cb := tb.edge.Bond(), tb.conc.Bond("van-1")
+	waitAsleep(t, eb, cb)
+	relays[0].SetDown(true)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var arrivals []time.Time
+	go func() {
+		for {
+			select {
+			case <-tb.concDev.Outbound():
+				mu.Lock()
+				arrivals = append(arrivals, time.Now())
+				mu.Unlock()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	payload := make([]byte, 64)
+	start := time.Now()
+	sent := 0
+	for end := start.Add(700 * time.Millisecond); time.Now().Before(end); sent++ {
+		<-tick.C
+		binary.BigEndian.PutUint32(payload, uint32(sent))
+		tb.edgeDev.Inject(udp4(edgeAddr, srvAddr, payload))
+	}
+	time.Sleep(300 * time.Millisecond) // the last probes arrive
+	cancel()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(arrivals) == 0 {
+		t.Fatalf("none of %d packets arrived", sent)
+	}
+	first, gap := arrivals[0].Sub(start), time.Duration(0)
+	for i := 1; i < len(arrivals); i++ {
+		gap = max(gap, arrivals[i].Sub(arrivals[i-1]))
+	}
+	st := eb.Stats().Paths
+	t.Logf("sent %d, delivered %d; first after %s, longest gap %s (bound %s); up0 %s (%s), suspect drops %d, resent %d",
+		sent, len(arrivals), first.Round(time.Millisecond), gap.Round(time.Millisecond), bound, st[0].Status, st[0].StatusReason,
+		st[0].Drops[DropSuspect], st[0].Resent)
+	if raceEnabled {
+		return // the bound is for an unhindered process
+	}
+	if first > bound || gap > bound {
+		t.Errorf("first delivery after %s, longest gap %s; want both ≤ %s", first, gap, bound)
+	}
+	if len(arrivals) < sent*9/10 {
+		t.Errorf("%d of %d packets delivered, want at least 90 %%", len(arrivals), sent)
 	}
 }
