@@ -15,7 +15,7 @@ func TestLiveness(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	type step struct {
 		at     int    // ms after t0
-		op     string // "send", "recv" or "" (only check)
+		op     string // "send", "recv", "idle" (SetIdle 15 s), "wake" (SetIdle 0) or "" (only check)
 		want   Status
 		reason string
 	}
@@ -61,6 +61,28 @@ func TestLiveness(t *testing.T) {
 			{at: 0, op: "send"},
 			{at: 2000, want: StatusDegraded, reason: ReasonSilent},
 		}},
+		{"an idle path is silent only past its keepalive", 10 * time.Millisecond, Liveness{}, []step{
+			{at: 0, op: "idle", want: StatusActive},
+			{at: 2000, want: StatusActive},
+			{at: 16400, want: StatusActive},
+			{at: 16600, want: StatusDegraded, reason: ReasonSilent},
+			{at: 16700, op: "recv", want: StatusActive},
+		}},
+		{"an idle path's keepalive unanswered is suspect", 10 * time.Millisecond, Liveness{}, []step{
+			{at: 0, op: "idle"},
+			{at: 15000, op: "send", want: StatusActive},
+			{at: 15101, want: StatusDegraded, reason: ReasonSuspect},
+		}},
+		{"waking counts silence from the wake", 10 * time.Millisecond, Liveness{}, []step{
+			{at: 0, op: "idle"},
+			{at: 10000, op: "wake", want: StatusActive},
+			{at: 11400, want: StatusActive},
+			{at: 11600, want: StatusDegraded, reason: ReasonSilent},
+		}},
+		{"waking a path that was not idle changes nothing", 10 * time.Millisecond, Liveness{}, []step{
+			{at: 1000, op: "wake", want: StatusActive},
+			{at: 1600, want: StatusDegraded, reason: ReasonSilent},
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -75,6 +97,10 @@ func TestLiveness(t *testing.T) {
 					p.OnAckEliciting(now)
 				case "recv":
 					p.OnReceive(now)
+				case "idle":
+					p.SetIdle(15*time.Second, now)
+				case "wake":
+					p.SetIdle(0, now)
 				}
 				if s.want == 0 && s.op != "" {
 					continue // a step that only acts

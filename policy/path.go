@@ -35,8 +35,10 @@ func (s Status) String() string {
 }
 
 // MinSilence is the shortest peer silence after which a connected path is
-// reported DEGRADED; the bound grows to 4 smoothed RTTs on slow paths.
-// Keepalives (1 s by default) keep an idle but healthy path ACTIVE.
+// reported DEGRADED; the bound grows to 4 smoothed RTTs on slow paths, and
+// to the idle keepalive plus MinSilence while the path is idle
+// ([Path.SetIdle]). Keepalives (1 s by default, 15 s when idle) keep a
+// quiet but healthy path ACTIVE.
 const MinSilence = 1500 * time.Millisecond
 
 // Path is the scheduler's view of one uplink. Name, Labels and QueueCap are
@@ -67,6 +69,11 @@ type Path struct {
 	queueLen  atomic.Int64 // packets
 	queueB    atomic.Int64 // bytes
 	lastRecv  atomic.Int64 // unix ns of the last packet received from the peer
+	// Idle keepalive (SetIdle): idleBound (ns) is, while > 0, the
+	// shortest silence that makes the path DEGRADED; silentFrom (unix ns)
+	// is when the path last left idle: silence counts from there at the
+	// earliest.
+	idleBound, silentFrom atomic.Int64
 
 	// Liveness (liveness.go): unanswered is the unix ns of the first
 	// ack-eliciting packet sent since the peer was last heard, 0 when none;
@@ -303,9 +310,34 @@ func (p *Path) unheard(now time.Time) bool {
 }
 
 // silent reports whether the peer has been silent at now for longer than
-// max(MinSilence, 4·smoothed RTT), which makes the path DEGRADED.
+// max(MinSilence, 4·smoothed RTT) (or, while the path is idle, its idle
+// bound), which makes the path DEGRADED.
 func (p *Path) silent(now time.Time) bool {
-	return time.Duration(now.UnixNano()-p.lastRecv.Load()) > max(MinSilence, 4*p.SmoothedRTT())
+	return p.Silence(now) > max(MinSilence, 4*p.SmoothedRTT(), time.Duration(p.idleBound.Load()))
+}
+
+// Silence returns how long the peer has been silent at now: since the last
+// packet received from it, or since the path last left idle (SetIdle) if
+// that is later.
+func (p *Path) Silence(now time.Time) time.Duration {
+	return time.Duration(now.UnixNano() - max(p.lastRecv.Load(), p.silentFrom.Load()))
+}
+
+// SetIdle records, at now, that the peers of an idle path keep it alive
+// with a keepalive every keepalive (> 0): silence up to keepalive +
+// MinSilence is then expected, not a sign of trouble. keepalive 0 ends the
+// idle time: silence counts from now again, at the normal bound, so that
+// a path is not judged by the quiet it was allowed while idle. The
+// liveness of what is sent ([Path.Suspect]) is unaffected. Safe for
+// concurrent use.
+func (p *Path) SetIdle(keepalive time.Duration, now time.Time) {
+	if keepalive > 0 {
+		p.idleBound.Store(int64(keepalive + MinSilence))
+		return
+	}
+	if p.idleBound.Swap(0) != 0 {
+		p.silentFrom.Store(now.UnixNano())
+	}
 }
 
 // Reasons [Path.StatusReason] returns.

@@ -36,19 +36,23 @@ type Bond struct {
 	// headers then carry FlagPathSeq (ratectl.go).
 	pathSeq atomic.Bool
 
-	fecTx *fecSender   // nil when FEC is off
-	dec   *fec.Decoder // receive side; safe for concurrent use
-	rules *ruleState   // nil without a rule source; owned by the TUN reader
+	fecTx     *fecSender   // nil when FEC is off
+	dec       *fec.Decoder // receive side; safe for concurrent use
+	fecLastRx uint64       // rxPackets at the last fecExpireTick; owned by it
+	rules     *ruleState   // nil without a rule source; owned by the TUN reader
 
 	// Per-flow sequencing (flowtag.go, reseq_stage.go). The send side tags
 	// only while peerTags is set: the peer announced ctrlmsg.CapFlowTags
 	// in its hello (or hello reply). flows, cls and md are owned by the
 	// TUN reader; cls classifies packets for reseqWait when no rule set
-	// is in force. reseq is the receive side; reseqWrite writes what it
-	// releases, always under reseq's mutex, with reseqWbuf as its scratch.
+	// is in force. cls (about 40 KiB) is made from clsOpts by the first
+	// packet that needs it (classifier): an idle bond holds none. reseq
+	// is the receive side; reseqWrite writes what it releases, always
+	// under reseq's mutex, with reseqWbuf as its scratch.
 	peerTags   atomic.Bool
 	flows      *flowTable
 	cls        *classify.Classifier
+	clsOpts    classify.Options
 	md         classify.Metadata
 	reseq      *reseqRx
 	reseqWrite deliverFunc
@@ -80,6 +84,10 @@ type Bond struct {
 
 	ctr   bondCounters
 	drops dropCounters // bond-scope reasons (DropReason)
+	idle  bondIdle     // asleep or awake, and the bond's timers (idle.go)
+	// sendsKeepalives is set on the edge: it keeps its paths alive
+	// (liveness.go); the concentrator sends no keepalives of its own.
+	sendsKeepalives bool
 
 	// Path MTU (pmtu.go). sendMTU is the inner MTU packets are checked
 	// against, bytes (at most mtu); minBudget the smallest datagram budget
@@ -95,6 +103,15 @@ type Bond struct {
 	tunMu     sync.Mutex
 	tunMTU    int
 	fit       fitScratch // the TUN reader's
+}
+
+// classifier returns the bond's classifier, made on first use. Called only
+// from the TUN reader goroutine.
+func (b *Bond) classifier() *classify.Classifier {
+	if b.cls == nil {
+		b.cls, _ = classify.New(b.clsOpts) // newBond checked the options
+	}
+	return b.cls
 }
 
 // pathSet is an immutable snapshot of a bond's paths, with the policy view
@@ -128,6 +145,8 @@ type bondOptions struct {
 	peer *EdgeAuth
 	// setTUNMTU sets the device MTU; nil: never (pmtu.go).
 	setTUNMTU func(int) error
+	// keepalives: the bond's end sends keepalives (the edge's).
+	keepalives bool
 }
 
 func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
@@ -150,8 +169,7 @@ func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
 	if err != nil {
 		return nil, err
 	}
-	cls, err := classify.New(o.classify)
-	if err != nil {
+	if _, err := classify.New(o.classify); err != nil { // checks the options; the bond's own comes with its first packet (classifier)
 		return nil, err
 	}
 	// A protected payload may carry a flow tag in front of the inner packet.
@@ -160,25 +178,26 @@ func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
 		return nil, err
 	}
 	b := &Bond{
-		edgeID:    edgeID,
-		log:       log,
-		dev:       dev,
-		mtu:       mtu,
-		picker:    picker,
-		popts:     popts,
-		allowed:   allowed,
-		icmpBuf:   make([]byte, 0, 1500),
-		wbuf:      make([][]byte, 1),
-		dec:       dec,
-		rules:     rs,
-		ctl:       ctl,
-		flows:     newFlowTable(0, 0),
-		cls:       cls,
-		reseq:     newReseqRx(o.reseq),
-		reseqWbuf: make([][]byte, 1),
-		setTUNMTU: o.setTUNMTU,
-		tunMTU:    mtu,
-		fit:       newFitScratch(),
+		edgeID:          edgeID,
+		log:             log,
+		dev:             dev,
+		mtu:             mtu,
+		picker:          picker,
+		popts:           popts,
+		allowed:         allowed,
+		icmpBuf:         make([]byte, 0, 1500),
+		wbuf:            make([][]byte, 1),
+		dec:             dec,
+		rules:           rs,
+		ctl:             ctl,
+		flows:           newFlowTable(0, 0),
+		clsOpts:         o.classify,
+		reseq:           newReseqRx(o.reseq),
+		reseqWbuf:       make([][]byte, 1),
+		setTUNMTU:       o.setTUNMTU,
+		tunMTU:          mtu,
+		sendsKeepalives: o.keepalives,
+		fit:             newFitScratch(),
 	}
 	b.sendMTU.Store(int64(mtu))
 	b.minBudget.Store(int64(mtu + HeaderBudget))

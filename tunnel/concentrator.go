@@ -16,6 +16,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/bondd/bondd/internal/timerheap"
 	"github.com/bondd/bondd/tun"
 	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
@@ -38,6 +39,9 @@ type Concentrator struct {
 	lastRefusalLog atomic.Int64      // unix ns of the last refusal logged
 	tdrops         transportCounters // what the QUIC transport dropped (conc_transport.go)
 
+	// timers holds every timer of every bond and path (idle.go).
+	timers *timerheap.Heap
+
 	ctx       context.Context
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -48,8 +52,8 @@ type Concentrator struct {
 type edgeEntry struct {
 	auth EdgeAuth
 	bond *Bond
-	life *bondLife          // live path connections, for OnBondUp/OnBondDown (fleet.go)
-	stop context.CancelFunc // ends the bond's FEC routines; set by Start or SetEdges
+	life *bondLife // live path connections, for OnBondUp/OnBondDown (fleet.go)
+	stop func()    // ends the bond's routines and timers; set by Start or SetEdges
 }
 
 type route struct {
@@ -65,7 +69,7 @@ func NewConcentrator(opts ConcentratorOptions) (*Concentrator, error) {
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("tunnel: concentrator options: %w", err)
 	}
-	c := &Concentrator{opts: opts, log: orDiscard(opts.Logger)}
+	c := &Concentrator{opts: opts, log: orDiscard(opts.Logger), timers: timerheap.New()}
 	tab, _, err := c.newTable(opts.Edges, nil)
 	if err != nil {
 		return nil, fmt.Errorf("tunnel: concentrator: %w", err)
@@ -141,6 +145,7 @@ func (c *Concentrator) Start() error {
 		return fmt.Errorf("tunnel: listen: %w", err)
 	}
 	c.ln = ln
+	c.timers.Start()
 	c.wg.Go(c.routineAccept)
 	c.wg.Go(c.routineNonQUIC)
 	c.wg.Go(c.routineGarbageLog)
@@ -160,6 +165,7 @@ func (c *Concentrator) Close() error {
 		return c.opts.Device.Close()
 	}
 	c.cancel()
+	c.timers.Close()
 	for _, e := range c.tab.Load().edges {
 		e.bond.closePaths(codeShutdown, "concentrator shutting down")
 	}

@@ -315,6 +315,15 @@ func (e *Edge) routineControlWriter() {
 		if carrier.caps&ctrlmsg.CapMapping != 0 && e.opts.DownlinkRules != nil && !carrier.dead.Load() {
 			e.syncRules(&rs, send, now)
 		}
+		if e.bond.asleep() && len(rs.pending) == 0 {
+			// Little moves on an idle bond: report at its keepalive
+			// (waking rings the doorbell, idle.go), or every second
+			// while downlink rules may wait for a retry.
+			interval = e.opts.Paths.IdleKeepalive
+			if e.opts.DownlinkRules != nil {
+				interval = min(interval, time.Second)
+			}
+		}
 		timer.Reset(interval)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/quic-go/quic-go/qlogwriter"
 	"golang.org/x/sys/unix"
 
+	"github.com/bondd/bondd/internal/timerheap"
 	"github.com/bondd/bondd/tun"
 	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
@@ -39,10 +40,11 @@ type Edge struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	ctl   edgeControl            // the control plane (ctrl_edge.go)
-	node  atomic.Pointer[string] // the node dialled, once SetConcentrator is called (fleet.go)
-	moved moveSignal             // fired by SetConcentrator (fleet.go)
-	kicks []moveSignal           // one per uplink, fired by Kick (redial.go)
+	timers *timerheap.Heap        // every timer of the bond and its paths (idle.go)
+	ctl    edgeControl            // the control plane (ctrl_edge.go)
+	node   atomic.Pointer[string] // the node dialled, once SetConcentrator is called (fleet.go)
+	moved  moveSignal             // fired by SetConcentrator (fleet.go)
+	kicks  []moveSignal           // one per uplink, fired by Kick (redial.go)
 }
 
 // NewEdge checks opts and returns an Edge that is not yet running. It
@@ -56,9 +58,9 @@ func NewEdge(opts EdgeOptions) (*Edge, error) {
 	if _, err := crand.Read(id[:]); err != nil {
 		return nil, err
 	}
-	e := &Edge{opts: opts, log: orDiscard(opts.Logger), bondID: binary.BigEndian.Uint64(id[:]) >> 2}
+	e := &Edge{opts: opts, log: orDiscard(opts.Logger), bondID: binary.BigEndian.Uint64(id[:]) >> 2, timers: timerheap.New()}
 	bond, err := newBond(opts.ID, opts.Device, bondOptions{mtu: opts.MTU, picker: opts.Picker, paths: opts.Paths,
-		fec: opts.FEC, rules: opts.Rules, classify: opts.Classify, log: e.log, setTUNMTU: opts.SetTUNMTU})
+		fec: opts.FEC, rules: opts.Rules, classify: opts.Classify, log: e.log, setTUNMTU: opts.SetTUNMTU, keepalives: true})
 	if err != nil {
 		return nil, fmt.Errorf("tunnel: edge: %w", err)
 	}
@@ -125,7 +127,9 @@ func (e *Edge) Start() {
 	}
 	e.wg.Go(func() { tun.DrainEvents(e.opts.Device, func(ev tun.Event) { e.log.Debug("tun event", "event", ev) }) })
 	e.wg.Go(func() { routineReadTUN(e.opts.Device, e.log, func([]byte) *Bond { return e.bond }) })
-	e.bond.startFEC(&e.wg, e.ctx.Done())
+	e.timers.Start()
+	e.bond.idle.onWake = e.ctl.ring // path state reports resume (ctrl_edge.go)
+	e.bond.startTimers(e.timers)
 	e.bond.startReseq(&e.wg, e.ctx.Done())
 }
 
@@ -136,6 +140,8 @@ func (e *Edge) Close() error {
 		return e.opts.Device.Close()
 	}
 	e.cancel()
+	e.bond.stopTimers()
+	e.timers.Close()
 	e.bond.closePaths(codeShutdown, "edge shutting down")
 	err := e.opts.Device.Close()
 	e.wg.Wait()
@@ -327,9 +333,11 @@ const datagramReceiveQueue = 1024
 // carries it.
 func quicConfig(o PathOptions, rec *recorder) *quic.Config {
 	return &quic.Config{
-		EnableDatagrams:       true,
-		KeepAlivePeriod:       o.Keepalive,
-		MaxIdleTimeout:        o.IdleTimeout,
+		EnableDatagrams: true,
+		// bondd sends the keepalives (liveness.go, idle.go); quic-go's
+		// idle timeout is a backstop past an idle bond's keepalive.
+		KeepAlivePeriod:       0,
+		MaxIdleTimeout:        o.IdleKeepalive + o.IdleTimeout,
 		HandshakeIdleTimeout:  DefaultHandshakeTimeout,
 		InitialPacketSize:     uint16(o.InitialPacketSize),
 		MaxIncomingStreams:    4,

@@ -3,10 +3,11 @@ package tunnel
 import (
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bondd/bondd/fec"
+	"github.com/bondd/bondd/internal/timerheap"
 	"github.com/bondd/bondd/policy"
 )
 
@@ -17,13 +18,14 @@ import (
 // Send side: the TUN reader adds each data packet to the open block
 // (fec.Encoder.Add) and sends it at once with the block fields in its
 // header. When the block holds k packets the TUN reader seals it; when its
-// time budget runs out first, routineFECFlush does. Sealing sizes r from the
+// time budget runs out first, the bond's flush timer does (fecFlushTick,
+// on the node's timer heap, idle.go). Sealing sizes r from the
 // loss-interval estimate of each path the block's packets went out on and
 // hands the r parity shards to the same picker as data.
 //
 // Receive side: every path's receive routine hands FEC packets to the
 // bond's fec.Decoder, which delivers data at once and reconstructs missing
-// data once any k of a block's k + r packets are in; routineFECExpire times
+// data once any k of a block's k + r packets are in; fecExpireTick times
 // out blocks and follows the paths' RTT spread.
 
 // FEC modes.
@@ -114,15 +116,15 @@ func (o FECOptions) validate() error {
 type fecSender struct {
 	enc          *fec.Encoder
 	opts         FECOptions
-	parityPlaced bool          // opts.Placement places parity (policy.ParityPath)
-	mtu          int           // bytes: the longest packet protected
-	wake         chan struct{} // capacity 1: a block opened, arm the flush timer
+	parityPlaced bool                            // opts.Placement places parity (policy.ParityPath)
+	mtu          int                             // bytes: the longest packet protected
+	flush        atomic.Pointer[timerheap.Timer] // the bond's flush timer, armed when a block opens (nil before the bond starts)
 
 	// Owned by the TUN reader goroutine.
 	rd  fec.Redundancy
 	par fec.Parity
 
-	// Owned by routineFECFlush.
+	// Owned by fecFlushTick.
 	rdT   fec.Redundancy
 	parT  fec.Parity
 	picks []int
@@ -135,7 +137,7 @@ func newFECSender(o FECOptions, mtu int) (*fecSender, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fecSender{enc: enc, opts: o, parityPlaced: policy.PlacementPlacesParity(o.Placement), mtu: mtu, wake: make(chan struct{}, 1), fitT: newFitScratch()}, nil
+	return &fecSender{enc: enc, opts: o, parityPlaced: policy.PlacementPlacesParity(o.Placement), mtu: mtu, fitT: newFitScratch()}, nil
 }
 
 // parityBufs gives p its K parity buffers the first time a block is
@@ -184,11 +186,8 @@ func (b *Bond) protect(pkt []byte, pi int, video bool, h *Header, now time.Time)
 	}
 	h.Flags |= FlagFEC
 	h.Class, h.Block, h.Index, h.K = ref.Class, ref.Block, uint16(ref.Index), uint16(ref.K)
-	if ref.Index == 0 {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+	if t := s.flush.Load(); ref.Index == 0 && t != nil {
+		t.ResetEarlier(now.Add(s.opts.Budget)) // the block's deadline (fec.Encoder.Deadline)
 	}
 	return full && s.enc.Seal(ref.Block, s.redundancy(&s.rd, b.paths.Load()), s.parityBufs(&s.par))
 }
@@ -245,39 +244,29 @@ func (b *Bond) sendParity(p *fec.Parity, picks []int, fs *fitScratch, now time.T
 	}
 }
 
-// routineFECFlush closes blocks whose time budget ran out before they
-// filled, so parity is never later than the budget at low packet rates.
-func (b *Bond) routineFECFlush(done <-chan struct{}) {
+// fecFlushTick closes a block whose time budget ran out before it
+// filled, so parity is never later than the budget at low packet rates,
+// and re-arms the flush timer for the next open block. Runs on the node's
+// timer heap (idle.go).
+func (b *Bond) fecFlushTick(now, _ time.Time) {
 	s := b.fecTx
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		deadline, open := s.enc.Deadline()
-		if !open {
-			select {
-			case <-s.wake:
-				continue
-			case <-done:
-				return
-			}
+	t := b.idle.fecFlush
+	deadline, open := s.enc.Deadline()
+	if !open {
+		return
+	}
+	if now.Before(deadline) {
+		t.ResetEarlier(deadline)
+		return
+	}
+	if s.enc.Flush(now, s.redundancy(&s.rdT, b.paths.Load()), s.parityBufs(&s.parT)) {
+		if n := len(b.paths.Load().paths); len(s.picks) < n {
+			s.picks = make([]int, n)
 		}
-		timer.Reset(time.Until(deadline))
-		select {
-		case <-timer.C:
-		case <-done:
-			return
-		}
-		now := time.Now()
-		if s.enc.Flush(now, s.redundancy(&s.rdT, b.paths.Load()), s.parityBufs(&s.parT)) {
-			if n := len(b.paths.Load().paths); len(s.picks) < n {
-				s.picks = make([]int, n)
-			}
-			b.sendParity(&s.parT, s.picks, &s.fitT, now)
-		}
-		select { // drop a wake-up for the block just flushed
-		case <-s.wake:
-		default:
-		}
+		b.sendParity(&s.parT, s.picks, &s.fitT, now)
+	}
+	if deadline, open := s.enc.Deadline(); open {
+		t.ResetEarlier(deadline)
 	}
 }
 
@@ -290,40 +279,28 @@ func newRecovered(mtu int) *fec.Recovered {
 	return &fec.Recovered{Offset: 16, BufLen: max(mtu+MaxFlowTagLen, 1500)}
 }
 
-// routineFECExpire times out blocks whose packets stopped coming, and sets
+// fecExpireTick times out blocks whose packets stopped coming, and sets
 // the decoder's timeout from the spread of the paths' RTTs: a block waits
-// for its slowest path's packets, no longer.
-//
-// An idle bond (no block open, nothing received since the last tick) ticks
-// every fecIdleExpireInterval instead, so that a concentrator holding
-// thousands of quiet bonds does not wake each of them 20 times a second.
-// A block that opens meanwhile is still expired by the packets that
-// follow it; only one whose packets all stop is counted lost up to
-// fecIdleExpireInterval later.
-func (b *Bond) routineFECExpire(done <-chan struct{}) {
-	interval := fecExpireInterval
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	lastRx := b.ctr.rxPackets.Load()
-	for {
-		select {
-		case now := <-t.C:
-			b.dec.SetTimeout(fecTimeout(b.paths.Load(), b.dec.ParityLag()))
-			b.dec.Expire(now)
-			rx := b.ctr.rxPackets.Load()
-			want := fecIdleExpireInterval
-			if rx != lastRx || b.dec.Pending() {
-				want = fecExpireInterval
-			}
-			lastRx = rx
-			if want != interval {
-				interval = want
-				t.Reset(interval)
-			}
-		case <-done:
-			return
-		}
+// for its slowest path's packets, no longer. Runs on the node's timer heap
+// (idle.go) every fecExpireInterval while blocks are pending or packets
+// arrive, every fecIdleExpireInterval while the bond is awake but quiet,
+// and not at all while it sleeps (no block can be pending then: the
+// longest timeout, fecMaxTimeout, is shorter than IdleAfter); waking
+// re-arms it.
+func (b *Bond) fecExpireTick(now, _ time.Time) {
+	b.dec.SetTimeout(fecTimeout(b.paths.Load(), b.dec.ParityLag()))
+	b.dec.Expire(now)
+	rx := b.ctr.rxPackets.Load()
+	interval := fecIdleExpireInterval
+	pending := b.dec.Pending()
+	if rx != b.fecLastRx || pending {
+		interval = fecExpireInterval
 	}
+	b.fecLastRx = rx
+	if b.asleep() && !pending {
+		return
+	}
+	b.idle.fecExpire.Reset(now.Add(interval))
 }
 
 const (
@@ -348,14 +325,6 @@ func fecTimeout(set *pathSet, parityLag time.Duration) time.Duration {
 		hi = max(hi, r)
 	}
 	return min(max(2*(hi-lo)+max(fec.DefaultBudget, parityLag)+20*time.Millisecond, fecMinTimeout), fecMaxTimeout)
-}
-
-// startFEC starts the bond's FEC routines on wg; they stop when done closes.
-func (b *Bond) startFEC(wg *sync.WaitGroup, done <-chan struct{}) {
-	if b.fecTx != nil {
-		wg.Go(func() { b.routineFECFlush(done) })
-	}
-	wg.Go(func() { b.routineFECExpire(done) })
 }
 
 // fecRef converts a header's FEC fields.

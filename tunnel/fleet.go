@@ -249,12 +249,15 @@ func sameAuth(a, b EdgeAuth) bool {
 		slices.Equal(a.PolicyLabelKeys, b.PolicyLabelKeys)
 }
 
-// startBond starts the FEC and resequencing routines of e's bond until the concentrator
-// closes or e leaves the edge list.
+// startBond starts the timers (idle.go) and the resequencing routine of
+// e's bond until the concentrator closes or e leaves the edge list.
 func (c *Concentrator) startBond(e *edgeEntry) {
 	ctx, cancel := context.WithCancel(c.ctx)
-	e.stop = cancel
-	e.bond.startFEC(&c.wg, ctx.Done())
+	e.stop = func() {
+		cancel()
+		e.bond.stopTimers()
+	}
+	e.bond.startTimers(c.timers)
 	e.bond.startReseq(&c.wg, ctx.Done())
 }
 

@@ -237,7 +237,7 @@ func newFlowTable(size int, idle time.Duration) *flowTable {
 	if idle <= 0 {
 		idle = DefaultFlowIdle
 	}
-	return &flowTable{slots: make([]flowSlot, n), mask: uint64(n - 1), idle: int64(idle)}
+	return &flowTable{mask: uint64(n - 1), idle: int64(idle)} // slots come with the first flow (next)
 }
 
 // next returns the tag (flow id, next sequence number, epoch; WaitMs
@@ -246,6 +246,7 @@ func newFlowTable(size int, idle time.Duration) *flowTable {
 func (t *flowTable) next(h uint64, now time.Time) (tag FlowTag, ok bool) {
 	if !t.set {
 		t.epoch, t.set = now.Add(-time.Nanosecond), true // last == 0 stays "never used"
+		t.slots = make([]flowSlot, t.mask+1)             // an idle bond holds none
 	}
 	ns := int64(now.Sub(t.epoch))
 	free := -1

@@ -131,6 +131,10 @@ func TestFlowTable(t *testing.T) {
 		})
 	}
 	ft := newFlowTable(MaxFlows*4, 0)
+	if len(ft.slots) != 0 {
+		t.Fatalf("a new table holds %d slots, want none before its first flow", len(ft.slots))
+	}
+	ft.next(1, t0)
 	if len(ft.slots) != MaxFlows {
 		t.Fatalf("%d slots, want at most MaxFlows", len(ft.slots))
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/bondd/bondd/internal/timerheap"
 	"github.com/bondd/bondd/policy"
 )
 
@@ -34,8 +35,16 @@ import (
 //     (codePeerSilent): the path turns UNAVAILABLE and the edge redials with
 //     a short backoff (Edge.routineDial).
 //
-// pathConn.routineLiveness checks this every livenessTick while the path's
-// connection lives.
+// A liveRun, a timer of the node's heap, checks this every livenessTick
+// while the path's connection lives and the bond is awake; while the bond
+// sleeps (idle.go), on the edge at each idle keepalive, on the
+// concentrator not at all, and on either every livenessTick while a send
+// waits for its answer. The edge sends the keepalives: a probeDatagram on
+// a path the peer has been silent on for Keepalive (awake) or
+// IdleKeepalive (asleep); the concentrator sends none. quic-go's own keepalive is off,
+// and its idle timeout (IdleKeepalive + IdleTimeout) is only a backstop:
+// while the bond is awake a connection whose peer was silent for
+// IdleTimeout is closed here.
 
 // Liveness timing.
 const (
@@ -74,65 +83,182 @@ func (p *path) heard(now time.Time) {
 	}
 }
 
-// routineLiveness watches the liveness of the path while conn is its
-// connection: it marks the path SUSPECT, probes it, and closes conn after
-// DeadAfter of silence. It returns when conn ends.
-func (pc *pathConn) routineLiveness(conn *quic.Conn) {
+// liveRun is the liveness check of one connection of a path: a timer of
+// the node's heap (idle.go) calling check, and the state it keeps between
+// calls, which only check touches.
+type liveRun struct {
+	pc        *pathConn
+	conn      *quic.Conn
+	done      <-chan struct{}
+	t         *timerheap.Timer
+	peer      string    // the peer address last seen (checkPeer)
+	peerAt    time.Time // when checkPeer last ran
+	lastProbe time.Time
+}
+
+// startLiveness starts watching the liveness of the path while conn is
+// its connection (see the top of this file): it marks the path SUSPECT,
+// probes it, sends the edge's keepalives and closes conn after DeadAfter
+// of silence, or, while the bond is awake, after IdleTimeout without a
+// word from the peer. The watch runs on the node's timer heap; stop ends
+// it. Without a heap (a bond driven by hand in a test) nothing runs.
+func (pc *pathConn) startLiveness(conn *quic.Conn) (stop func()) {
 	p := pc.path
-	done := conn.Context().Done()
-	tick := time.NewTicker(livenessTick)
-	defer tick.Stop()
-	var lastProbe time.Time
 	peer := conn.RemoteAddr().String()
-	p.peerAddr.Store(&peer)
-	last := time.Now()
-	for n := 0; ; n++ {
-		select {
-		case <-done:
-			return
-		case now := <-tick.C:
-			if n%migrationEvery == 0 {
-				p.checkPeer(conn, &peer)
-			}
-			// A late tick means this process did not run for a while: the
-			// peer's answers may be waiting in the socket, unread. Judge at
-			// the next tick, once quic-go has read them.
-			stalled := now.Sub(last) > livenessStall
-			last = now
-			if stalled {
-				continue
-			}
-			p.pmtuTick(conn, now) // path MTU (pmtu.go)
-			sus, silent := p.state.Suspect(now)
-			if !sus {
-				continue
-			}
-			if p.suspect.CompareAndSwap(false, true) {
-				p.onSuspect(now, silent)
-			}
-			p.regate(now)
-			if silent > p.bond.popts.DeadAfter {
-				p.bond.log.Warn("path dead: the peer is silent", "path", p.name, "silent", silent.Round(time.Millisecond))
-				conn.CloseWithError(codePeerSilent, "peer silent")
-				return
-			}
-			every := min(max(p.state.SmoothedRTT(), probeMin), probeMax)
-			if now.Sub(lastProbe) >= every && pc.unsent.Load() < maxUnsent {
-				lastProbe = now
-				pc.unsent.Add(1)
-				if conn.SendDatagram(probeDatagram[:]) != nil {
-					pc.unsent.Add(-1)
-				} else {
-					p.probes.Add(1)
-				}
-			}
-		}
+	lr := &liveRun{pc: pc, conn: conn, done: conn.Context().Done(), peer: peer}
+	lr.t = p.bond.newTimer(lr.check)
+	if lr.t == nil {
+		return func() {}
+	}
+	pc.live.Store(lr.t)
+	lr.t.Reset(time.Now().Add(livenessTick))
+	return func() {
+		pc.live.CompareAndSwap(lr.t, nil)
+		lr.t.Stop()
 	}
 }
 
-// migrationEvery is how often, in livenessTicks, a path checks its peer's
-// address.
-const migrationEvery = 20
+// check judges the path's liveness at now (the timer was due at due) and
+// re-arms the timer: every livenessTick while the bond is awake or the
+// path has a send unanswered, else at the next idle keepalive.
+func (lr *liveRun) check(now, due time.Time) {
+	pc, conn := lr.pc, lr.conn
+	p := pc.path
+	select {
+	case <-lr.done:
+		return
+	default:
+	}
+	asleep := p.bond.asleep()
+	if asleep || now.Sub(lr.peerAt) >= migrationEvery {
+		p.checkPeer(conn, &lr.peer)
+		lr.peerAt = now
+	}
+	// A late call means this process did not run for a while: the
+	// peer's answers may be waiting in the socket, unread. Judge at the
+	// next tick, once quic-go has read them.
+	if now.Sub(due) > livenessStall {
+		lr.t.Reset(now.Add(livenessTick))
+		return
+	}
+	if !asleep {
+		p.pmtuTick(conn, now) // path MTU (pmtu.go)
+	}
+	sus, silent := p.state.Suspect(now)
+	if !sus {
+		if !lr.quiet(now, asleep) {
+			return // closed
+		}
+		if at, ok := lr.next(now, asleep); ok {
+			lr.t.Reset(at)
+		}
+		return
+	}
+	if p.suspect.CompareAndSwap(false, true) {
+		p.onSuspect(now, silent)
+	}
+	p.regate(now)
+	if silent > p.bond.popts.DeadAfter {
+		p.bond.log.Warn("path dead: the peer is silent", "path", p.name, "silent", silent.Round(time.Millisecond))
+		go conn.CloseWithError(codePeerSilent, "peer silent") // waits for quic-go's run loop: not on the heap
+		return
+	}
+	every := min(max(p.state.SmoothedRTT(), probeMin), probeMax)
+	if now.Sub(lr.lastProbe) >= every {
+		lr.lastProbe = now
+		if pc.probe() {
+			p.probes.Add(1)
+		}
+	}
+	lr.t.Reset(now.Add(livenessTick))
+}
+
+// quiet handles a path that is not SUSPECT at now: the probe after the
+// bond woke, the edge's keepalive, and, while the bond is awake, the close
+// of a connection whose peer has been silent for IdleTimeout. It reports
+// false when it closed the connection.
+func (lr *liveRun) quiet(now time.Time, asleep bool) bool {
+	pc := lr.pc
+	p := pc.path
+	o := &p.bond.popts
+	silence := p.state.Silence(now)
+	if !asleep && silence > o.IdleTimeout {
+		p.bond.log.Warn("path dead: the peer sent nothing", "path", p.name, "silent", silence.Round(time.Millisecond))
+		go lr.conn.CloseWithError(codePeerSilent, "peer silent")
+		return false
+	}
+	keepalive := o.Keepalive
+	if asleep {
+		keepalive = o.IdleKeepalive
+	}
+	woke := pc.wakeProbe.Swap(false)
+	if _, unanswered := p.state.Suspect(now); unanswered > 0 {
+		return true // a send waits for its answer: no keepalive needed
+	}
+	if woke || p.bond.sendsKeepalives && p.state.Silence(now) >= keepalive {
+		if pc.probe() && !woke {
+			p.keepalives.Add(1)
+		}
+	}
+	return true
+}
+
+// next returns when to check again after a quiet check at now, and false
+// when nothing needs checking until the bond wakes: on an asleep
+// concentrator with nothing sent unanswered (it sends no keepalives; the
+// edge's prove the path, and quic-go's idle timeout closes a connection
+// whose edge vanished).
+func (lr *liveRun) next(now time.Time, asleep bool) (time.Time, bool) {
+	p := lr.pc.path
+	if !asleep {
+		return now.Add(livenessTick), true
+	}
+	if _, unanswered := p.state.Suspect(now); unanswered > 0 {
+		// Judge a send of the idle path (a keepalive, a control
+		// message) when it could turn SUSPECT.
+		return now.Add(max(p.state.SuspectAfter()-unanswered, 0) + livenessTick), true
+	}
+	if !p.bond.sendsKeepalives {
+		return time.Time{}, false
+	}
+	due := now.Add(max(p.bond.popts.IdleKeepalive-p.state.Silence(now), livenessTick))
+	return ceilTo(due, keepaliveGrid), true
+}
+
+// keepaliveGrid aligns an asleep edge's keepalives to the wall clock: they
+// leave on its multiples, so that the keepalives of a node's edges (of
+// every uplink of an edge, and of edges whose clocks agree) reach the
+// concentrator in batches, which costs it one wake-up per batch instead
+// of one per keepalive (docs/performance.md, "How much one node holds").
+const keepaliveGrid = 100 * time.Millisecond
+
+// ceilTo rounds t up to a multiple of d since the Unix epoch.
+func ceilTo(t time.Time, d time.Duration) time.Time {
+	if r := t.UnixNano() % int64(d); r != 0 {
+		return t.Add(d - time.Duration(r))
+	}
+	return t
+}
+
+// probe hands the connection a liveness probe (probeDatagram), unless
+// quic-go's send queue is full, and reports whether it did: the peer's ACK
+// of it proves the path.
+func (pc *pathConn) probe() bool {
+	conn := pc.conn.Load()
+	if conn == nil || pc.unsent.Load() >= maxUnsent {
+		return false
+	}
+	pc.unsent.Add(1)
+	if conn.SendDatagram(probeDatagram[:]) != nil {
+		pc.unsent.Add(-1)
+		return false
+	}
+	return true
+}
+
+// migrationEvery is how often a path of an awake bond checks its peer's
+// address (an asleep one checks at each of its checks).
+const migrationEvery = 100 * time.Millisecond
 
 // checkPeer counts a change of conn's peer address since *last (a QUIC
 // migration or a NAT rebinding) and logs it.
@@ -144,19 +270,17 @@ func (p *path) checkPeer(conn *quic.Conn, last *string) {
 	p.migrations.Add(1)
 	p.bond.log.Info("path peer address changed", "path", p.name, "from", *last, "to", now)
 	*last = now
-	p.peerAddr.Store(&now)
 }
 
 // livenessStats fills the liveness fields of s.
 func (p *path) livenessStats(s *PathStats) {
-	if p.connected() {
-		if a := p.peerAddr.Load(); a != nil {
-			s.PeerAddr = *a
-		}
+	if c := p.pc.conn.Load(); c != nil {
+		s.PeerAddr = c.RemoteAddr().String() // an asleep path checks it only at waking
 	}
 	s.Migrations = p.migrations.Load()
 	s.SuspectEvents = p.suspectStarts.Load()
 	s.Probes = p.probes.Load()
+	s.Keepalives = p.keepalives.Load()
 }
 
 // onSuspect acts on p turning SUSPECT at now: counts what it handed quic-go

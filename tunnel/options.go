@@ -22,6 +22,7 @@ const (
 	DefaultQueuePackets      = 256                    // per-path send queue, packets
 	DefaultMaxQueueDelay     = 200 * time.Millisecond // a frame older than this is not sent
 	DefaultKeepalive         = 1 * time.Second
+	DefaultIdleKeepalive     = 15 * time.Second // an idle bond's keepalive: enough for NAT bindings (idle.go)
 	DefaultIdleTimeout       = 5 * time.Second
 	DefaultRedialMin         = 250 * time.Millisecond
 	DefaultRedialMax         = 10 * time.Second
@@ -58,10 +59,22 @@ func MTUFor(initialPacketSize int) int {
 // PathOptions tunes every path of a bond. The zero value is valid: each zero
 // field takes the Default* constant of the same name.
 type PathOptions struct {
-	QueuePackets      int           // send-queue capacity per path, packets
-	MaxQueueDelay     time.Duration // frames waiting longer are dropped, not sent
-	Keepalive         time.Duration // QUIC keepalive period
-	IdleTimeout       time.Duration // a silent connection is closed after this
+	QueuePackets  int           // send-queue capacity per path, packets
+	MaxQueueDelay time.Duration // frames waiting longer are dropped, not sent
+	// Keepalive is how long the edge lets a path of a bond that carries
+	// traffic go unheard before it sends a keepalive (a probe datagram,
+	// liveness.go); the concentrator sends none of its own.
+	Keepalive time.Duration
+	// IdleKeepalive is the same for a bond that has carried no data for
+	// IdleAfter (idle.go): just often enough to hold NAT bindings
+	// (0: DefaultIdleKeepalive). At least Keepalive, at most 10 minutes.
+	IdleKeepalive time.Duration
+	// IdleTimeout is the silence, beyond the keepalive a path expects,
+	// after which its connection is closed: IdleTimeout for a bond that
+	// carries traffic, IdleKeepalive + IdleTimeout (QUIC's idle timeout)
+	// for an idle one.
+	IdleTimeout time.Duration
+
 	RedialMin         time.Duration // first redial backoff
 	RedialMax         time.Duration // backoff cap
 	InitialPacketSize int           // QUIC packet size from the first packet, bytes (1200..1452)
@@ -113,6 +126,7 @@ func (o PathOptions) withDefaults() PathOptions {
 	}
 	def(&o.MaxQueueDelay, DefaultMaxQueueDelay)
 	def(&o.Keepalive, DefaultKeepalive)
+	def(&o.IdleKeepalive, max(DefaultIdleKeepalive, o.Keepalive))
 	def(&o.IdleTimeout, DefaultIdleTimeout)
 	def(&o.RedialMin, DefaultRedialMin)
 	def(&o.RedialMax, DefaultRedialMax)
@@ -145,6 +159,10 @@ func (o PathOptions) validate() error {
 		return fmt.Errorf("suspect_rtts %g is outside 1..100", o.SuspectRTTs)
 	case o.SuspectMin < 10*time.Millisecond:
 		return fmt.Errorf("suspect_min %s is below 10ms", o.SuspectMin)
+	case o.Keepalive >= o.IdleTimeout:
+		return fmt.Errorf("keepalive %s is not below idle_timeout %s", o.Keepalive, o.IdleTimeout)
+	case o.IdleKeepalive < o.Keepalive || o.IdleKeepalive > MaxIdleKeepalive:
+		return fmt.Errorf("idle_keepalive %s is outside keepalive (%s)..%s", o.IdleKeepalive, o.Keepalive, MaxIdleKeepalive)
 	case o.DeadAfter <= o.SuspectMin:
 		return fmt.Errorf("dead_after %s is not above suspect_min %s", o.DeadAfter, o.SuspectMin)
 	case o.PMTURaise < 0 || o.PMTURaise > 10*time.Minute:

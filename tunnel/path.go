@@ -47,7 +47,7 @@ type path struct {
 	txPresumed                         atomic.Uint64 // txPackets up to which presumeLost counted
 	outages                            atomic.Uint64 // presumeLost calls that found datagrams lost
 	probes, suspectStarts, suspectEnds atomic.Uint64
-	peerAddr                           atomic.Pointer[string] // the live connection's peer address
+	keepalives                         atomic.Uint64 // probes sent as keepalives (idle.go)
 	migrations                         atomic.Uint64
 	drops                              dropCounters // path-scope reasons (DropReason)
 	lastErr                            atomic.Pointer[string]
@@ -108,6 +108,9 @@ func (p *path) serve(conn *quic.Conn, rec *recorder, stop <-chan struct{}) {
 	p.txAtHeard.Store(p.txPackets.Load())
 	pc.rec.Store(rec)
 	rec.attach(pc)
+	if now := time.Now(); p.bond.asleep() {
+		p.state.SetIdle(p.bond.popts.IdleKeepalive, now) // the bond sleeps: expect the idle keepalive (idle.go)
+	}
 	p.connUp(conn, time.Now())
 	p.pmtuHandshake(time.Now()) // the handshake confirmed the bond's datagram size (pmtu.go)
 	p.bond.updateMTU()
@@ -116,7 +119,7 @@ func (p *path) serve(conn *quic.Conn, rec *recorder, stop <-chan struct{}) {
 	var wg sync.WaitGroup
 	wg.Go(func() { pc.routineSend(conn) })
 	wg.Go(func() { pc.routineReceive(conn) })
-	wg.Go(func() { pc.routineLiveness(conn) })
+	stopLiveness := pc.startLiveness(conn) // on the node's timer heap (liveness.go)
 	select {
 	case <-conn.Context().Done():
 	case <-stop: // shutdown, even if it raced with this connection's dial
@@ -125,6 +128,7 @@ func (p *path) serve(conn *quic.Conn, rec *recorder, stop <-chan struct{}) {
 		<-conn.Context().Done()
 	}
 
+	stopLiveness()
 	last := p.connDown(conn)
 	pc.publish()
 	p.bond.updateMTU()

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+
+	"github.com/bondd/bondd/internal/timerheap"
 )
 
 // The path's connection. A path carries one QUIC connection at a time, on
@@ -49,6 +51,10 @@ type pathConn struct {
 	draining       atomic.Bool   // the connection is shutting down: it takes no more frames
 	bell           chan struct{} // rung when a packet leaves or the window changes; capacity 1
 	fresh          staleFilter   // the receive routine's one-way-delay baseline (stale.go)
+	// live is the current connection's liveness timer (liveness.go);
+	// wakeProbe asks its next check for a probe: the bond woke (idle.go).
+	live      atomic.Pointer[timerheap.Timer]
+	wakeProbe atomic.Bool
 }
 
 // onMetrics records the connection's congestion controller state and

@@ -27,9 +27,10 @@ import (
 //     which sizes arrive: the path gathers, per tick, the largest
 //     datagram acknowledged and the datagrams lost in the size range the
 //     machine watches (path.pmtu).
-//  2. The path's liveness routine (pathConn.routineLiveness, every
-//     livenessTick) feeds the sample to the machine, publishes its budget
-//     and watch range, and sends the probe it asks for: a datagram of
+//  2. The path's liveness check (liveRun.check, every livenessTick while
+//     the bond is awake; not while it sleeps, idle.go) feeds the sample
+//     to the machine, publishes its budget and watch range, and sends the
+//     probe it asks for: a datagram of
 //     zeros, which receivers discard (isProbe) and QUIC acknowledges.
 //     Probes are neither ack-eliciting sends for liveness nor losses for
 //     the path's loss figures (RFC 8899 §4.4).

@@ -85,6 +85,7 @@ type rateCtl struct {
 	seqLoss  policy.SeqLoss                    // the reports' Lost: reordering tolerated for one interval
 	lastRxNs atomic.Int64                      // unix ns of the last metered datagram
 	owner    atomic.Pointer[quic.Conn]         // the connection whose routine sends this path's reports
+	bell     chan struct{}                     // capacity 1: the bond woke (ring)
 	sentFb   atomic.Uint64                     // reports sent
 	lastFb   atomic.Pointer[policy.RateReport] // the last report sent, for the status
 
@@ -114,7 +115,7 @@ type rateCtl struct {
 }
 
 func newRateCtl(p *path, mode string) *rateCtl {
-	rc := &rateCtl{p: p, on: mode == RateControlBondd}
+	rc := &rateCtl{p: p, on: mode == RateControlBondd, bell: make(chan struct{}, 1)}
 	rc.est = policy.NewRateEstimator(policy.RateConfig{LEO: p.state.LEOReconf()})
 	rc.target.Store(math.Float64bits(rc.est.Target()))
 	return rc
@@ -189,8 +190,9 @@ func (rc *rateCtl) report(now time.Time) (policy.RateReport, bool) {
 // the rate capability, until it ends: while it owns the path's feedback it
 // sends the receiver's report every max(rateFeedbackMin, sRTT) on str
 // (whose writes wmu serialises with the control plane's), and it applies
-// the sender's fallback when reports stop coming. It also returns when
-// stop is closed.
+// the sender's fallback when reports stop coming. While the bond sleeps
+// (idle.go) and there is nothing to report it waits, without a timer,
+// until the bond wakes. It also returns when stop is closed.
 func (rc *rateCtl) routineRateFeedback(conn *quic.Conn, str *quic.Stream, wmu *sync.Mutex, stop <-chan struct{}) {
 	defer rc.owner.CompareAndSwap(conn, nil)
 	done := conn.Context().Done()
@@ -205,13 +207,26 @@ func (rc *rateCtl) routineRateFeedback(conn *quic.Conn, str *quic.Stream, wmu *s
 		case <-timer.C:
 		}
 		interval := max(rateFeedbackMin, rc.p.state.SmoothedRTT())
-		timer.Reset(interval)
-		if !rc.owner.CompareAndSwap(nil, conn) && rc.owner.Load() != conn {
-			continue // another connection of the path sends the reports
-		}
+		owner := rc.owner.CompareAndSwap(nil, conn) || rc.owner.Load() == conn // else another connection of the path sends the reports
 		now := time.Now()
-		rc.checkStale(now)
-		r, ok := rc.report(now)
+		var r policy.RateReport
+		ok := false
+		if owner {
+			rc.checkStale(now)
+			r, ok = rc.report(now)
+		}
+		if !ok && rc.p.bond.asleep() {
+			// Nothing to report and nothing sent: wait for the bond to
+			// wake (idle.go) rather than tick.
+			select {
+			case <-done:
+				return
+			case <-stop:
+				return
+			case <-rc.bell:
+			}
+		}
+		timer.Reset(interval)
 		if !ok {
 			continue
 		}
@@ -227,6 +242,20 @@ func (rc *rateCtl) routineRateFeedback(conn *quic.Conn, str *quic.Stream, wmu *s
 		rc.p.bond.ctlCtr.sent.Add(1)
 		rc.sentFb.Add(1)
 		rc.lastFb.Store(&r)
+	}
+}
+
+// ring wakes the path's feedback routine from its wait for the bond to
+// wake, at now; it never blocks. Reports stopped while the bond slept
+// because nothing was sent: the fallback (checkStale) counts its silence
+// from now.
+func (rc *rateCtl) ring(now time.Time) {
+	rc.estMu.Lock()
+	rc.staleAt, rc.staleSent = now, rc.released.Load()
+	rc.estMu.Unlock()
+	select {
+	case rc.bell <- struct{}{}:
+	default:
 	}
 }
 

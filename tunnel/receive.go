@@ -46,11 +46,18 @@ func (pc *pathConn) routineReceive(conn *quic.Conn) {
 			return // the connection ended; serve notices through its context
 		}
 		if isProbe(dg) {
+			if p.bond.sendsKeepalives {
+				// On the edge, the concentrator's probe means it woke or
+				// misses an answer: wake too, and keep the paths alive
+				// at the fast keepalive it then expects (idle.go).
+				p.bond.touch(time.Now())
+			}
 			continue // a liveness probe (liveness.go): its ACK is all the peer wants
 		}
 		p.rxPackets.Add(1)
 		p.rxBytes.Add(uint64(len(dg)))
 		now := time.Now()
+		p.bond.touch(now)        // data: wakes an idle bond (idle.go)
 		p.rc.onDatagram(dg, now) // the path's rate meter (ratectl.go)
 		if ts, ok := peekTimestamp(dg); ok && pc.fresh.stale(int64(ts), now.UnixMicro(), p.bond.popts.StaleAfter) {
 			p.drops.add(DropStale)

@@ -168,23 +168,22 @@ func (x *reseqRx) stats() (s ReseqStats, badTags uint64) {
 // to the resequencer.
 const reseqSpreadInterval = 50 * time.Millisecond
 
-// startReseq starts the bond's resequencing routines on wg: the flush of
-// held packets whose wait passed, and every reseqSpreadInterval the update
-// of the wait's spread hint (reseqSpread). They stop when done closes.
+// startReseq starts the bond's resequencing routine on wg: the flush of
+// held packets whose wait passed. It stops when done closes. The update
+// of the wait's spread hint (reseqSpread) is the bond's spread timer
+// (spreadTick).
 func (b *Bond) startReseq(wg *sync.WaitGroup, done <-chan struct{}) {
 	wg.Go(func() { b.reseq.routineFlush(done, b.reseqWrite) })
-	wg.Go(func() {
-		t := time.NewTicker(reseqSpreadInterval)
-		defer t.Stop()
-		for {
-			select {
-			case now := <-t.C:
-				b.reseq.setSpread(reseqSpread(b.paths.Load(), now))
-			case <-done:
-				return
-			}
-		}
-	})
+}
+
+// spreadTick passes the paths' delay spread to the resequencer, every
+// reseqSpreadInterval while the bond is awake (idle.go); waking re-arms
+// it. Runs on the node's timer heap.
+func (b *Bond) spreadTick(now, _ time.Time) {
+	b.reseq.setSpread(reseqSpread(b.paths.Load(), now))
+	if !b.asleep() {
+		b.idle.spread.Reset(now.Add(reseqSpreadInterval))
+	}
 }
 
 // reseqSpread is the wait the paths' delays call for: from the lowest

@@ -106,6 +106,7 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 		b.drops.add(DropLinkLocal)
 		return false
 	}
+	b.touch(now)                 // data: wakes an idle bond (idle.go)
 	mtu := int(b.sendMTU.Load()) // the configured MTU, or less while no path carries it (pmtu.go)
 	if n > mtu {
 		b.drops.add(DropOversize)
@@ -148,7 +149,7 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 	}
 	tags := b.peerTags.Load()
 	if md == nil && (tags || protect) { // no rule set in force: classify for the defaults alone
-		b.cls.Parse(pkt, &b.md)
+		b.classifier().Parse(pkt, &b.md)
 		md = &b.md
 	}
 	tl := 0 // flow tag length, in front of the inner packet

@@ -108,9 +108,11 @@ type PathStats struct {
 	Migrations uint64 `json:"migrations,omitempty"`
 	// SuspectEvents counts the times the path turned SUSPECT (the peer
 	// left a send unanswered for max(3·srtt, 100 ms), liveness.go);
-	// Probes the liveness probes sent while it was.
+	// Probes the liveness probes sent while it was; Keepalives the
+	// keepalives the edge sent on the path (liveness.go, idle.go).
 	SuspectEvents uint64 `json:"suspect_events,omitempty"`
 	Probes        uint64 `json:"probes,omitempty"`
+	Keepalives    uint64 `json:"keepalives,omitempty"`
 	// DatagramBudget is the largest datagram, bytes, the scheduler puts on
 	// the path now: the bond's largest datagram (MTU + HeaderBudget)
 	// unless path MTU discovery found the path carries less (pmtu.go,

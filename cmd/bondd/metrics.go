@@ -133,6 +133,7 @@ var (
 		{desc("path_paced_held_back_bytes_total", "Rate control: bytes that waited in the path's queue for the pacer.", pathLabels...), func(p *tunnel.PathStats) float64 { return rateOf(p).HeldBack }},
 		{desc("path_suspect_total", "Times the path turned SUSPECT: the peer left a send unanswered for max(3 srtt, 100 ms).", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.SuspectEvents) }},
 		{desc("path_liveness_probes_total", "Liveness probes sent on the path while it was SUSPECT.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.Probes) }},
+		{desc("path_keepalives_total", "Keepalives the edge sent on the path: every paths.keepalive unheard while the bond carries traffic, every paths.idle_keepalive while it is idle.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.Keepalives) }},
 		{desc("path_pmtu_black_holes_total", "Path MTU black holes detected on the path: large datagrams lost while smaller ones arrive (RFC 8899 §4.3).", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.BlackHoles) }},
 		{desc("path_pmtu_probes_total", "Path MTU probes (padded datagrams) sent on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.PMTUProbes) }},
 		{desc("path_pmtu_held_packets_total", "Datagrams parked for a path MTU probe's answer while the path's budget was cut on suspicion alone.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.PMTUHeld) }},

@@ -47,6 +47,7 @@ const (
 	// The paths' defaults are the tunnel's (tunnel.PathOptions).
 	DefaultQueuePackets           = tunnel.DefaultQueuePackets
 	DefaultKeepalive              = tunnel.DefaultKeepalive
+	DefaultIdleKeepalive          = tunnel.DefaultIdleKeepalive
 	DefaultIdleTimeout            = tunnel.DefaultIdleTimeout
 	DefaultRedialMin              = tunnel.DefaultRedialMin
 	DefaultRedialMax              = tunnel.DefaultRedialMax
@@ -91,6 +92,8 @@ const (
 	MaxTokenBytes = 4096
 	// MaxQueuePackets bounds paths.queue_packets.
 	MaxQueuePackets = 65536
+	// MaxIdleKeepalive bounds paths.idle_keepalive.
+	MaxIdleKeepalive = tunnel.MaxIdleKeepalive
 	// MinInitialPacketSizeBytes and MaxInitialPacketSizeBytes bound
 	// paths.initial_packet_size_bytes: 1200 is the QUIC minimum (RFC 9000
 	// §14.1), 1452 fills a 1500-byte IPv4 path.
@@ -324,11 +327,16 @@ type PathsConfig struct {
 	// QueuePackets bounds each path's send queue, in packets, 1 to
 	// MaxQueuePackets. Default DefaultQueuePackets.
 	QueuePackets int
-	// Keepalive is the QUIC keepalive period, shorter than IdleTimeout.
-	// Default DefaultKeepalive.
+	// Keepalive is how long the edge lets a path of a bond that carries
+	// traffic go unheard before it sends a keepalive, shorter than
+	// IdleTimeout. Default DefaultKeepalive.
 	Keepalive time.Duration
-	// IdleTimeout is the silence after which a path is declared dead.
-	// Default DefaultIdleTimeout.
+	// IdleKeepalive is the same for an idle bond (no data for 5 s):
+	// just often enough for NAT bindings; from Keepalive to 10 minutes.
+	// Default DefaultIdleKeepalive.
+	IdleKeepalive time.Duration
+	// IdleTimeout is the silence, beyond the keepalive expected, after
+	// which a path is declared dead. Default DefaultIdleTimeout.
 	IdleTimeout time.Duration
 	// RedialMin is the first redial backoff of a dead path; it doubles up
 	// to RedialMax. Defaults DefaultRedialMin and DefaultRedialMax.
@@ -657,6 +665,9 @@ func (c *Config) Defaults() {
 	}
 	if p.Keepalive == 0 {
 		p.Keepalive = DefaultKeepalive
+	}
+	if p.IdleKeepalive == 0 {
+		p.IdleKeepalive = max(DefaultIdleKeepalive, p.Keepalive)
 	}
 	if p.IdleTimeout == 0 {
 		p.IdleTimeout = DefaultIdleTimeout

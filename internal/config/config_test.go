@@ -314,7 +314,7 @@ func TestConfigParse(t *testing.T) {
 
 		// paths.
 		{"paths all", edgeOK + "paths: {queue_packets: 1024, keepalive: 500ms, idle_timeout: 3s, redial_min: 100ms, redial_max: 30s, initial_packet_size_bytes: 1452}\n", ""},
-		{"paths unknown key", edgeOK + "paths: {keepalive_ms: 500}\n", `bondd.yaml:10: paths.keepalive_ms: unknown field "keepalive_ms"; known fields: queue_packets, max_queue_delay, keepalive, idle_timeout, redial_min, redial_max, initial_packet_size_bytes, rate_control, suspect_rtts, suspect_min, dead_after, stale_after, pmtu_discovery, pmtu_raise, retransmit; did you mean "keepalive"?`},
+		{"paths unknown key", edgeOK + "paths: {keepalive_ms: 500}\n", `bondd.yaml:10: paths.keepalive_ms: unknown field "keepalive_ms"; known fields: queue_packets, max_queue_delay, keepalive, idle_keepalive, idle_timeout, redial_min, redial_max, initial_packet_size_bytes, rate_control, suspect_rtts, suspect_min, dead_after, stale_after, pmtu_discovery, pmtu_raise, retransmit; did you mean "keepalive"?`},
 		{"rate control", edgeOK + "paths: {rate_control: quic}\n", ""},
 		{"rate control unknown", edgeOK + "paths: {rate_control: bbr}\n", `bondd.yaml:10: paths.rate_control: expected bondd or quic, got "bbr"`},
 		{"liveness all", edgeOK + "paths: {suspect_rtts: 4, suspect_min: 150ms, dead_after: 2s, stale_after: 500ms}\n", ""},
@@ -335,6 +335,9 @@ func TestConfigParse(t *testing.T) {
 		{"keepalive negative", edgeOK + "paths: {keepalive: -1s}\n", "bondd.yaml:10: paths.keepalive: expected a positive duration, like 1s, got -1s"},
 		{"keepalive not below idle default", edgeOK + "paths: {keepalive: 5s}\n", "bondd.yaml:10: paths.keepalive: expected less than idle_timeout (5s), got 5s"},
 		{"keepalive not below idle", edgeOK + "paths: {keepalive: 2s, idle_timeout: 1500ms}\n", "bondd.yaml:10: paths.keepalive: expected less than idle_timeout (1.5s), got 2s"},
+		{"idle keepalive below keepalive", edgeOK + "paths: {keepalive: 2s, idle_keepalive: 1s}\n", "bondd.yaml:10: paths.idle_keepalive: expected a duration from keepalive (2s) to 10m0s, got 1s"},
+		{"idle keepalive too long", edgeOK + "paths: {idle_keepalive: 11m}\n", "bondd.yaml:10: paths.idle_keepalive: expected a duration from keepalive (1s) to 10m0s, got 11m0s"},
+		{"idle keepalive negative", edgeOK + "paths: {idle_keepalive: -15s}\n", "bondd.yaml:10: paths.idle_keepalive: expected a positive duration, like 1s, got -15s"},
 		{"redial min above max", edgeOK + "paths:\n  redial_max: 100ms\n", "bondd.yaml:10: paths.redial_min: expected at most redial_max (100ms), got 250ms"},
 		{"initial packet size small", edgeOK + "paths: {initial_packet_size_bytes: 1199}\n", "bondd.yaml:10: paths.initial_packet_size_bytes: expected an integer from 1200 to 1452 bytes, got 1199"},
 		{"initial packet size large", edgeOK + "paths: {initial_packet_size_bytes: 1500}\n", "bondd.yaml:10: paths.initial_packet_size_bytes: expected an integer from 1200 to 1452 bytes, got 1500"},

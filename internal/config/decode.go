@@ -97,7 +97,7 @@ var (
 	leoReconfKeys    = []string{"seconds", "window_ms", "hold_ms"}
 	concentratorKeys = []string{"listen", "cert_file", "key_file", "client_ca_file", "edges", "bgp"}
 	edgeEntryKeys    = []string{"id", "token_file", "cert_cn", "allowed_prefixes", "allow_edge_rules", "policy_label_keys"}
-	pathsKeys        = []string{"queue_packets", "max_queue_delay", "keepalive", "idle_timeout", "redial_min", "redial_max", "initial_packet_size_bytes", "rate_control", "suspect_rtts", "suspect_min", "dead_after", "stale_after", "pmtu_discovery", "pmtu_raise", "retransmit"}
+	pathsKeys        = []string{"queue_packets", "max_queue_delay", "keepalive", "idle_keepalive", "idle_timeout", "redial_min", "redial_max", "initial_packet_size_bytes", "rate_control", "suspect_rtts", "suspect_min", "dead_after", "stale_after", "pmtu_discovery", "pmtu_raise", "retransmit"}
 	classifyKeys     = []string{"rtp_ports", "payload_types", "rtp_heuristic", "classes", "sdp"}
 	classKeys        = []string{"name", "match", "labels"}
 	classMatchKeys   = []string{"proto", "src", "dst", "src_ports", "dst_ports", "ports", "dscp"}
@@ -615,6 +615,7 @@ func (d *configDecoder) paths(n *yaml.Node, p *PathsConfig) {
 	p.QueuePackets = d.integer(f["queue_packets"], "paths.queue_packets", "an integer number of packets")
 	p.MaxQueueDelay = d.duration(f["max_queue_delay"], "paths.max_queue_delay")
 	p.Keepalive = d.duration(f["keepalive"], "paths.keepalive")
+	p.IdleKeepalive = d.duration(f["idle_keepalive"], "paths.idle_keepalive")
 	p.IdleTimeout = d.duration(f["idle_timeout"], "paths.idle_timeout")
 	p.RedialMin = d.duration(f["redial_min"], "paths.redial_min")
 	p.RedialMax = d.duration(f["redial_max"], "paths.redial_max")

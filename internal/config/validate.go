@@ -455,6 +455,7 @@ func (p *PathsConfig) validate(v *configValidator) {
 		d     time.Duration
 	}{
 		{"paths.keepalive", p.Keepalive},
+		{"paths.idle_keepalive", p.IdleKeepalive},
 		{"paths.idle_timeout", p.IdleTimeout},
 		{"paths.redial_min", p.RedialMin},
 		{"paths.redial_max", p.RedialMax},
@@ -476,6 +477,9 @@ func (p *PathsConfig) validate(v *configValidator) {
 	keepalive, idle := orDefault(p.Keepalive, DefaultKeepalive), orDefault(p.IdleTimeout, DefaultIdleTimeout)
 	if keepalive >= idle {
 		v.errorf("paths.keepalive", "expected less than idle_timeout (%s), got %s", idle, keepalive)
+	}
+	if p.IdleKeepalive != 0 && (p.IdleKeepalive < keepalive || p.IdleKeepalive > MaxIdleKeepalive) {
+		v.errorf("paths.idle_keepalive", "expected a duration from keepalive (%s) to %s, got %s", keepalive, MaxIdleKeepalive, p.IdleKeepalive)
 	}
 	redialMin, redialMax := orDefault(p.RedialMin, DefaultRedialMin), orDefault(p.RedialMax, DefaultRedialMax)
 	if redialMin > redialMax {

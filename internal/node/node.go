@@ -52,6 +52,7 @@ func Start(cfg *config.Config, rw *rules.Watcher, log *slog.Logger) (Daemon, err
 		MaxQueueDelay:     cfg.Paths.MaxQueueDelay,
 		QueuePackets:      cfg.Paths.QueuePackets,
 		Keepalive:         cfg.Paths.Keepalive,
+		IdleKeepalive:     cfg.Paths.IdleKeepalive,
 		IdleTimeout:       cfg.Paths.IdleTimeout,
 		RedialMin:         cfg.Paths.RedialMin,
 		RedialMax:         cfg.Paths.RedialMax,
