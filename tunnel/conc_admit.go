@@ -369,12 +369,13 @@ type HandshakeCounts struct {
 	Busy       uint64 // Initial packets refused over the node's rate
 	SourceRate uint64 // Initial packets refused over their source address's rate
 	Accepted   uint64 // connections that completed the handshake (before the hello)
+	Resumed    uint64 // of those, the ones that resumed a TLS session
 }
 
 // Handshakes returns the admission counters.
 func (c *Concentrator) Handshakes() HandshakeCounts {
 	return HandshakeCounts{InProgress: c.admit.inProgress.Load(), Retries: c.tdrops.n[TransportRetry].Load(),
-		Busy: c.tdrops.n[TransportBusy].Load(), SourceRate: c.tdrops.n[TransportSourceRate].Load(), Accepted: c.accepted.Load()}
+		Busy: c.tdrops.n[TransportBusy].Load(), SourceRate: c.tdrops.n[TransportSourceRate].Load(), Accepted: c.accepted.Load(), Resumed: c.resumed.Load()}
 }
 
 // connContext is the transport's ConnContext: admission, then the

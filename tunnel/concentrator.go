@@ -44,6 +44,7 @@ type Concentrator struct {
 	keys     *serverKeys   // session-ticket and address-token keys (conc_admit.go)
 	tls      *tls.Config   // opts.TLS with stable ticket keys; what the listener uses
 	accepted atomic.Uint64 // connections that completed the handshake
+	resumed  atomic.Uint64 // of those, the ones that resumed a TLS session
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -249,6 +250,9 @@ func (c *Concentrator) handle(conn *quic.Conn) {
 		c.handshakeDone(rec)
 	}
 	c.accepted.Add(1)
+	if conn.ConnectionState().TLS.DidResume {
+		c.resumed.Add(1)
+	}
 	pc, err := c.accept(conn)
 	if err != nil {
 		if isNodeProbe(context.Cause(conn.Context())) { // an edge checking this node is up (fleet.go)

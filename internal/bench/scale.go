@@ -26,7 +26,6 @@ package bench
 // of N bonds is comparable with the single bond's (step N = 1).
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,7 +35,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -92,30 +90,38 @@ var ScaleDefaultBonds = []int{1, 10, 100, 250, 500, 1000}
 
 // scaleStep is one step of the ramp in results.json.
 type scaleStep struct {
-	Bonds            int               `json:"bonds"`
-	ActiveBonds      int               `json:"active_bonds"`
-	HandshakeS       float64           `json:"handshake_s"`      // child started → last path up
-	HandshakesPerS   float64           `json:"handshakes_per_s"` // 2·bonds / handshake_s
-	AuthFailures     uint64            `json:"auth_failures"`
-	RSSMiBPerIdle    float64           `json:"rss_mib_per_idle_bond"`
-	RSSMiBPerActive  float64           `json:"rss_mib_per_active_bond"`
-	HeapMiBPerIdle   float64           `json:"heap_mib_per_idle_bond"`   // Go heap in use + goroutine stacks
-	HeapMiBPerActive float64           `json:"heap_mib_per_active_bond"` // the same, active bonds
-	RSSMiB           float64           `json:"rss_mib"`                  // the process with all bonds up, idle
-	IdleCPUPct       float64           `json:"idle_cpu_pct"`             // % of one core with every bond up and quiet
-	OfferedPPS       float64           `json:"offered_pps"`
-	DeliveredPPS     float64           `json:"delivered_pps"`
-	CPUUsPerPacket   float64           `json:"cpu_us_per_packet"`          // all CPU during traffic / packets delivered
-	CPUUsPerPacketTx float64           `json:"cpu_us_per_packet_marginal"` // the same less the idle CPU
-	CPUPctPer10kPPS  float64           `json:"cpu_pct_per_10k_pps"`        // % of one core per 10 000 packets/s forwarded
-	MinShare         float64           `json:"min_delivered_share"`        // lowest delivered/sent of an active bond
-	FootprintIdle    tunnel.Footprint  `json:"footprint_idle_bond"`        // mean over the idle bonds, bytes
-	FootprintActive  tunnel.Footprint  `json:"footprint_active_bond"`      // mean over the active bonds, bytes
-	EdgeDrops        tunnel.DropCounts `json:"edge_drops"`                 // what the active edges dropped, by reason
-	ConcDrops        tunnel.DropCounts `json:"concentrator_drops"`         // what the active bonds' concentrator side dropped, by reason
-	TUNDrops         uint64            `json:"tun_drops"`                  // packets the concentrator's in-memory TUN dropped (reader behind)
-	LoadAvg          string            `json:"load_avg"`                   // /proc/loadavg at the end of the step
-	Limit            string            `json:"limit,omitempty"`            // why the ramp stopped here
+	Bonds          int     `json:"bonds"`
+	ActiveBonds    int     `json:"active_bonds"`
+	HandshakeS     float64 `json:"handshake_s"`      // child started → last path up
+	HandshakesPerS float64 `json:"handshakes_per_s"` // 2·bonds / handshake_s
+	HandshakeCPUms float64 `json:"handshake_cpu_ms"` // the node's CPU over the fresh handshakes, per handshake
+	// HandshakesPerSResumed is the rate when every edge redials at once
+	// (at most --dialing connecting) with its TLS session ticket;
+	// ResumedCPUms the node's CPU per such handshake; ResumedShare the
+	// share of them that resumed.
+	HandshakesPerSResumed float64           `json:"handshakes_per_s_resumed"`
+	ResumedCPUms          float64           `json:"resumed_cpu_ms"`
+	ResumedShare          float64           `json:"resumed_share"`
+	AuthFailures          uint64            `json:"auth_failures"`
+	RSSMiBPerIdle         float64           `json:"rss_mib_per_idle_bond"`
+	RSSMiBPerActive       float64           `json:"rss_mib_per_active_bond"`
+	HeapMiBPerIdle        float64           `json:"heap_mib_per_idle_bond"`   // Go heap in use + goroutine stacks
+	HeapMiBPerActive      float64           `json:"heap_mib_per_active_bond"` // the same, active bonds
+	RSSMiB                float64           `json:"rss_mib"`                  // the process with all bonds up, idle
+	IdleCPUPct            float64           `json:"idle_cpu_pct"`             // % of one core with every bond up and quiet
+	OfferedPPS            float64           `json:"offered_pps"`
+	DeliveredPPS          float64           `json:"delivered_pps"`
+	CPUUsPerPacket        float64           `json:"cpu_us_per_packet"`          // all CPU during traffic / packets delivered
+	CPUUsPerPacketTx      float64           `json:"cpu_us_per_packet_marginal"` // the same less the idle CPU
+	CPUPctPer10kPPS       float64           `json:"cpu_pct_per_10k_pps"`        // % of one core per 10 000 packets/s forwarded
+	MinShare              float64           `json:"min_delivered_share"`        // lowest delivered/sent of an active bond
+	FootprintIdle         tunnel.Footprint  `json:"footprint_idle_bond"`        // mean over the idle bonds, bytes
+	FootprintActive       tunnel.Footprint  `json:"footprint_active_bond"`      // mean over the active bonds, bytes
+	EdgeDrops             tunnel.DropCounts `json:"edge_drops"`                 // what the active edges dropped, by reason
+	ConcDrops             tunnel.DropCounts `json:"concentrator_drops"`         // what the active bonds' concentrator side dropped, by reason
+	TUNDrops              uint64            `json:"tun_drops"`                  // packets the concentrator's in-memory TUN dropped (reader behind)
+	LoadAvg               string            `json:"load_avg"`                   // /proc/loadavg at the end of the step
+	Limit                 string            `json:"limit,omitempty"`            // why the ramp stopped here
 }
 
 // scaleReport is results.json of the scale scenario; the headline fields
@@ -305,10 +311,9 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 	}
 	dev := tuntest.New(demoMTU(), 64)
 	co := tunnel.ConcentratorOptions{Device: dev, MTU: demoMTU(), Conn: pc, TLS: tunnel.ServerTLS(cert, nil)}
-	for i := range n {
-		co.Edges = append(co.Edges, tunnel.EdgeAuth{ID: scaleEdgeID(i), Token: scaleEdgeToken(i),
-			AllowedPrefixes: []netip.Prefix{netip.PrefixFrom(scaleEdgeAddr(i), 32)}})
-	}
+	co.Edges = scaleEdgeAuths(n + 1) // edge n is the late one (scale_flood.go)
+	// The ramp measures what the node can do: no handshake rate bound.
+	co.Handshakes = tunnel.HandshakeOptions{Rate: -1}
 	conc, err := tunnel.NewConcentrator(co)
 	if err != nil {
 		pc.Close()
@@ -318,13 +323,13 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 		return st, err
 	}
 	defer conc.Close()
-	bonds := make([]*tunnel.Bond, n)
-	for i := range n {
+	bonds := make([]*tunnel.Bond, n+1)
+	for i := range n + 1 {
 		bonds[i] = conc.Bond(scaleEdgeID(i))
 	}
 
 	// Count what reaches the concentrator's TUN, per bond.
-	delivered := make([]uint64, n)
+	delivered := make([]uint64, n+1)
 	var dmu sync.Mutex
 	rctx, rcancel := context.WithCancel(ctx)
 	var rwg sync.WaitGroup
@@ -333,7 +338,7 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 			select {
 			case pkt := <-dev.Outbound():
 				if len(pkt) >= 20 && pkt[0]>>4 == 4 {
-					if i := scaleEdgeIndex(netip.AddrFrom4([4]byte(pkt[12:16])), n); i >= 0 {
+					if i := scaleEdgeIndex(netip.AddrFrom4([4]byte(pkt[12:16])), n+1); i >= 0 {
 						dmu.Lock()
 						delivered[i]++
 						dmu.Unlock()
@@ -346,40 +351,58 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 	})
 	defer func() { rcancel(); rwg.Wait() }()
 
-	cfg, err := json.Marshal(scaleChildConfig{Concentrator: pc.LocalAddr().String(), Pin: pin, Bonds: n, Active: active,
-		PPS: pps, PacketBytes: scalePacketBytes, Duration: o.Duration, MaxDialing: o.scaleDialing()})
+	edges, err := startScaleEdges(ctx, scaleChildConfig{Concentrator: pc.LocalAddr().String(), Pin: pin, Bonds: n, Late: n, Active: active,
+		PPS: pps, PacketBytes: scalePacketBytes, Duration: o.Duration, MaxDialing: o.scaleDialing()}, o.scaleProcs(n))
 	if err != nil {
 		return st, err
 	}
-	child, err := startScaleChild(ctx, string(cfg))
-	if err != nil {
+	defer edges.stop()
+	if _, err := edges.all("started", 60*time.Second+time.Duration(n)*20*time.Millisecond); err != nil {
 		return st, err
 	}
-	defer child.stop()
-	if _, err := child.next("started", 60*time.Second+time.Duration(n)*20*time.Millisecond); err != nil {
-		return st, err
-	}
-	t0 := time.Now()
-	upBy := t0.Add(30*time.Second + time.Duration(n)*100*time.Millisecond) // 10 handshakes/s at least
-	for {
-		up := 0
-		for _, b := range bonds {
-			if b.PathsUp() == 2 {
-				up++
+	allUp := func(what string, t0 time.Time, accepted uint64) error {
+		upBy := t0.Add(30*time.Second + time.Duration(n)*100*time.Millisecond) // 10 handshakes/s at least
+		for {
+			up := 0
+			for _, b := range bonds[:n] {
+				if b.PathsUp() == 2 {
+					up++
+				}
+			}
+			if up == n && conc.Handshakes().Accepted >= accepted {
+				return nil
+			}
+			if time.Now().After(upBy) {
+				return fmt.Errorf("%s: only %d of %d bonds had both paths up after %s (auth failures %d, handshakes %+v)", what, up, n,
+					time.Since(t0).Round(time.Millisecond), conc.AuthFailures(), conc.Handshakes())
+			}
+			if err := sleepUntil(ctx, time.Now().Add(10*time.Millisecond), nil); err != nil {
+				return err
 			}
 		}
-		if up == n {
-			break
-		}
-		if time.Now().After(upBy) {
-			return st, fmt.Errorf("only %d of %d bonds had both paths up after %s (auth failures %d)", up, n, time.Since(t0).Round(time.Millisecond), conc.AuthFailures())
-		}
-		if err := sleepUntil(ctx, time.Now().Add(20*time.Millisecond), nil); err != nil {
-			return st, err
-		}
+	}
+	// Fresh handshakes: every edge's first connection.
+	t0, c0 := time.Now(), cpuTime()
+	if err := allUp("fresh handshakes", t0, 0); err != nil {
+		return st, err
 	}
 	st.HandshakeS = time.Since(t0).Seconds()
 	st.HandshakesPerS = float64(2*n) / st.HandshakeS
+	st.HandshakeCPUms = float64((cpuTime() - c0).Microseconds()) / 1000 / float64(2*n)
+	// Resumed handshakes: every edge redials with its session ticket.
+	h0 := conc.Handshakes()
+	t0, c0 = time.Now(), cpuTime()
+	if err := edges.send("redial"); err != nil {
+		return st, err
+	}
+	if err := allUp("resumed handshakes", t0, h0.Accepted+uint64(2*n)); err != nil {
+		return st, err
+	}
+	resumedS := time.Since(t0).Seconds()
+	h1 := conc.Handshakes()
+	st.HandshakesPerSResumed = float64(h1.Accepted-h0.Accepted) / resumedS
+	st.ResumedCPUms = float64((cpuTime() - c0).Microseconds()) / 1000 / float64(h1.Accepted-h0.Accepted)
+	st.ResumedShare = float64(h1.Resumed-h0.Resumed) / float64(h1.Accepted-h0.Accepted)
 	st.AuthFailures = conc.AuthFailures()
 
 	// Idle: every bond up, nothing sent.
@@ -415,13 +438,14 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 
 	// Traffic from the active bonds.
 	c1, w1 := cpuTime(), time.Now()
-	if err := child.send("go"); err != nil {
+	if err := edges.send("go"); err != nil {
 		return st, err
 	}
-	msg, err := child.next("sent", o.Duration+30*time.Second)
+	msgs, err := edges.all("sent", o.Duration+30*time.Second)
 	if err != nil {
 		return st, err
 	}
+	sentBy, msg := edges.sentByEdge(msgs)
 	// Wait until deliveries stop growing (queues drained), at most 2 s.
 	total := func() (s uint64) {
 		dmu.Lock()
@@ -446,12 +470,10 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 	var sent uint64
 	st.MinShare = 1
 	dmu.Lock()
-	for j, i := range active {
-		if j < len(msg.Sent) {
-			sent += msg.Sent[j]
-			if msg.Sent[j] > 0 {
-				st.MinShare = min(st.MinShare, float64(delivered[i])/float64(msg.Sent[j]))
-			}
+	for _, i := range active {
+		sent += sentBy[i]
+		if sentBy[i] > 0 {
+			st.MinShare = min(st.MinShare, float64(delivered[i])/float64(sentBy[i]))
 		}
 	}
 	dmu.Unlock()
@@ -465,7 +487,7 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 	act := sampleMemory()
 	st.RSSMiBPerActive = st.RSSMiBPerIdle + (float64(act.rss)-float64(idle.rss))/float64(len(active))/mib
 	st.HeapMiBPerActive = st.HeapMiBPerIdle + (float64(act.heap)-float64(idle.heap))/float64(len(active))/mib
-	st.FootprintIdle, st.FootprintActive = meanFootprint(bonds, active)
+	st.FootprintIdle, st.FootprintActive = meanFootprint(bonds[:n], active)
 	st.EdgeDrops, st.ConcDrops, st.TUNDrops = msg.Drops, tunnel.DropCounts{}, dev.Dropped()
 	for _, i := range active {
 		addDrops(st.ConcDrops, bonds[i].Stats())
@@ -503,85 +525,6 @@ func meanFootprint(bonds []*tunnel.Bond, active []int) (idle, act tunnel.Footpri
 	div(&idle, ni)
 	div(&act, na)
 	return idle, act
-}
-
-// scaleChild is the running edges' process.
-type scaleChild struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	lines chan string
-	errc  chan error
-}
-
-// startScaleChild re-executes this binary as the edges' process.
-func startScaleChild(ctx context.Context, cfg string) (*scaleChild, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.CommandContext(ctx, exe)
-	cmd.Env = append(os.Environ(), scaleChildEnv+"="+cfg)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the edges' process: %w", err)
-	}
-	c := &scaleChild{cmd: cmd, stdin: stdin, lines: make(chan string, 4), errc: make(chan error, 1)}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-		c.errc <- errors.New("the edges' process ended")
-	}()
-	return c, nil
-}
-
-// next waits up to timeout for the child's message of event.
-func (c *scaleChild) next(event string, timeout time.Duration) (scaleChildMsg, error) {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
-		select {
-		case l := <-c.lines:
-			var m scaleChildMsg
-			if json.Unmarshal([]byte(l), &m) == nil && m.Event == event {
-				return m, nil
-			}
-		case err := <-c.errc:
-			return scaleChildMsg{}, err
-		case <-t.C:
-			return scaleChildMsg{}, fmt.Errorf("no %q from the edges' process within %s", event, timeout)
-		}
-	}
-}
-
-// send writes one line to the child.
-func (c *scaleChild) send(line string) error {
-	_, err := io.WriteString(c.stdin, line+"\n")
-	return err
-}
-
-// stop closes the child's input (it closes its edges and exits) and waits
-// for it, killing it after 20 s.
-func (c *scaleChild) stop() {
-	c.stdin.Close()
-	done := make(chan struct{})
-	go func() { c.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		c.cmd.Process.Kill()
-		<-done
-	}
 }
 
 // scaleTargets checks issue 19's targets for one node.

@@ -28,7 +28,7 @@ func TestScaleSmoke(t *testing.T) {
 	dir := t.TempDir()
 	jsonFile := filepath.Join(dir, "scale.json")
 	o := Options{Scenario: Scale, Out: dir, Duration: time.Second, Settle: 300 * time.Millisecond,
-		ScaleBonds: []int{1, 4}, ScalePPS: 400, ScaleActive: 0.5, JSON: jsonFile}
+		ScaleBonds: []int{1, 4}, ScalePPS: 400, ScaleActive: 0.5, ScaleEdgeProcs: 2, JSON: jsonFile}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := Run(ctx, o, testWriter{t}); err != nil {
