@@ -192,6 +192,9 @@ func (c *Concentrator) Stats() []BondStats {
 	return out
 }
 
+// Addr returns the address the concentrator listens on.
+func (c *Concentrator) Addr() net.Addr { return c.opts.Conn.LocalAddr() }
+
 // Bond returns the bond of the edge with the given id, or nil.
 func (c *Concentrator) Bond(edgeID string) *Bond {
 	if e := c.tab.Load().edges[edgeID]; e != nil {

@@ -122,6 +122,7 @@ type scaleStep struct {
 	TUNDrops              uint64            `json:"tun_drops"`                  // packets the concentrator's in-memory TUN dropped (reader behind)
 	LoadAvg               string            `json:"load_avg"`                   // /proc/loadavg at the end of the step
 	Limit                 string            `json:"limit,omitempty"`            // why the ramp stopped here
+	Flood                 *scaleFlood       `json:"flood,omitempty"` // the flood step, at the largest step with --flood
 }
 
 // scaleReport is results.json of the scale scenario; the headline fields
@@ -142,6 +143,19 @@ type scaleReport struct {
 	CPUs            int         `json:"cpus"`
 	Steps           []scaleStep `json:"steps"`
 	Targets         []target    `json:"targets"`
+	// The issue 39 headline figures: the largest step's idle CPU (% of
+	// one core) and node CPU per fresh handshake (ms), the flood's rate
+	// and the active bonds' lowest delivered share under it, and the
+	// time until every bond was back after the restart (s); 0 when the
+	// step did not run.
+	IdleCPUPct          float64       `json:"idle_cpu_pct"`
+	HandshakeCPUms      float64       `json:"handshake_cpu_ms"`
+	HandshakesPerSResum float64       `json:"handshakes_per_s_resumed"`
+	FloodPPS            float64       `json:"flood_pps"`
+	ActiveDeliveredMin  float64       `json:"active_delivered_min"`
+	RestartAllBackS     float64       `json:"restart_all_back_s"`
+	Flood               *scaleFlood   `json:"flood,omitempty"`
+	Restart             *scaleRestart `json:"restart,omitempty"`
 }
 
 // runScale runs the ramp and writes the results.
@@ -171,8 +185,8 @@ func runScale(ctx context.Context, o Options, out io.Writer) error {
 	rep.Mode = "inprocess concentrator, edges in a child process"
 	fmt.Fprintf(out, "bondd bench scale: ramp %v bonds of 2 paths, %.0f packets/s over %.0f %% of them, %s each; RLIMIT_NOFILE %d/%d\n",
 		bonds, pps, 100*frac, o.Duration, soft, hard)
-	for _, n := range bonds {
-		st, err := runScaleStep(ctx, o, n, pps, frac, out)
+	for k, n := range bonds {
+		st, err := runScaleStep(ctx, o, n, pps, frac, o.ScaleFlood > 0 && k == len(bonds)-1, out)
 		if err != nil {
 			if ctx.Err() != nil {
 				return err
@@ -198,8 +212,23 @@ func runScale(ctx context.Context, o Options, out io.Writer) error {
 	if last != nil {
 		rep.Bonds, rep.HandshakesPerS, rep.RSSMiBPerIdle, rep.RSSMiBPerActive, rep.CPUUsPerPacket =
 			last.Bonds, last.HandshakesPerS, last.RSSMiBPerIdle, last.RSSMiBPerActive, last.CPUUsPerPacket
+		rep.IdleCPUPct, rep.HandshakeCPUms, rep.HandshakesPerSResum = last.IdleCPUPct, last.HandshakeCPUms, last.HandshakesPerSResumed
+		if fl := last.Flood; fl != nil {
+			rep.Flood, rep.FloodPPS, rep.ActiveDeliveredMin = fl, fl.FloodPPS, fl.ActiveMinShare
+		}
+	}
+	if o.ScaleRestart && last != nil && ctx.Err() == nil {
+		rs, err := runScaleRestart(ctx, o, last.Bonds, last.HandshakesPerS, out)
+		if err != nil {
+			fmt.Fprintf(out, "  restart at %d bonds: %v\n", last.Bonds, err)
+			if ctx.Err() != nil {
+				return err
+			}
+		}
+		rep.Restart, rep.RestartAllBackS = &rs, rs.AllBackS
 	}
 	rep.Targets = scaleTargets(rep.Steps, rep.SingleBond, last)
+	rep.Targets = append(rep.Targets, scaleTargets39(&rep)...)
 	md := scaleMarkdown(&rep)
 	if err := writeResults(o.Out, rep, md, out); err != nil {
 		return err
@@ -295,7 +324,8 @@ func scaleActive(n int, frac float64) []int {
 }
 
 // runScaleStep runs one step of n bonds.
-func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out io.Writer) (scaleStep, error) {
+// With flood, the flood step follows (scale_flood.go).
+func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, flood bool, out io.Writer) (scaleStep, error) {
 	st := scaleStep{Bonds: n}
 	active := scaleActive(n, frac)
 	st.ActiveBonds = len(active)
@@ -438,45 +468,56 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 
 	// Traffic from the active bonds.
 	c1, w1 := cpuTime(), time.Now()
-	if err := edges.send("go"); err != nil {
-		return st, err
+	var msg scaleChildMsg
+	traffic := func() (sentBy, gotBy map[int]uint64, err error) {
+		snap := func() map[int]uint64 {
+			dmu.Lock()
+			defer dmu.Unlock()
+			m := make(map[int]uint64, len(active))
+			for _, i := range active {
+				m[i] = delivered[i]
+			}
+			return m
+		}
+		before := snap()
+		if err := edges.send("go"); err != nil {
+			return nil, nil, err
+		}
+		msgs, err := edges.all("sent", o.Duration+30*time.Second)
+		if err != nil {
+			return nil, nil, err
+		}
+		sentBy, msg = edges.sentByEdge(msgs)
+		// Wait until deliveries stop growing (queues drained), at most 2 s.
+		total := func() (s uint64) {
+			for _, v := range snap() {
+				s += v
+			}
+			return s
+		}
+		for prev, until := total(), time.Now().Add(2*time.Second); time.Now().Before(until); {
+			if err := sleepUntil(ctx, time.Now().Add(100*time.Millisecond), nil); err != nil {
+				return nil, nil, err
+			}
+			cur := total()
+			if cur == prev {
+				break
+			}
+			prev = cur
+		}
+		gotBy = snap()
+		for i := range gotBy {
+			gotBy[i] -= before[i]
+		}
+		return sentBy, gotBy, nil
 	}
-	msgs, err := edges.all("sent", o.Duration+30*time.Second)
+	sentBy, gotBy, err := traffic()
 	if err != nil {
 		return st, err
 	}
-	sentBy, msg := edges.sentByEdge(msgs)
-	// Wait until deliveries stop growing (queues drained), at most 2 s.
-	total := func() (s uint64) {
-		dmu.Lock()
-		defer dmu.Unlock()
-		for _, i := range active {
-			s += delivered[i]
-		}
-		return s
-	}
-	for prev, until := total(), time.Now().Add(2*time.Second); time.Now().Before(until); {
-		if err := sleepUntil(ctx, time.Now().Add(100*time.Millisecond), nil); err != nil {
-			return st, err
-		}
-		cur := total()
-		if cur == prev {
-			break
-		}
-		prev = cur
-	}
 	cpu, wall := cpuTime()-c1, time.Since(w1)
-	got := total()
-	var sent uint64
-	st.MinShare = 1
-	dmu.Lock()
-	for _, i := range active {
-		sent += sentBy[i]
-		if sentBy[i] > 0 {
-			st.MinShare = min(st.MinShare, float64(delivered[i])/float64(sentBy[i]))
-		}
-	}
-	dmu.Unlock()
+	var sent, got uint64
+	st.MinShare, _, sent, got = shares(active, sentBy, gotBy)
 	st.OfferedPPS = float64(sent) / o.Duration.Seconds()
 	st.DeliveredPPS = float64(got) / o.Duration.Seconds()
 	if got > 0 {
@@ -493,10 +534,44 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 		addDrops(st.ConcDrops, bonds[i].Stats())
 	}
 	st.LoadAvg = loadAvg()
+	fmt.Fprintf(out, "  %5d bonds: handshakes fresh %.0f/s (node CPU %.2f ms each), resumed %.0f/s (%.2f ms, %.3f resumed)\n",
+		n, st.HandshakesPerS, st.HandshakeCPUms, st.HandshakesPerSResumed, st.ResumedCPUms, st.ResumedShare)
 	fmt.Fprintf(out, "  %5d bonds: %.0f handshakes/s; per idle bond %.3f MiB RSS (%.3f MiB heap), per active bond %.3f MiB; idle CPU %.1f %%; %.0f packets/s: %.1f µs/packet (marginal %.1f), min share %.3f; drops edge %s, concentrator %s, TUN %d; load %s\n",
 		n, st.HandshakesPerS, st.RSSMiBPerIdle, st.HeapMiBPerIdle, st.RSSMiBPerActive, st.IdleCPUPct, st.DeliveredPPS, st.CPUUsPerPacket,
 		st.CPUUsPerPacketTx, st.MinShare, dropsText(st.EdgeDrops), dropsText(st.ConcDrops), st.TUNDrops, st.LoadAvg)
+	if flood {
+		fl, err := runScaleFlood(ctx, o, n, floodEnv{conc: conc, edges: edges, active: active,
+			traffic: func() (float64, float64, error) {
+				sentBy, gotBy, err := traffic()
+				if err != nil {
+					return 0, 0, err
+				}
+				m, sh, _, _ := shares(active, sentBy, gotBy)
+				return m, sh, nil
+			}}, out)
+		if err != nil {
+			return st, fmt.Errorf("flood: %w", err)
+		}
+		st.Flood = &fl
+	}
 	return st, nil
+}
+
+// shares returns the lowest and the overall delivered/sent of the
+// active bonds, and the packets sent and delivered.
+func shares(active []int, sentBy, gotBy map[int]uint64) (minShare, share float64, sent, got uint64) {
+	minShare = 1
+	for _, i := range active {
+		sent += sentBy[i]
+		got += gotBy[i]
+		if sentBy[i] > 0 {
+			minShare = min(minShare, float64(gotBy[i])/float64(sentBy[i]))
+		}
+	}
+	if sent > 0 {
+		share = float64(got) / float64(sent)
+	}
+	return minShare, share, sent, got
 }
 
 // meanFootprint averages the footprints of the idle and the active bonds.
@@ -583,6 +658,7 @@ func scaleMarkdown(r *scaleReport) string {
 	b.WriteString("\nCPU µs/packet is all of the process's CPU (user + system) while the active bonds sent, over the packets delivered to the " +
 		"concentrator's TUN; the marginal figure subtracts the idle CPU (keepalives and timers of every bond) over the same time. " +
 		"Min share is the lowest delivered/sent of one active bond.\n")
+	b.WriteString(scaleMarkdown39(r))
 	b.WriteString(targetsMarkdown(r.Targets))
 	return b.String()
 }

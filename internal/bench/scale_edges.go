@@ -30,7 +30,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"slices"
 	"sync"
 	"syscall"
@@ -111,22 +110,6 @@ func scaleEdgeIndex(a netip.Addr, bonds int) int {
 		return -1
 	}
 	return int(v - base)
-}
-
-// RunScaleEdgesChild runs the edges' side of bondd bench scale when this
-// process was started as that child (the environment says so) and then
-// exits the process; otherwise it returns at once. Call it first thing in
-// main (and in TestMain of tests that run the scale scenario).
-func RunScaleEdgesChild() {
-	cfg, ok := os.LookupEnv(scaleChildEnv)
-	if !ok {
-		return
-	}
-	if err := scaleEdgesMain(cfg, os.Stdin, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "bench scale edges:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
 }
 
 // scaleEdgesMain runs the edges of cfg (JSON scaleChildConfig) until in ends.

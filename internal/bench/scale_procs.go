@@ -136,6 +136,15 @@ type scaleChild struct {
 	stdin io.WriteCloser
 	lines chan string
 	errc  chan error
+
+	killed bool // by kill
+}
+
+// kill ends the child with SIGKILL and waits for it.
+func (c *scaleChild) kill() {
+	c.killed = true
+	c.cmd.Process.Kill()
+	c.cmd.Wait()
 }
 
 // startScaleChild re-executes this binary as a child process of the
@@ -174,19 +183,32 @@ func startScaleChild(ctx context.Context, env, cfg string) (*scaleChild, error) 
 
 // next waits up to timeout for the child's message of event.
 func (c *scaleChild) next(event string, timeout time.Duration) (scaleChildMsg, error) {
+	var m scaleChildMsg
+	l, err := c.nextEvent(event, timeout)
+	if err == nil {
+		err = json.Unmarshal([]byte(l), &m)
+	}
+	return m, err
+}
+
+// nextEvent waits up to timeout for the child's line of event and
+// returns it; lines of other events are skipped.
+func (c *scaleChild) nextEvent(event string, timeout time.Duration) (string, error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	for {
 		select {
 		case l := <-c.lines:
-			var m scaleChildMsg
+			var m struct {
+				Event string `json:"event"`
+			}
 			if json.Unmarshal([]byte(l), &m) == nil && m.Event == event {
-				return m, nil
+				return l, nil
 			}
 		case err := <-c.errc:
-			return scaleChildMsg{}, err
+			return "", err
 		case <-t.C:
-			return scaleChildMsg{}, fmt.Errorf("no %q from the edges' process within %s", event, timeout)
+			return "", fmt.Errorf("no %q from the child process within %s", event, timeout)
 		}
 	}
 }
@@ -200,6 +222,9 @@ func (c *scaleChild) send(line string) error {
 // stop closes the child's input (it closes its edges and exits) and waits
 // for it, killing it after 20 s.
 func (c *scaleChild) stop() {
+	if c.killed {
+		return
+	}
 	c.stdin.Close()
 	done := make(chan struct{})
 	go func() { c.cmd.Wait(); close(done) }()
