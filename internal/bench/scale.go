@@ -122,7 +122,7 @@ type scaleStep struct {
 	TUNDrops              uint64            `json:"tun_drops"`                  // packets the concentrator's in-memory TUN dropped (reader behind)
 	LoadAvg               string            `json:"load_avg"`                   // /proc/loadavg at the end of the step
 	Limit                 string            `json:"limit,omitempty"`            // why the ramp stopped here
-	Flood                 *scaleFlood       `json:"flood,omitempty"` // the flood step, at the largest step with --flood
+	Flood                 *scaleFlood       `json:"flood,omitempty"`            // the flood step, at the largest step with --flood
 }
 
 // scaleReport is results.json of the scale scenario; the headline fields

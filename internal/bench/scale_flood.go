@@ -65,9 +65,9 @@ type scaleFloodMsg struct {
 // scaleFlood is the flood step's result in results.json.
 type scaleFlood struct {
 	Bonds          int     `json:"bonds"`
-	Source         string  `json:"source"`              // where the spoofed packets came from
-	OfferedPPS     float64 `json:"offered_pps"`         // --flood
-	FloodPPS       float64 `json:"flood_pps"`           // what the flood sent, datagrams per second
+	Source         string  `json:"source"`               // where the spoofed packets came from
+	OfferedPPS     float64 `json:"offered_pps"`          // --flood
+	FloodPPS       float64 `json:"flood_pps"`            // what the flood sent, datagrams per second
 	ActiveMinShare float64 `json:"active_delivered_min"` // lowest delivered/sent of an active bond under the flood
 	ActiveShare    float64 `json:"active_delivered"`     // all active bonds' delivered/sent
 	NewEdgeFirstS  float64 `json:"new_edge_connect_s"`   // a new edge's first path up; −1: not within 30 s

@@ -231,7 +231,6 @@ func runScaleRestart(ctx context.Context, o Options, n int, refPerS float64, out
 	return rs, nil
 }
 
-
 // scaleTargets39 checks issue 39's targets on what ran: handshake rates,
 // the flood's effects, and the restart.
 func scaleTargets39(r *scaleReport) []target {
