@@ -182,3 +182,73 @@ func TestAdmissionEndToEnd(t *testing.T) {
 		t.Errorf("transport drops: busy %d, want %d", n, h.Busy)
 	}
 }
+
+// TestFloodOfInitials replays real first flights (InitialFlights) at a
+// concentrator from one socket that never answers: with Retry on, each
+// is answered with a Retry and the node starts no handshake; with it off
+// (and no rate bound), the node starts one per flight, which is the
+// state a spoofed flood would make it keep.
+func TestFloodOfInitials(t *testing.T) {
+	flights, err := InitialFlights(context.Background(), 20, "concentrator.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range flights {
+		if len(f) == 0 || len(f[0]) < 1200 || f[0][0]&0xf0 != 0xc0 { // long header, Initial (RFC 9000 §17.2.2)
+			t.Fatalf("flight %v: want Initial packets of at least 1200 bytes", len(f))
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		ho        HandshakeOptions
+		wantRetry bool
+	}{
+		{"retry", HandshakeOptions{RetryAbove: RetryAlways}, true},
+		{"no retry", HandshakeOptions{Rate: -1, PerSource: -1, RetryAbove: -1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cert, _, err := SelfSignedCert("concentrator.test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := NewConcentrator(ConcentratorOptions{Device: tuntest.New(testMTU, 8), MTU: testMTU, Conn: pc, TLS: ServerTLS(cert, nil),
+				Edges: []EdgeAuth{{ID: "e", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32")}}}, Handshakes: tc.ho})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			src, err := net.ListenPacket("udp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			for _, f := range flights {
+				for _, p := range f {
+					src.WriteTo(p, pc.LocalAddr())
+				}
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for time.Now().Before(deadline) {
+				h := c.Handshakes()
+				if (tc.wantRetry && h.Retries >= uint64(len(flights))) || (!tc.wantRetry && h.InProgress >= int64(len(flights))) {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			h := c.Handshakes()
+			if tc.wantRetry && (h.Retries < uint64(len(flights)) || h.InProgress != 0) {
+				t.Errorf("with Retry: %+v; want a Retry per flight and no handshake started", h)
+			}
+			if !tc.wantRetry && (h.Retries != 0 || h.InProgress < int64(len(flights))) {
+				t.Errorf("without Retry: %+v; want a handshake started per flight", h)
+			}
+		})
+	}
+}

@@ -167,6 +167,6 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 	f.BoolVar(&o.ScaleRestart, "restart", false, "scale: at the largest step, SIGKILL the concentrator (run as a child process) with every bond up, start it again and time until every bond is back")
 	f.StringVar(&o.JSON, "json", "", "scale, faults: also write results.json to this file")
 	f.BoolVar(&o.Short, "short", false, "faults: the short version (shorter faults; the prefer rule for the path faults only)")
-	f.StringVar(&o.Profile, "profile", "", "scale: write heap and idle-CPU profiles of each step of N bonds to PREFIX.heap.N and PREFIX.cpu-idle.N")
+	f.StringVar(&o.Profile, "profile", "", "scale: write heap, idle-CPU and fresh-handshake CPU profiles of each step of N bonds to PREFIX.heap.N, PREFIX.cpu-idle.N and PREFIX.cpu-handshake.N")
 	return cmd
 }

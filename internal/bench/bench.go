@@ -147,7 +147,8 @@ type Options struct {
 	// Profile, when set, is the prefix of the profiles (runtime/pprof)
 	// the scale scenario writes for each step of N bonds with every bond
 	// up and idle: the heap as Profile.heap.N and the CPU over the idle
-	// window as Profile.cpu-idle.N.
+	// window as Profile.cpu-idle.N; and the CPU over the fresh handshakes
+	// as Profile.cpu-handshake.N.
 	Profile string
 }
 

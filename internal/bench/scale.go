@@ -312,6 +312,24 @@ func writeHeapProfile(file string) error {
 	return f.Close()
 }
 
+// startCPUProfile starts a CPU profile (runtime/pprof) into
+// prefix.what.n when prefix is set, and returns its stop; a profile that
+// cannot start (another one runs) is skipped.
+func startCPUProfile(prefix, what string, n int) (stop func()) {
+	if prefix == "" {
+		return func() {}
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%s.%d", prefix, what, n))
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
+}
+
 // scaleActive returns the indexes of the active bonds among n: a fraction
 // frac of them (at least one), spread evenly.
 func scaleActive(n int, frac float64) []int {
@@ -413,9 +431,12 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 	}
 	// Fresh handshakes: every edge's first connection.
 	t0, c0 := time.Now(), cpuTime()
+	stopProf := startCPUProfile(o.Profile, "cpu-handshake", n)
 	if err := allUp("fresh handshakes", t0, 0); err != nil {
+		stopProf()
 		return st, err
 	}
+	stopProf()
 	st.HandshakeS = time.Since(t0).Seconds()
 	st.HandshakesPerS = float64(2*n) / st.HandshakeS
 	st.HandshakeCPUms = float64((cpuTime() - c0).Microseconds()) / 1000 / float64(2*n)
