@@ -187,7 +187,14 @@ func scaleEdgesMain(cfg string, in io.Reader, out io.Writer) error {
 			}
 			msg = scaleChildMsg{Event: "sent", Sent: sent, Drops: drops}
 		case "redial":
-			paced(edges[:n], c.MaxDialing, func(e *tunnel.Edge) { e.SetConcentrator(c.Concentrator) })
+			paced(edges[:n], c.MaxDialing, func(e *tunnel.Edge) {
+				e.SetConcentrator(c.Concentrator)
+				// Until its paths are seen down, the edge would count as
+				// connected and not hold back the next ones.
+				for t0 := time.Now(); e.Bond().PathsUp() == 2 && time.Since(t0) < time.Second; {
+					time.Sleep(time.Millisecond)
+				}
+			})
 			msg = scaleChildMsg{Event: "redialled"}
 		case "late":
 			if c.Late < 0 {

@@ -19,7 +19,7 @@ type HandshakesConfig struct {
 	// PerSourceBurst is the burst of one address (0: 40).
 	PerSourceBurst int
 	// RetryAbove is the number of handshakes in progress above which new
-	// attempts must first pass a QUIC Retry (0: 64).
+	// attempts must first pass a QUIC Retry (0: 256).
 	RetryAbove int
 }
 
