@@ -162,6 +162,11 @@ func TestAdmissionEndToEnd(t *testing.T) {
 	if n := conc.Handshakes().Retries; n != retried {
 		t.Errorf("second dial: %d retries in all, want still %d (its NEW_TOKEN token proves the address)", n, retried)
 	}
+	// An attempt that takes the token and fails leaves it for the next.
+	store := e.res.tokenStore(addr)
+	if tok := store.Pop("concentrator.test"); tok == nil || store.Pop("concentrator.test") != tok {
+		t.Errorf("the edge's token store gave %v, then another; want the same token for every attempt", tok)
+	}
 	// Restart on the same address with the same certificate: the ticket
 	// and token keys are the same.
 	conc.Close()

@@ -28,14 +28,14 @@ const maxResumeNodes = 64
 // resumeState holds an edge's per-node TLS configurations and its QUIC
 // token store. Safe for concurrent use.
 type resumeState struct {
-	tokens quic.TokenStore
+	tokens *reusableTokens
 
 	mu     sync.Mutex
 	byNode map[string]*tls.Config
 }
 
 func newResumeState() *resumeState {
-	return &resumeState{tokens: quic.NewLRUTokenStore(maxResumeNodes, 4), byNode: map[string]*tls.Config{}}
+	return &resumeState{tokens: &reusableTokens{m: map[string]*quic.ClientToken{}}, byNode: map[string]*tls.Config{}}
 }
 
 // tlsFor returns base for dialling node: a clone whose session cache keys
@@ -62,6 +62,34 @@ func (r *resumeState) tlsFor(base *tls.Config, node string) *tls.Config {
 // tokenStore returns the QUIC token store for node.
 func (r *resumeState) tokenStore(node string) quic.TokenStore {
 	return nodeTokenStore{node: node, s: r.tokens}
+}
+
+// reusableTokens is a quic.TokenStore that keeps the newest token of each
+// key and hands it to every connection attempt until a newer one comes,
+// rather than once (quic-go's LRU store pops it): after a node restart an
+// edge's first attempt may be refused as busy or time out, and its next
+// one must still skip the Retry. RFC 9000 §8.1.3 asks clients not to
+// reuse a token so that their connections cannot be linked; an edge names
+// itself in every hello, so there is nothing to hide. At most
+// maxResumeNodes keys. Safe for concurrent use.
+type reusableTokens struct {
+	mu sync.Mutex
+	m  map[string]*quic.ClientToken
+}
+
+func (r *reusableTokens) Pop(key string) *quic.ClientToken {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m[key]
+}
+
+func (r *reusableTokens) Put(key string, t *quic.ClientToken) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.m[key]; !ok && len(r.m) >= maxResumeNodes {
+		clear(r.m)
+	}
+	r.m[key] = t
 }
 
 // nodeSessionCache prefixes the keys of a shared session cache with a node.
