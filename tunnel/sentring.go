@@ -1,9 +1,6 @@
 package tunnel
 
-import (
-	"sync/atomic"
-	"time"
-)
+import "time"
 
 // The recorder's ring of sent 1-RTT packets (tracer.go): for each of the
 // last pmtuRing packet numbers, the largest DATAGRAM frame the packet
@@ -59,27 +56,15 @@ func (r *recorder) noteSent(pn int64, probe bool, size int) {
 	if pn < 0 || pn >= slotMaxPN {
 		return
 	}
-	ring := r.sizes.Load()
-	if ring == nil { // the first 1-RTT packet: a connection still in its handshake holds no ring
-		r.sizes.CompareAndSwap(nil, new(sentRing))
-		ring = r.sizes.Load()
-	}
-	ring[pn&(pmtuRing-1)].Store(pmtuSlot(pn, probe, size))
+	r.sizes[pn&(pmtuRing-1)].Store(pmtuSlot(pn, probe, size))
 }
-
-// sentRing is a connection's ring of pmtuSlot entries (8 KiB).
-type sentRing [pmtuRing]atomic.Uint64
 
 // slot returns the ring entry of pn, ok false when it holds another packet.
 func (r *recorder) slot(pn int64) (v uint64, ok bool) {
 	if pn < 0 || pn >= slotMaxPN {
 		return 0, false
 	}
-	ring := r.sizes.Load()
-	if ring == nil {
-		return 0, false
-	}
-	v = ring[pn&(pmtuRing-1)].Load()
+	v = r.sizes[pn&(pmtuRing-1)].Load()
 	return v, v != 0 && int64(v>>slotPNShift) == pn
 }
 
@@ -96,11 +81,7 @@ func (r *recorder) sizeOf(pn int64) (size int, probe, ok bool) {
 // acknowledged or lost; it reports whether this call did, and what
 // noteSent remembered of pn.
 func (r *recorder) settle(pn int64, flag uint64) (size int, probe, ok bool) {
-	ring := r.sizes.Load()
-	if ring == nil || pn < 0 {
-		return 0, false, false
-	}
-	s := &ring[pn&(pmtuRing-1)]
+	s := &r.sizes[pn&(pmtuRing-1)]
 	for {
 		v := s.Load()
 		if v == 0 || int64(v>>slotPNShift) != pn || v&(slotAcked|slotLost) != 0 {

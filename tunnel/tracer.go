@@ -40,9 +40,7 @@ type recorder struct {
 	handshaking atomic.Bool
 	// sizes remembers the last pmtuRing 1-RTT packets sent, by packet
 	// number: datagram size and flags (sentring.go).
-	// sizes is allocated by the first 1-RTT packet, so that a connection
-	// in its handshake (a spoofed Initial among them) costs no ring.
-	sizes atomic.Pointer[sentRing]
+	sizes [pmtuRing]atomic.Uint64
 	// held keeps the data datagrams handed to the connection until their
 	// packet is settled, and resends the lost ones (resend.go).
 	held resendState
