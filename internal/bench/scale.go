@@ -670,7 +670,7 @@ func scaleMarkdown(r *scaleReport) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Scale: bonds of 2 paths on one concentrator, %s of traffic per step\n\n", time.Duration(r.DurationS*float64(time.Second)))
 	fmt.Fprintf(&b, "Command: `%s`. %d CPUs; %.0f packets/s of %d bytes from %.0f %% of the bonds; at most %d edges connecting at once (0: all); RLIMIT_NOFILE %d. "+
-		"The concentrator runs in the bench process, the edges in a child process; memory is the bench process's after a forced GC.\n\n",
+		"The concentrator runs in the bench process, the edges in child processes; memory is the bench process's after a forced GC.\n\n",
 		r.Command, r.CPUs, r.PPS, r.PacketBytes, 100*r.ActiveFraction, r.MaxDialing, r.NoFile[0])
 	b.WriteString("| bonds | active | handshakes/s | RSS MiB per idle bond | heap MiB per idle bond | RSS MiB per active bond | idle CPU % | delivered pkt/s | CPU µs/packet | marginal µs/packet | % core per 10 kpps | min share | FEC dec. KiB idle / active | queues KiB idle / active | load avg |\n")
 	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |\n")
