@@ -77,13 +77,16 @@ const (
 	TransportDuplicate                            // duplicate packet
 	TransportHandshakeFailed                      // a connection that never completed its handshake
 	TransportRefused                              // a connection refused at the hello (bad hello, unknown edge, wrong credential)
+	TransportBusy                                 // a connection attempt refused over the node's handshake rate (conc_admit.go)
+	TransportSourceRate                           // a connection attempt refused over its source address's handshake rate
+	TransportRetry                                // an Initial answered with a Retry: the node keeps no state until the address is proven
 
 	numTransportDrops
 )
 
 var transportDropNames = [numTransportDrops]string{
 	"not_quic", "bad_header", "unknown_connection", "decrypt_failed", "dos_prevention", "duplicate",
-	"handshake_failed", "refused",
+	"handshake_failed", "refused", "busy", "source_rate", "retry",
 }
 
 // String returns the reason's name in status and metrics, like "not_quic".
@@ -132,7 +135,7 @@ func transportReason(tr qlog.PacketDropReason) TransportDrop {
 
 // TransportDropCounts returns the concentrator transport's drops by reason
 // name (every reason, zeros included), in packets, or connections for
-// handshake_failed and refused.
+// handshake_failed, refused, busy and source_rate.
 func (c *Concentrator) TransportDropCounts() map[string]uint64 {
 	out := make(map[string]uint64, numTransportDrops)
 	for i := range numTransportDrops {
@@ -199,6 +202,7 @@ func (c *Concentrator) watchConn(ctx context.Context, rec *recorder, info *quic.
 		}
 	}
 	context.AfterFunc(ctx, func() {
+		c.handshakeDone(rec)
 		if !rec.accepted.Load() {
 			c.tdrops.n[TransportHandshakeFailed].Add(1)
 		}

@@ -3,10 +3,12 @@ package tunnel
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -42,6 +44,12 @@ type Concentrator struct {
 	// timers holds every timer of every bond and path (idle.go).
 	timers *timerheap.Heap
 
+	admit    *admission    // handshake bounds (conc_admit.go); set by Start
+	keys     *serverKeys   // session-ticket and address-token keys (conc_admit.go)
+	tls      *tls.Config   // opts.TLS with stable ticket keys; what the listener uses
+	accepted atomic.Uint64 // connections that completed the handshake
+	resumed  atomic.Uint64 // of those, the ones that resumed a TLS session
+
 	ctx       context.Context
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -65,11 +73,11 @@ type route struct {
 // listening. It returns an error naming the first invalid option, including
 // overlapping allowed prefixes of two edges.
 func NewConcentrator(opts ConcentratorOptions) (*Concentrator, error) {
-	opts.Paths, opts.FEC = opts.Paths.withDefaults(), opts.FEC.withDefaults()
+	opts.Paths, opts.FEC, opts.Handshakes = opts.Paths.withDefaults(), opts.FEC.withDefaults(), opts.Handshakes.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("tunnel: concentrator options: %w", err)
 	}
-	c := &Concentrator{opts: opts, log: orDiscard(opts.Logger), timers: timerheap.New()}
+	c := &Concentrator{opts: opts, log: orDiscard(opts.Logger), timers: timerheap.New(), admit: newAdmission(opts.Handshakes)}
 	tab, _, err := c.newTable(opts.Edges, nil)
 	if err != nil {
 		return nil, fmt.Errorf("tunnel: concentrator: %w", err)
@@ -115,6 +123,9 @@ func (o *ConcentratorOptions) validate() error {
 	if err := o.FEC.validate(); err != nil {
 		return err
 	}
+	if err := o.Handshakes.validate(); err != nil {
+		return err
+	}
 	return o.Paths.validate()
 }
 
@@ -126,20 +137,20 @@ func (c *Concentrator) Start() error {
 	if resetKey == nil {
 		resetKey = resetKeyFromTLS(c.opts.TLS)
 	}
+	c.keys = newServerKeys(c.opts.TLS)
+	c.tls = serverTLS(c.opts.TLS, c.keys)
 	c.tr = &quic.Transport{
 		Conn:              c.transportConn(),
 		StatelessResetKey: resetKey,
+		TokenGeneratorKey: c.keys.tokenKey(),
 		Tracer:            &c.tdrops,
-		// The tracer is created before the edge is known; it reaches the
-		// path through the connection's context once the hello is in.
-		ConnContext: func(ctx context.Context, info *quic.ClientInfo) (context.Context, error) {
-			rec := &recorder{}
-			ctx = context.WithValue(ctx, recorderKey{}, rec)
-			c.watchConn(ctx, rec, info)
-			return ctx, nil
-		},
+		// Admission (conc_admit.go). The tracer is created before the
+		// edge is known; it reaches the path through the connection's
+		// context once the hello is in.
+		ConnContext:         c.connContext,
+		VerifySourceAddress: func(a net.Addr) bool { return c.admit.verify(a, &c.tdrops.n[TransportRetry]) },
 	}
-	ln, err := c.tr.Listen(c.opts.TLS, quicConfig(c.opts.Paths, nil))
+	ln, err := c.tr.Listen(c.tls, quicConfig(c.opts.Paths, nil))
 	if err != nil {
 		c.tr.Close()
 		return fmt.Errorf("tunnel: listen: %w", err)
@@ -186,6 +197,9 @@ func (c *Concentrator) Stats() []BondStats {
 	slices.SortFunc(out, func(a, b BondStats) int { return strings.Compare(a.EdgeID, b.EdgeID) })
 	return out
 }
+
+// Addr returns the address the concentrator listens on.
+func (c *Concentrator) Addr() net.Addr { return c.opts.Conn.LocalAddr() }
 
 // Bond returns the bond of the edge with the given id, or nil.
 func (c *Concentrator) Bond(edgeID string) *Bond {
@@ -242,6 +256,11 @@ func (c *Concentrator) handle(conn *quic.Conn) {
 	rec, _ := conn.Context().Value(recorderKey{}).(*recorder)
 	if rec != nil {
 		rec.accepted.Store(true)
+		c.handshakeDone(rec)
+	}
+	c.accepted.Add(1)
+	if conn.ConnectionState().TLS.DidResume {
+		c.resumed.Add(1)
 	}
 	pc, err := c.accept(conn)
 	if err != nil {

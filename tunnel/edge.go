@@ -45,6 +45,7 @@ type Edge struct {
 	node   atomic.Pointer[string] // the node dialled, once SetConcentrator is called (fleet.go)
 	moved  moveSignal             // fired by SetConcentrator (fleet.go)
 	kicks  []moveSignal           // one per uplink, fired by Kick (redial.go)
+	res    *resumeState           // session tickets and address tokens per node (edge_resume.go)
 }
 
 // NewEdge checks opts and returns an Edge that is not yet running. It
@@ -58,7 +59,7 @@ func NewEdge(opts EdgeOptions) (*Edge, error) {
 	if _, err := crand.Read(id[:]); err != nil {
 		return nil, err
 	}
-	e := &Edge{opts: opts, log: orDiscard(opts.Logger), bondID: binary.BigEndian.Uint64(id[:]) >> 2, timers: timerheap.New()}
+	e := &Edge{opts: opts, log: orDiscard(opts.Logger), bondID: binary.BigEndian.Uint64(id[:]) >> 2, timers: timerheap.New(), res: newResumeState()}
 	bond, err := newBond(opts.ID, opts.Device, bondOptions{mtu: opts.MTU, picker: opts.Picker, paths: opts.Paths,
 		fec: opts.FEC, rules: opts.Rules, classify: opts.Classify, log: e.log, setTUNMTU: opts.SetTUNMTU, keepalives: true})
 	if err != nil {
@@ -183,19 +184,32 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, kick *
 				level = slog.LevelWarn
 			}
 			failures++
+			busy := isBusy(err) // the node refused at once: too many handshakes (conc_admit.go)
+			if busy {
+				backoff = busyBackoff(backoff, e.opts.Paths.RedialMin, e.opts.Paths.RedialMax)
+			}
 			log.Log(ctx, level, "path dial failed", "err", err, "attempt", failures, "retry_in", backoff)
-			// Full jitter keeps the uplinks of many edges from redialling in step.
+			// Jitter keeps the uplinks of many edges from redialling in step.
 			sleep := backoff/2 + rand.N(backoff/2+1)
+			if busy {
+				sleep = rand.N(backoff + 1)
+			}
 			mv := e.moved.wait()
 			if e.Concentrator() != node { // moved while dialling: dial the new node now
-				backoff = e.opts.Paths.RedialMin
+				if !busy {
+					backoff = e.opts.Paths.RedialMin
+				}
 				continue
 			}
 			select {
 			case <-time.After(sleep):
-				backoff = redialBackoff(backoff, e.opts.Paths.RedialMin, e.opts.Paths.RedialMax, sinceOrNever(downSince))
+				if !busy {
+					backoff = redialBackoff(backoff, e.opts.Paths.RedialMin, e.opts.Paths.RedialMax, sinceOrNever(downSince))
+				}
 			case <-mv:
-				backoff = e.opts.Paths.RedialMin
+				if !busy { // a busy node's backoff carries over: the next node may be busy too
+					backoff = e.opts.Paths.RedialMin
+				}
 			case <-kicked:
 				log.Debug("uplink kicked: dialling at once")
 				backoff = e.opts.Paths.RedialMin
@@ -257,7 +271,7 @@ func (e *Edge) dial(ctx context.Context, u UplinkOptions, attempt time.Duration,
 	rec = &recorder{}
 	hctx, hcancel := context.WithCancel(ctx)
 	stop := cancelWhen(kicked, hcancel)
-	conn, err = tr.Dial(hctx, raddr, e.opts.TLS, quicConfig(e.opts.Paths, rec))
+	conn, err = tr.Dial(hctx, raddr, e.res.tlsFor(e.opts.TLS, remote), e.quicConfigFor(remote, rec))
 	stop()
 	hcancel()
 	if err != nil {
@@ -354,6 +368,14 @@ func quicConfig(o PathOptions, rec *recorder) *quic.Config {
 			return withQlogFile(r, o.QlogDir, isClient, odcid)
 		},
 	}
+}
+
+// quicConfigFor returns the QUIC configuration of a path connection to
+// node: quicConfig with the node's address tokens (edge_resume.go).
+func (e *Edge) quicConfigFor(node string, rec *recorder) *quic.Config {
+	c := quicConfig(e.opts.Paths, rec)
+	c.TokenStore = e.res.tokenStore(node)
+	return c
 }
 
 // ListenUplink is the default ListenFunc: a UDP socket bound to u.Bind (port

@@ -31,16 +31,34 @@ const (
 // is draining ([Concentrator.Drain]): the edge should move to another node.
 var ErrDraining = errors.New("tunnel: concentrator is draining")
 
+// ErrBusy is a dial's end when the concentrator refused the connection at
+// once because it takes no more handshakes this moment (its handshake
+// rate, or its source address's, is reached; conc_admit.go): the edge
+// backs off, or tries its next node.
+var ErrBusy = errors.New("tunnel: concentrator busy")
+
 // IsRefusal reports whether err, from [EdgeOptions.OnPathEnd], means the
-// node will not serve this edge: it refused the credentials
-// ([ErrUnauthorized]) or is draining ([ErrDraining]).
+// node will not serve this edge now: it refused the credentials
+// ([ErrUnauthorized]), is draining ([ErrDraining]) or is busy ([ErrBusy]).
 func IsRefusal(err error) bool {
-	return errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrDraining)
+	return errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrDraining) || errors.Is(err, ErrBusy)
+}
+
+// isBusy reports whether a dial's error is the node's busy answer: QUIC's
+// CONNECTION_REFUSED from the peer, which quic-go sends when the
+// concentrator's admission refuses a connection (RFC 9000 §20.1).
+func isBusy(err error) bool {
+	var te *quic.TransportError
+	return errors.As(err, &te) && te.Remote && te.ErrorCode == quic.ConnectionRefused
 }
 
 // fleetErr maps the close codes of the fleet and of a refusal to
-// [ErrDraining] and [ErrUnauthorized]; other errors are returned as they are.
+// [ErrDraining] and [ErrUnauthorized], and a busy node's refusal to
+// [ErrBusy]; other errors are returned as they are.
 func fleetErr(err error) error {
+	if isBusy(err) {
+		return fmt.Errorf("%w: %w", ErrBusy, err)
+	}
 	var ae *quic.ApplicationError
 	if errors.As(err, &ae) && ae.Remote {
 		switch ae.ErrorCode {
@@ -182,7 +200,7 @@ func (e *Edge) Probe(ctx context.Context, node string) error {
 	}
 	tr := &quic.Transport{Conn: pc}
 	defer func() { tr.Close(); pc.Close() }()
-	conn, err := tr.Dial(ctx, raddr, e.opts.TLS, quicConfig(e.opts.Paths, &recorder{}))
+	conn, err := tr.Dial(ctx, raddr, e.res.tlsFor(e.opts.TLS, node), e.quicConfigFor(node, &recorder{}))
 	if err != nil {
 		return err
 	}

@@ -280,6 +280,10 @@ type ConcentratorOptions struct {
 	// certificate's private key with StatelessResetKeyFrom, so that a
 	// restarted concentrator resets its predecessor's connections.
 	StatelessResetKey *quic.StatelessResetKey
+	// Handshakes bounds the new path connections the concentrator takes
+	// on: a node-wide and a per-source rate, and QUIC Retry under load
+	// (conc_admit.go). Optional; the zero value takes the defaults.
+	Handshakes HandshakeOptions
 
 	// OnBondUp, optional, is called when an edge's first path connection
 	// has been accepted (its bond is up on this node), with the edge's id

@@ -49,6 +49,17 @@ func redialBackoff(backoff, minB, maxB, downFor time.Duration) time.Duration {
 	return b
 }
 
+// busyBackoff returns the backoff after a busy node's refusal ([ErrBusy]):
+// twice backoff, at least twice minB, at most maxB, whatever the path's
+// history, since the node asked for fewer handshakes. The dial loop
+// sleeps a uniformly random time up to it ("full jitter": Brooker,
+// "Exponential Backoff And Jitter", AWS Architecture Blog, 2015), which
+// spreads a crowd of edges refused in the same moment, such as after a
+// node restart, over the whole interval.
+func busyBackoff(backoff, minB, maxB time.Duration) time.Duration {
+	return min(2*max(backoff, minB), maxB)
+}
+
 // sinceOrNever returns the time since t, or -1 when t is zero (never).
 func sinceOrNever(t time.Time) time.Duration {
 	if t.IsZero() {

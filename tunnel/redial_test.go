@@ -37,6 +37,24 @@ func TestRedialBackoff(t *testing.T) {
 	}
 }
 
+func TestBusyBackoff(t *testing.T) {
+	const minB, maxB = 250 * time.Millisecond, 10 * time.Second
+	for _, tc := range []struct {
+		name          string
+		backoff, want time.Duration
+	}{
+		{"after a fast redial: twice min", 20 * time.Millisecond, 500 * time.Millisecond},
+		{"doubles", time.Second, 2 * time.Second},
+		{"capped at max", 8 * time.Second, maxB},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := busyBackoff(tc.backoff, minB, maxB); got != tc.want {
+				t.Errorf("busyBackoff(%s) = %s, want %s", tc.backoff, got, tc.want)
+			}
+		})
+	}
+}
+
 // listenCounter is a ListenFunc that counts its calls per uplink and
 // either fails or opens a loopback socket.
 type listenCounter struct {

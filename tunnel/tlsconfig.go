@@ -21,9 +21,14 @@ const ALPN = "bondd/1"
 // certificate must chain to roots (when non-nil) and must match pin, the
 // SHA-256 of its DER encoding (when 32 bytes): with both set, both are
 // checked; at least one is required. clientCert, if non-nil, is presented
-// for mutual TLS.
+// for mutual TLS. It keeps TLS 1.3 session tickets (an LRU cache of
+// sessionCacheSize), so that a returning path resumes (RFC 8446 §2.2): a
+// ticket comes from a handshake in which the certificate and pin were
+// verified, and only that node can use it; set ClientSessionCache to nil
+// for a full handshake every time.
 func ClientTLS(serverName string, roots *x509.CertPool, pin []byte, clientCert *tls.Certificate) (*tls.Config, error) {
-	c := &tls.Config{ServerName: serverName, NextProtos: []string{ALPN}, MinVersion: tls.VersionTLS13}
+	c := &tls.Config{ServerName: serverName, NextProtos: []string{ALPN}, MinVersion: tls.VersionTLS13,
+		ClientSessionCache: tls.NewLRUClientSessionCache(sessionCacheSize)}
 	hasPin := len(pin) == sha256.Size
 	if roots == nil && !hasPin {
 		return nil, errors.New("tunnel: need a CA pool or a 32-byte certificate pin to verify the concentrator")

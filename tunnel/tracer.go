@@ -35,6 +35,9 @@ type recorder struct {
 	// accepted is set on the concentrator when the connection completed its
 	// handshake and reached the accept loop (conc_transport.go).
 	accepted atomic.Bool
+	// handshaking is set on the concentrator while the connection's
+	// handshake counts as in progress for admission (conc_admit.go).
+	handshaking atomic.Bool
 	// sizes remembers the last pmtuRing 1-RTT packets sent, by packet
 	// number: datagram size and flags (sentring.go).
 	sizes [pmtuRing]atomic.Uint64

@@ -81,8 +81,16 @@ plots (plots.json) into --out; bondd-plot draws the plots (PNG and SVG).
       concentrator in this process over loopback; handshakes per second,
       memory per idle and per active bond, CPU per forwarded packet with
       10 % of the bonds sending (--active, --pps), the single bond's
-      figures beside; --json FILE writes the results there too. --duration
-      is each step's traffic time (default 5s for scale).
+      figures beside; handshakes per second fresh and resumed (TLS session
+      tickets) and the node's CPU per handshake; --json FILE writes the
+      results there too. --duration is each step's traffic time (default
+      5s for scale). The edges run in --edge-procs child processes.
+      --flood PPS adds a step at the largest N: spoofed QUIC Initials from
+      a hostile source on loopback (256 addresses that never answer) while
+      the active bonds send: their delivered share, a new edge's connect
+      time, the node's memory growth. --restart adds a step: the
+      concentrator as a child process, SIGKILLed with every bond up and
+      restarted; time until every bond is back and handshakes per second.
   faults  the fault matrix (root, network namespaces): the bondd binary
       as edge (three uplinks, one IPv6-only) and concentrator, a 1 kHz UDP
       probe through the tunnel, and each fault (blackhole, ipv6-blackhole,
@@ -154,8 +162,11 @@ otherwise, or with --inprocess, in one process. See docs/evaluation.md.`,
 	f.Float64Var(&o.ScalePPS, "pps", 0, fmt.Sprintf("scale: total packets per second of the active bonds (default %d)", bench.ScaleDefaultPPS))
 	f.Float64Var(&o.ScaleActive, "active", 0, "scale: fraction of the bonds that send (default 0.1)")
 	f.IntVar(&o.ScaleDialing, "dialing", 0, fmt.Sprintf("scale: edges connecting at once (default %d; -1: all at once)", bench.ScaleDefaultDialing))
+	f.IntVar(&o.ScaleEdgeProcs, "edge-procs", 0, fmt.Sprintf("scale: child processes the edges run in (default one per %d edges)", bench.ScaleEdgesPerProc))
+	f.Float64Var(&o.ScaleFlood, "flood", 0, "scale: at the largest step, send this many spoofed QUIC Initial packets per second at the concentrator while the active bonds send (0: no flood step)")
+	f.BoolVar(&o.ScaleRestart, "restart", false, "scale: at the largest step, SIGKILL the concentrator (run as a child process) with every bond up, start it again and time until every bond is back")
 	f.StringVar(&o.JSON, "json", "", "scale, faults: also write results.json to this file")
 	f.BoolVar(&o.Short, "short", false, "faults: the short version (shorter faults; the prefer rule for the path faults only)")
-	f.StringVar(&o.Profile, "profile", "", "scale: write heap and idle-CPU profiles of each step of N bonds to PREFIX.heap.N and PREFIX.cpu-idle.N")
+	f.StringVar(&o.Profile, "profile", "", "scale: write heap, idle-CPU and fresh-handshake CPU profiles of each step of N bonds to PREFIX.heap.N, PREFIX.cpu-idle.N and PREFIX.cpu-handshake.N")
 	return cmd
 }

@@ -16,7 +16,7 @@ import (
 )
 
 func main() {
-	bench.RunScaleEdgesChild() // the edges' process of bondd bench scale exits here
+	bench.RunScaleChildren() // a child process of bondd bench scale (edges, concentrator, flood) exits here
 	root := &cobra.Command{
 		Use:           "bondd",
 		Short:         "Multipath bonding VPN over QUIC DATAGRAMs",

@@ -118,6 +118,17 @@ type Options struct {
 	// ScaleDialing bounds the edges connecting at once in the scale
 	// scenario; 0: ScaleDefaultDialing; negative: all at once.
 	ScaleDialing int
+	// ScaleEdgeProcs is the number of child processes the scale
+	// scenario's edges run in; 0: one per ScaleEdgesPerProc edges.
+	ScaleEdgeProcs int
+	// ScaleFlood, when positive, adds a flood step at the largest bond
+	// count: spoofed QUIC Initial packets at this rate, packets per
+	// second, while the active bonds send (scale_flood.go).
+	ScaleFlood float64
+	// ScaleRestart adds a restart step at the largest bond count: the
+	// concentrator in a child process is killed (SIGKILL) with every
+	// bond up and started again (scale_restart.go).
+	ScaleRestart bool
 	// JSON, when set, is a second file the scale and faults scenarios
 	// write their results.json to (--json FILE).
 	JSON string
@@ -136,7 +147,8 @@ type Options struct {
 	// Profile, when set, is the prefix of the profiles (runtime/pprof)
 	// the scale scenario writes for each step of N bonds with every bond
 	// up and idle: the heap as Profile.heap.N and the CPU over the idle
-	// window as Profile.cpu-idle.N.
+	// window as Profile.cpu-idle.N; and the CPU over the fresh handshakes
+	// as Profile.cpu-handshake.N.
 	Profile string
 }
 
@@ -292,6 +304,15 @@ func (o *Options) commandLine() string {
 		}
 		if o.ScaleDialing != 0 {
 			fmt.Fprintf(&b, " --dialing %d", o.ScaleDialing)
+		}
+		if o.ScaleEdgeProcs != 0 {
+			fmt.Fprintf(&b, " --edge-procs %d", o.ScaleEdgeProcs)
+		}
+		if o.ScaleFlood != 0 {
+			fmt.Fprintf(&b, " --flood %g", o.ScaleFlood)
+		}
+		if o.ScaleRestart {
+			b.WriteString(" --restart")
 		}
 	}
 	return b.String()

@@ -28,7 +28,6 @@ package bench
 // of N bonds is comparable with the single bond's (step N = 1).
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,7 +37,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -94,30 +92,39 @@ var ScaleDefaultBonds = []int{1, 10, 100, 250, 500, 1000}
 
 // scaleStep is one step of the ramp in results.json.
 type scaleStep struct {
-	Bonds            int               `json:"bonds"`
-	ActiveBonds      int               `json:"active_bonds"`
-	HandshakeS       float64           `json:"handshake_s"`      // child started → last path up
-	HandshakesPerS   float64           `json:"handshakes_per_s"` // 2·bonds / handshake_s
-	AuthFailures     uint64            `json:"auth_failures"`
-	RSSMiBPerIdle    float64           `json:"rss_mib_per_idle_bond"`
-	RSSMiBPerActive  float64           `json:"rss_mib_per_active_bond"`
-	HeapMiBPerIdle   float64           `json:"heap_mib_per_idle_bond"`   // Go heap in use + goroutine stacks
-	HeapMiBPerActive float64           `json:"heap_mib_per_active_bond"` // the same, active bonds
-	RSSMiB           float64           `json:"rss_mib"`                  // the process with all bonds up, idle
-	IdleCPUPct       float64           `json:"idle_cpu_pct"`             // % of one core with every bond up and quiet
-	OfferedPPS       float64           `json:"offered_pps"`
-	DeliveredPPS     float64           `json:"delivered_pps"`
-	CPUUsPerPacket   float64           `json:"cpu_us_per_packet"`          // all CPU during traffic / packets delivered
-	CPUUsPerPacketTx float64           `json:"cpu_us_per_packet_marginal"` // the same less the idle CPU
-	CPUPctPer10kPPS  float64           `json:"cpu_pct_per_10k_pps"`        // % of one core per 10 000 packets/s forwarded
-	MinShare         float64           `json:"min_delivered_share"`        // lowest delivered/sent of an active bond
-	FootprintIdle    tunnel.Footprint  `json:"footprint_idle_bond"`        // mean over the idle bonds, bytes
-	FootprintActive  tunnel.Footprint  `json:"footprint_active_bond"`      // mean over the active bonds, bytes
-	EdgeDrops        tunnel.DropCounts `json:"edge_drops"`                 // what the active edges dropped, by reason
-	ConcDrops        tunnel.DropCounts `json:"concentrator_drops"`         // what the active bonds' concentrator side dropped, by reason
-	TUNDrops         uint64            `json:"tun_drops"`                  // packets the concentrator's in-memory TUN dropped (reader behind)
-	LoadAvg          string            `json:"load_avg"`                   // /proc/loadavg at the end of the step
-	Limit            string            `json:"limit,omitempty"`            // why the ramp stopped here
+	Bonds          int     `json:"bonds"`
+	ActiveBonds    int     `json:"active_bonds"`
+	HandshakeS     float64 `json:"handshake_s"`      // child started → last path up
+	HandshakesPerS float64 `json:"handshakes_per_s"` // 2·bonds / handshake_s
+	HandshakeCPUms float64 `json:"handshake_cpu_ms"` // the node's CPU over the fresh handshakes, per handshake
+	// HandshakesPerSResumed is the rate when every edge redials at once
+	// (at most --dialing connecting) with its TLS session ticket;
+	// ResumedCPUms the node's CPU per such handshake; ResumedShare the
+	// share of them that resumed.
+	HandshakesPerSResumed float64           `json:"handshakes_per_s_resumed"`
+	ResumedCPUms          float64           `json:"resumed_cpu_ms"`
+	ResumedShare          float64           `json:"resumed_share"`
+	AuthFailures          uint64            `json:"auth_failures"`
+	RSSMiBPerIdle         float64           `json:"rss_mib_per_idle_bond"`
+	RSSMiBPerActive       float64           `json:"rss_mib_per_active_bond"`
+	HeapMiBPerIdle        float64           `json:"heap_mib_per_idle_bond"`   // Go heap in use + goroutine stacks
+	HeapMiBPerActive      float64           `json:"heap_mib_per_active_bond"` // the same, active bonds
+	RSSMiB                float64           `json:"rss_mib"`                  // the process with all bonds up, idle
+	IdleCPUPct            float64           `json:"idle_cpu_pct"`             // % of one core with every bond up and quiet
+	OfferedPPS            float64           `json:"offered_pps"`
+	DeliveredPPS          float64           `json:"delivered_pps"`
+	CPUUsPerPacket        float64           `json:"cpu_us_per_packet"`          // all CPU during traffic / packets delivered
+	CPUUsPerPacketTx      float64           `json:"cpu_us_per_packet_marginal"` // the same less the idle CPU
+	CPUPctPer10kPPS       float64           `json:"cpu_pct_per_10k_pps"`        // % of one core per 10 000 packets/s forwarded
+	MinShare              float64           `json:"min_delivered_share"`        // lowest delivered/sent of an active bond
+	FootprintIdle         tunnel.Footprint  `json:"footprint_idle_bond"`        // mean over the idle bonds, bytes
+	FootprintActive       tunnel.Footprint  `json:"footprint_active_bond"`      // mean over the active bonds, bytes
+	EdgeDrops             tunnel.DropCounts `json:"edge_drops"`                 // what the active edges dropped, by reason
+	ConcDrops             tunnel.DropCounts `json:"concentrator_drops"`         // what the active bonds' concentrator side dropped, by reason
+	TUNDrops              uint64            `json:"tun_drops"`                  // packets the concentrator's in-memory TUN dropped (reader behind)
+	LoadAvg               string            `json:"load_avg"`                   // /proc/loadavg at the end of the step
+	Limit                 string            `json:"limit,omitempty"`            // why the ramp stopped here
+	Flood                 *scaleFlood       `json:"flood,omitempty"`            // the flood step, at the largest step with --flood
 }
 
 // scaleReport is results.json of the scale scenario; the headline fields
@@ -138,6 +145,19 @@ type scaleReport struct {
 	CPUs            int         `json:"cpus"`
 	Steps           []scaleStep `json:"steps"`
 	Targets         []target    `json:"targets"`
+	// The issue 39 headline figures: the largest step's idle CPU (% of
+	// one core) and node CPU per fresh handshake (ms), the flood's rate
+	// and the active bonds' lowest delivered share under it, and the
+	// time until every bond was back after the restart (s); 0 when the
+	// step did not run.
+	IdleCPUPct          float64       `json:"idle_cpu_pct"`
+	HandshakeCPUms      float64       `json:"handshake_cpu_ms"`
+	HandshakesPerSResum float64       `json:"handshakes_per_s_resumed"`
+	FloodPPS            float64       `json:"flood_pps"`
+	ActiveDeliveredMin  float64       `json:"active_delivered_min"`
+	RestartAllBackS     float64       `json:"restart_all_back_s"`
+	Flood               *scaleFlood   `json:"flood,omitempty"`
+	Restart             *scaleRestart `json:"restart,omitempty"`
 }
 
 // runScale runs the ramp and writes the results.
@@ -167,8 +187,8 @@ func runScale(ctx context.Context, o Options, out io.Writer) error {
 	rep.Mode = "inprocess concentrator, edges in a child process"
 	fmt.Fprintf(out, "bondd bench scale: ramp %v bonds of 2 paths, %.0f packets/s over %.0f %% of them, %s each; RLIMIT_NOFILE %d/%d\n",
 		bonds, pps, 100*frac, o.Duration, soft, hard)
-	for _, n := range bonds {
-		st, err := runScaleStep(ctx, o, n, pps, frac, out)
+	for k, n := range bonds {
+		st, err := runScaleStep(ctx, o, n, pps, frac, o.ScaleFlood > 0 && k == len(bonds)-1, out)
 		if err != nil {
 			if ctx.Err() != nil {
 				return err
@@ -194,8 +214,23 @@ func runScale(ctx context.Context, o Options, out io.Writer) error {
 	if last != nil {
 		rep.Bonds, rep.HandshakesPerS, rep.RSSMiBPerIdle, rep.RSSMiBPerActive, rep.CPUUsPerPacket =
 			last.Bonds, last.HandshakesPerS, last.RSSMiBPerIdle, last.RSSMiBPerActive, last.CPUUsPerPacket
+		rep.IdleCPUPct, rep.HandshakeCPUms, rep.HandshakesPerSResum = last.IdleCPUPct, last.HandshakeCPUms, last.HandshakesPerSResumed
+		if fl := last.Flood; fl != nil {
+			rep.Flood, rep.FloodPPS, rep.ActiveDeliveredMin = fl, fl.FloodPPS, fl.ActiveMinShare
+		}
+	}
+	if o.ScaleRestart && last != nil && ctx.Err() == nil {
+		rs, err := runScaleRestart(ctx, o, last.Bonds, last.HandshakesPerS, out)
+		if err != nil {
+			fmt.Fprintf(out, "  restart at %d bonds: %v\n", last.Bonds, err)
+			if ctx.Err() != nil {
+				return err
+			}
+		}
+		rep.Restart, rep.RestartAllBackS = &rs, rs.AllBackS
 	}
 	rep.Targets = scaleTargets(rep.Steps, rep.SingleBond, last)
+	rep.Targets = append(rep.Targets, scaleTargets39(&rep)...)
 	md := scaleMarkdown(&rep)
 	if err := writeResults(o.Out, rep, md, out); err != nil {
 		return err
@@ -279,6 +314,24 @@ func writeHeapProfile(file string) error {
 	return f.Close()
 }
 
+// startCPUProfile starts a CPU profile (runtime/pprof) into
+// prefix.what.n when prefix is set, and returns its stop; a profile that
+// cannot start (another one runs) is skipped.
+func startCPUProfile(prefix, what string, n int) (stop func()) {
+	if prefix == "" {
+		return func() {}
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%s.%d", prefix, what, n))
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
+}
+
 // scaleActive returns the indexes of the active bonds among n: a fraction
 // frac of them (at least one), spread evenly.
 func scaleActive(n int, frac float64) []int {
@@ -291,7 +344,8 @@ func scaleActive(n int, frac float64) []int {
 }
 
 // runScaleStep runs one step of n bonds.
-func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out io.Writer) (scaleStep, error) {
+// With flood, the flood step follows (scale_flood.go).
+func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, flood bool, out io.Writer) (scaleStep, error) {
 	st := scaleStep{Bonds: n}
 	active := scaleActive(n, frac)
 	st.ActiveBonds = len(active)
@@ -307,10 +361,10 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 	}
 	dev := tuntest.New(demoMTU(), 64)
 	co := tunnel.ConcentratorOptions{Device: dev, MTU: demoMTU(), Conn: pc, TLS: tunnel.ServerTLS(cert, nil)}
-	for i := range n {
-		co.Edges = append(co.Edges, tunnel.EdgeAuth{ID: scaleEdgeID(i), Token: scaleEdgeToken(i),
-			AllowedPrefixes: []netip.Prefix{netip.PrefixFrom(scaleEdgeAddr(i), 32)}})
-	}
+	co.Edges = scaleEdgeAuths(n + 1) // edge n is the late one (scale_flood.go)
+	// The ramp measures what the node can do: no handshake rate bound
+	// (Retry still answers a flood: scale_flood.go).
+	co.Handshakes = tunnel.HandshakeOptions{Rate: -1}
 	conc, err := tunnel.NewConcentrator(co)
 	if err != nil {
 		pc.Close()
@@ -320,13 +374,13 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 		return st, err
 	}
 	defer conc.Close()
-	bonds := make([]*tunnel.Bond, n)
-	for i := range n {
+	bonds := make([]*tunnel.Bond, n+1)
+	for i := range n + 1 {
 		bonds[i] = conc.Bond(scaleEdgeID(i))
 	}
 
 	// Count what reaches the concentrator's TUN, per bond.
-	delivered := make([]uint64, n)
+	delivered := make([]uint64, n+1)
 	var dmu sync.Mutex
 	rctx, rcancel := context.WithCancel(ctx)
 	var rwg sync.WaitGroup
@@ -335,7 +389,7 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 			select {
 			case pkt := <-dev.Outbound():
 				if len(pkt) >= 20 && pkt[0]>>4 == 4 {
-					if i := scaleEdgeIndex(netip.AddrFrom4([4]byte(pkt[12:16])), n); i >= 0 {
+					if i := scaleEdgeIndex(netip.AddrFrom4([4]byte(pkt[12:16])), n+1); i >= 0 {
 						dmu.Lock()
 						delivered[i]++
 						dmu.Unlock()
@@ -348,40 +402,61 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 	})
 	defer func() { rcancel(); rwg.Wait() }()
 
-	cfg, err := json.Marshal(scaleChildConfig{Concentrator: pc.LocalAddr().String(), Pin: pin, Bonds: n, Active: active,
-		PPS: pps, PacketBytes: scalePacketBytes, Duration: o.Duration, MaxDialing: o.scaleDialing()})
+	edges, err := startScaleEdges(ctx, scaleChildConfig{Concentrator: pc.LocalAddr().String(), Pin: pin, Bonds: n, Late: n, Active: active,
+		PPS: pps, PacketBytes: scalePacketBytes, Duration: o.Duration, MaxDialing: o.scaleDialing()}, o.scaleProcs(n))
 	if err != nil {
 		return st, err
 	}
-	child, err := startScaleChild(ctx, string(cfg))
-	if err != nil {
+	defer edges.stop()
+	if _, err := edges.all("started", 60*time.Second+time.Duration(n)*20*time.Millisecond); err != nil {
 		return st, err
 	}
-	defer child.stop()
-	if _, err := child.next("started", 60*time.Second+time.Duration(n)*20*time.Millisecond); err != nil {
-		return st, err
-	}
-	t0 := time.Now()
-	upBy := t0.Add(30*time.Second + time.Duration(n)*100*time.Millisecond) // 10 handshakes/s at least
-	for {
-		up := 0
-		for _, b := range bonds {
-			if b.PathsUp() == 2 {
-				up++
+	allUp := func(what string, t0 time.Time, accepted uint64) error {
+		upBy := t0.Add(30*time.Second + time.Duration(n)*100*time.Millisecond) // 10 handshakes/s at least
+		for {
+			up := 0
+			for _, b := range bonds[:n] {
+				if b.PathsUp() == 2 {
+					up++
+				}
+			}
+			if up == n && conc.Handshakes().Accepted >= accepted {
+				return nil
+			}
+			if time.Now().After(upBy) {
+				return fmt.Errorf("%s: only %d of %d bonds had both paths up after %s (auth failures %d, handshakes %+v)", what, up, n,
+					time.Since(t0).Round(time.Millisecond), conc.AuthFailures(), conc.Handshakes())
+			}
+			if err := sleepUntil(ctx, time.Now().Add(10*time.Millisecond), nil); err != nil {
+				return err
 			}
 		}
-		if up == n {
-			break
-		}
-		if time.Now().After(upBy) {
-			return st, fmt.Errorf("only %d of %d bonds had both paths up after %s (auth failures %d)", up, n, time.Since(t0).Round(time.Millisecond), conc.AuthFailures())
-		}
-		if err := sleepUntil(ctx, time.Now().Add(20*time.Millisecond), nil); err != nil {
-			return st, err
-		}
 	}
+	// Fresh handshakes: every edge's first connection.
+	t0, c0 := time.Now(), cpuTime()
+	stopProf := startCPUProfile(o.Profile, "cpu-handshake", n)
+	if err := allUp("fresh handshakes", t0, 0); err != nil {
+		stopProf()
+		return st, err
+	}
+	stopProf()
 	st.HandshakeS = time.Since(t0).Seconds()
 	st.HandshakesPerS = float64(2*n) / st.HandshakeS
+	freshCPU, freshWall := cpuTime()-c0, time.Since(t0)
+	// Resumed handshakes: every edge redials with its session ticket.
+	h0 := conc.Handshakes()
+	t0, c0 = time.Now(), cpuTime()
+	if err := edges.send("redial"); err != nil {
+		return st, err
+	}
+	if err := allUp("resumed handshakes", t0, h0.Accepted+uint64(2*n)); err != nil {
+		return st, err
+	}
+	resumedS := time.Since(t0).Seconds()
+	h1 := conc.Handshakes()
+	st.HandshakesPerSResumed = float64(h1.Accepted-h0.Accepted) / resumedS
+	resumedCPU, resumedWall, resumedN := cpuTime()-c0, time.Since(t0), h1.Accepted-h0.Accepted
+	st.ResumedShare = float64(h1.Resumed-h0.Resumed) / float64(h1.Accepted-h0.Accepted)
 	st.AuthFailures = conc.AuthFailures()
 
 	// Idle: every bond up and quiet. A run with the default settle waits
@@ -426,49 +501,67 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 	st.RSSMiB = float64(idle.rss) / mib
 	st.RSSMiBPerIdle = (float64(idle.rss) - float64(base.rss)) / float64(n) / mib
 	st.HeapMiBPerIdle = (float64(idle.heap) - float64(base.heap)) / float64(n) / mib
+	// The node's CPU per handshake, less what its idle bonds used over the
+	// same time (all of them during the redial, half on average while
+	// they came up).
+	perHandshake := func(cpu, wall time.Duration, share float64, count uint64) float64 {
+		return max(0, float64(cpu)-share*idleRate*float64(wall)) / float64(time.Millisecond) / float64(count)
+	}
+	st.HandshakeCPUms = perHandshake(freshCPU, freshWall, 0.5, uint64(2*n))
+	st.ResumedCPUms = perHandshake(resumedCPU, resumedWall, 1, resumedN)
 
 	// Traffic from the active bonds.
 	c1, w1 := cpuTime(), time.Now()
-	if err := child.send("go"); err != nil {
-		return st, err
+	var msg scaleChildMsg
+	traffic := func() (sentBy, gotBy map[int]uint64, err error) {
+		snap := func() map[int]uint64 {
+			dmu.Lock()
+			defer dmu.Unlock()
+			m := make(map[int]uint64, len(active))
+			for _, i := range active {
+				m[i] = delivered[i]
+			}
+			return m
+		}
+		before := snap()
+		if err := edges.send("go"); err != nil {
+			return nil, nil, err
+		}
+		msgs, err := edges.all("sent", o.Duration+30*time.Second)
+		if err != nil {
+			return nil, nil, err
+		}
+		sentBy, msg = edges.sentByEdge(msgs)
+		// Wait until deliveries stop growing (queues drained), at most 2 s.
+		total := func() (s uint64) {
+			for _, v := range snap() {
+				s += v
+			}
+			return s
+		}
+		for prev, until := total(), time.Now().Add(2*time.Second); time.Now().Before(until); {
+			if err := sleepUntil(ctx, time.Now().Add(100*time.Millisecond), nil); err != nil {
+				return nil, nil, err
+			}
+			cur := total()
+			if cur == prev {
+				break
+			}
+			prev = cur
+		}
+		gotBy = snap()
+		for i := range gotBy {
+			gotBy[i] -= before[i]
+		}
+		return sentBy, gotBy, nil
 	}
-	msg, err := child.next("sent", o.Duration+30*time.Second)
+	sentBy, gotBy, err := traffic()
 	if err != nil {
 		return st, err
 	}
-	// Wait until deliveries stop growing (queues drained), at most 2 s.
-	total := func() (s uint64) {
-		dmu.Lock()
-		defer dmu.Unlock()
-		for _, i := range active {
-			s += delivered[i]
-		}
-		return s
-	}
-	for prev, until := total(), time.Now().Add(2*time.Second); time.Now().Before(until); {
-		if err := sleepUntil(ctx, time.Now().Add(100*time.Millisecond), nil); err != nil {
-			return st, err
-		}
-		cur := total()
-		if cur == prev {
-			break
-		}
-		prev = cur
-	}
 	cpu, wall := cpuTime()-c1, time.Since(w1)
-	got := total()
-	var sent uint64
-	st.MinShare = 1
-	dmu.Lock()
-	for j, i := range active {
-		if j < len(msg.Sent) {
-			sent += msg.Sent[j]
-			if msg.Sent[j] > 0 {
-				st.MinShare = min(st.MinShare, float64(delivered[i])/float64(msg.Sent[j]))
-			}
-		}
-	}
-	dmu.Unlock()
+	var sent, got uint64
+	st.MinShare, _, sent, got = shares(active, sentBy, gotBy)
 	st.OfferedPPS = float64(sent) / o.Duration.Seconds()
 	st.DeliveredPPS = float64(got) / o.Duration.Seconds()
 	if got > 0 {
@@ -479,16 +572,50 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, out 
 	act := sampleMemory()
 	st.RSSMiBPerActive = st.RSSMiBPerIdle + (float64(act.rss)-float64(idle.rss))/float64(len(active))/mib
 	st.HeapMiBPerActive = st.HeapMiBPerIdle + (float64(act.heap)-float64(idle.heap))/float64(len(active))/mib
-	st.FootprintIdle, st.FootprintActive = meanFootprint(bonds, active)
+	st.FootprintIdle, st.FootprintActive = meanFootprint(bonds[:n], active)
 	st.EdgeDrops, st.ConcDrops, st.TUNDrops = msg.Drops, tunnel.DropCounts{}, dev.Dropped()
 	for _, i := range active {
 		addDrops(st.ConcDrops, bonds[i].Stats())
 	}
 	st.LoadAvg = loadAvg()
+	fmt.Fprintf(out, "  %5d bonds: handshakes fresh %.0f/s (node CPU %.2f ms each), resumed %.0f/s (%.2f ms, %.3f resumed)\n",
+		n, st.HandshakesPerS, st.HandshakeCPUms, st.HandshakesPerSResumed, st.ResumedCPUms, st.ResumedShare)
 	fmt.Fprintf(out, "  %5d bonds: %.0f handshakes/s; per idle bond %.3f MiB RSS (%.3f MiB heap), per active bond %.3f MiB; idle CPU %.1f %%; %.0f packets/s: %.1f µs/packet (marginal %.1f), min share %.3f; drops edge %s, concentrator %s, TUN %d; load %s\n",
 		n, st.HandshakesPerS, st.RSSMiBPerIdle, st.HeapMiBPerIdle, st.RSSMiBPerActive, st.IdleCPUPct, st.DeliveredPPS, st.CPUUsPerPacket,
 		st.CPUUsPerPacketTx, st.MinShare, dropsText(st.EdgeDrops), dropsText(st.ConcDrops), st.TUNDrops, st.LoadAvg)
+	if flood {
+		fl, err := runScaleFlood(ctx, o, n, floodEnv{conc: conc, edges: edges, active: active,
+			traffic: func() (float64, float64, error) {
+				sentBy, gotBy, err := traffic()
+				if err != nil {
+					return 0, 0, err
+				}
+				m, sh, _, _ := shares(active, sentBy, gotBy)
+				return m, sh, nil
+			}}, out)
+		if err != nil {
+			return st, fmt.Errorf("flood: %w", err)
+		}
+		st.Flood = &fl
+	}
 	return st, nil
+}
+
+// shares returns the lowest and the overall delivered/sent of the
+// active bonds, and the packets sent and delivered.
+func shares(active []int, sentBy, gotBy map[int]uint64) (minShare, share float64, sent, got uint64) {
+	minShare = 1
+	for _, i := range active {
+		sent += sentBy[i]
+		got += gotBy[i]
+		if sentBy[i] > 0 {
+			minShare = min(minShare, float64(gotBy[i])/float64(sentBy[i]))
+		}
+	}
+	if sent > 0 {
+		share = float64(got) / float64(sent)
+	}
+	return minShare, share, sent, got
 }
 
 // meanFootprint averages the footprints of the idle and the active bonds.
@@ -517,85 +644,6 @@ func meanFootprint(bonds []*tunnel.Bond, active []int) (idle, act tunnel.Footpri
 	div(&idle, ni)
 	div(&act, na)
 	return idle, act
-}
-
-// scaleChild is the running edges' process.
-type scaleChild struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	lines chan string
-	errc  chan error
-}
-
-// startScaleChild re-executes this binary as the edges' process.
-func startScaleChild(ctx context.Context, cfg string) (*scaleChild, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.CommandContext(ctx, exe)
-	cmd.Env = append(os.Environ(), scaleChildEnv+"="+cfg)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the edges' process: %w", err)
-	}
-	c := &scaleChild{cmd: cmd, stdin: stdin, lines: make(chan string, 4), errc: make(chan error, 1)}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-		c.errc <- errors.New("the edges' process ended")
-	}()
-	return c, nil
-}
-
-// next waits up to timeout for the child's message of event.
-func (c *scaleChild) next(event string, timeout time.Duration) (scaleChildMsg, error) {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
-		select {
-		case l := <-c.lines:
-			var m scaleChildMsg
-			if json.Unmarshal([]byte(l), &m) == nil && m.Event == event {
-				return m, nil
-			}
-		case err := <-c.errc:
-			return scaleChildMsg{}, err
-		case <-t.C:
-			return scaleChildMsg{}, fmt.Errorf("no %q from the edges' process within %s", event, timeout)
-		}
-	}
-}
-
-// send writes one line to the child.
-func (c *scaleChild) send(line string) error {
-	_, err := io.WriteString(c.stdin, line+"\n")
-	return err
-}
-
-// stop closes the child's input (it closes its edges and exits) and waits
-// for it, killing it after 20 s.
-func (c *scaleChild) stop() {
-	c.stdin.Close()
-	done := make(chan struct{})
-	go func() { c.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		c.cmd.Process.Kill()
-		<-done
-	}
 }
 
 // scaleTargets checks issue 19's targets for one node.
@@ -636,7 +684,7 @@ func scaleMarkdown(r *scaleReport) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Scale: bonds of 2 paths on one concentrator, %s of traffic per step\n\n", time.Duration(r.DurationS*float64(time.Second)))
 	fmt.Fprintf(&b, "Command: `%s`. %d CPUs; %.0f packets/s of %d bytes from %.0f %% of the bonds; at most %d edges connecting at once (0: all); RLIMIT_NOFILE %d. "+
-		"The concentrator runs in the bench process, the edges in a child process; memory is the bench process's after a forced GC.\n\n",
+		"The concentrator runs in the bench process, the edges in child processes; memory is the bench process's after a forced GC.\n\n",
 		r.Command, r.CPUs, r.PPS, r.PacketBytes, 100*r.ActiveFraction, r.MaxDialing, r.NoFile[0])
 	b.WriteString("| bonds | active | handshakes/s | RSS MiB per idle bond | heap MiB per idle bond | RSS MiB per active bond | idle CPU % | delivered pkt/s | CPU µs/packet | marginal µs/packet | % core per 10 kpps | min share | FEC dec. KiB idle / active | queues KiB idle / active | load avg |\n")
 	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |\n")
@@ -654,6 +702,7 @@ func scaleMarkdown(r *scaleReport) string {
 	b.WriteString("\nCPU µs/packet is all of the process's CPU (user + system) while the active bonds sent, over the packets delivered to the " +
 		"concentrator's TUN; the marginal figure subtracts the idle CPU (keepalives and timers of every bond) over the same time. " +
 		"Min share is the lowest delivered/sent of one active bond.\n")
+	b.WriteString(scaleMarkdown39(r))
 	b.WriteString(targetsMarkdown(r.Targets))
 	return b.String()
 }

@@ -4,13 +4,23 @@ package bench
 // re-executed with scaleChildEnv set), so that the concentrator's
 // resident memory and CPU time, measured in the parent, are its own.
 //
+// Each child holds the edges Lo … Hi−1 of the step (scale_procs.go splits
+// them over several children, so that one Go process does not have to
+// be fair to 10,000 clients on 2 cores). Each edge binds its own
+// loopback address (scaleEdgeBind), as edges behind their own NATs
+// would, so the node's per-source handshake bound sees one edge each.
+//
 // Protocol, one JSON object per line on the child's stdout:
 //
-//	{"event":"started"}          every edge is created and dialling
-//	{"event":"sent","sent":[…]}  traffic done: packets sent per active bond
+//	{"event":"started"}            every edge is created and dialling
+//	{"event":"sent","sent":[…]}    traffic done: packets sent per active bond
+//	{"event":"redialled"}          every edge was told to redial (resumed handshakes)
+//	{"event":"late","first_s":…}   the late edge connected (first path, both paths)
 //
-// and on its stdin: a line "go" starts the traffic; end of input closes
-// every edge and exits.
+// and on its stdin: a line "go" starts the traffic; "redial" closes every
+// edge's paths and dials again (at most MaxDialing at once), which
+// resumes the TLS sessions; "late" starts the late edge (Late ≥ 0) and
+// times its connection; end of input closes every edge and exits.
 
 import (
 	"bufio"
@@ -20,7 +30,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"slices"
 	"sync"
 	"syscall"
@@ -38,9 +47,12 @@ const scaleChildEnv = "BONDD_BENCH_SCALE_EDGES"
 type scaleChildConfig struct {
 	Concentrator string        `json:"concentrator"` // host:port
 	Pin          []byte        `json:"pin"`          // SHA-256 of the concentrator's certificate (tunnel.ClientTLS)
-	Bonds        int           `json:"bonds"`        // edges 0 … Bonds−1
-	Active       []int         `json:"active"`       // indexes of the edges that send traffic
-	PPS          float64       `json:"pps"`          // packets per second, all active edges together
+	Bonds        int           `json:"bonds"`        // edges of the step, 0 … Bonds−1
+	Lo           int           `json:"lo"`           // this child's edges: Lo … Hi−1 (Hi 0: all)
+	Hi           int           `json:"hi"`
+	Late         int           `json:"late"`         // the index of the late edge this child starts on "late"; −1: none
+	Active       []int         `json:"active"`       // indexes of this child's edges that send traffic
+	PPS          float64       `json:"pps"`          // packets per second, this child's active edges together
 	PacketBytes  int           `json:"packet_bytes"` // inner IP packet length
 	Duration     time.Duration `json:"duration"`     // traffic time
 	// MaxDialing bounds the edges connecting at once (both paths not yet
@@ -55,7 +67,14 @@ type scaleChildMsg struct {
 	// Drops are the packets the active edges dropped (bond and path
 	// drops of every reason, summed over the active edges).
 	Drops tunnel.DropCounts `json:"drops,omitempty"`
+	// FirstS and BothS are the late edge's time to its first path up and
+	// to both, seconds (−1: not within lateTimeout).
+	FirstS float64 `json:"first_s,omitempty"`
+	BothS  float64 `json:"both_s,omitempty"`
 }
+
+// lateTimeout bounds the wait for the late edge.
+const lateTimeout = 30 * time.Second
 
 // Inner addressing: edge i owns scaleInnerBase + i (a /32); traffic goes
 // to scaleServer behind the concentrator.
@@ -73,6 +92,13 @@ func scaleEdgeAddr(i int) netip.Addr {
 }
 
 // scaleEdgeIndex maps an inner source address back to its edge, or −1.
+// scaleEdgeBind is edge i's local address: 127.1.0.0 + i + 1, on
+// loopback (any 127/8 address is local on Linux).
+func scaleEdgeBind(i int) netip.Addr {
+	v := uint32(127)<<24 | uint32(1)<<16 + uint32(i) + 1
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
 func scaleEdgeIndex(a netip.Addr, bonds int) int {
 	if !a.Is4() {
 		return -1
@@ -86,22 +112,6 @@ func scaleEdgeIndex(a netip.Addr, bonds int) int {
 	return int(v - base)
 }
 
-// RunScaleEdgesChild runs the edges' side of bondd bench scale when this
-// process was started as that child (the environment says so) and then
-// exits the process; otherwise it returns at once. Call it first thing in
-// main (and in TestMain of tests that run the scale scenario).
-func RunScaleEdgesChild() {
-	cfg, ok := os.LookupEnv(scaleChildEnv)
-	if !ok {
-		return
-	}
-	if err := scaleEdgesMain(cfg, os.Stdin, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "bench scale edges:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
-}
-
 // scaleEdgesMain runs the edges of cfg (JSON scaleChildConfig) until in ends.
 func scaleEdgesMain(cfg string, in io.Reader, out io.Writer) error {
 	var c scaleChildConfig
@@ -112,12 +122,24 @@ func scaleEdgesMain(cfg string, in io.Reader, out io.Writer) error {
 		return fmt.Errorf("config: %d bonds, %d-byte packets", c.Bonds, c.PacketBytes)
 	}
 	raiseNoFile()
+	if c.Hi == 0 { // one child for all
+		c.Hi = c.Bonds
+	}
+	if c.Lo < 0 || c.Hi > c.Bonds || c.Lo >= c.Hi {
+		return fmt.Errorf("config: edges %d..%d of %d", c.Lo, c.Hi, c.Bonds)
+	}
 	tlsConf, err := tunnel.ClientTLS("concentrator.scale", nil, c.Pin, nil)
 	if err != nil {
 		return err
 	}
-	edges := make([]*tunnel.Edge, c.Bonds)
-	devs := make([]*tuntest.Device, c.Bonds)
+	// edges[j] and devs[j] are edge Lo + j; the late edge, if any, last.
+	n := c.Hi - c.Lo
+	total := n
+	if c.Late >= 0 {
+		total++
+	}
+	edges := make([]*tunnel.Edge, total)
+	devs := make([]*tuntest.Device, total)
 	defer func() {
 		var wg sync.WaitGroup
 		for _, e := range edges {
@@ -127,15 +149,17 @@ func scaleEdgesMain(cfg string, in io.Reader, out io.Writer) error {
 		}
 		wg.Wait()
 	}()
-	for i := range c.Bonds {
-		devs[i] = tuntest.New(demoMTU(), 8)
-		eo := tunnel.EdgeOptions{ID: scaleEdgeID(i), Device: devs[i], MTU: demoMTU(), Concentrator: c.Concentrator, TLS: tlsConf,
-			Token: scaleEdgeToken(i), Uplinks: []tunnel.UplinkOptions{
-				{Name: "a", Bind: netip.MustParseAddr("127.0.0.1")},
-				{Name: "b", Bind: netip.MustParseAddr("127.0.0.1")},
-			}}
-		if edges[i], err = tunnel.NewEdge(eo); err != nil {
-			devs[i].Close()
+	for j := range total {
+		i := c.Lo + j
+		if j == n {
+			i = c.Late
+		}
+		devs[j] = tuntest.New(demoMTU(), 8)
+		bind := scaleEdgeBind(i)
+		eo := tunnel.EdgeOptions{ID: scaleEdgeID(i), Device: devs[j], MTU: demoMTU(), Concentrator: c.Concentrator, TLS: tlsConf,
+			Token: scaleEdgeToken(i), Uplinks: []tunnel.UplinkOptions{{Name: "a", Bind: bind}, {Name: "b", Bind: bind}}}
+		if edges[j], err = tunnel.NewEdge(eo); err != nil {
+			devs[j].Close()
 			return err
 		}
 	}
@@ -147,35 +171,73 @@ func scaleEdgesMain(cfg string, in io.Reader, out io.Writer) error {
 	// so that the figure is the rate the node sustains rather than that of
 	// a thundering herd whose handshakes time out and back off (which
 	// c.MaxDialing = 0 measures).
-	var dialing []*tunnel.Edge
-	for _, e := range edges {
-		for c.MaxDialing > 0 && len(dialing) >= c.MaxDialing {
-			dialing = slices.DeleteFunc(dialing, func(e *tunnel.Edge) bool { return e.Bond().PathsUp() == 2 })
-			if len(dialing) >= c.MaxDialing {
-				time.Sleep(2 * time.Millisecond)
-			}
-		}
-		e.Start()
-		dialing = append(dialing, e)
-	}
+	paced(edges[:n], c.MaxDialing, func(e *tunnel.Edge) { e.Start() })
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
-		if sc.Text() != "go" {
+		var msg scaleChildMsg
+		switch sc.Text() {
+		case "go":
+			sent, err := scaleSend(c, devs[:n])
+			if err != nil {
+				return err
+			}
+			drops := tunnel.DropCounts{}
+			for _, i := range c.Active {
+				addDrops(drops, edges[i-c.Lo].Bond().Stats())
+			}
+			msg = scaleChildMsg{Event: "sent", Sent: sent, Drops: drops}
+		case "redial":
+			paced(edges[:n], c.MaxDialing, func(e *tunnel.Edge) {
+				e.SetConcentrator(c.Concentrator)
+				// Until its paths are seen down, the edge would count as
+				// connected and not hold back the next ones.
+				for t0 := time.Now(); e.Bond().PathsUp() == 2 && time.Since(t0) < time.Second; {
+					time.Sleep(time.Millisecond)
+				}
+			})
+			msg = scaleChildMsg{Event: "redialled"}
+		case "late":
+			if c.Late < 0 {
+				continue
+			}
+			msg = scaleChildMsg{Event: "late", FirstS: -1, BothS: -1}
+			e, t0 := edges[n], time.Now()
+			e.Start()
+			for time.Since(t0) < lateTimeout {
+				up := e.Bond().PathsUp()
+				if up >= 1 && msg.FirstS < 0 {
+					msg.FirstS = time.Since(t0).Seconds()
+				}
+				if up == 2 {
+					msg.BothS = time.Since(t0).Seconds()
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+		default:
 			continue
 		}
-		sent, err := scaleSend(c, devs)
-		if err != nil {
-			return err
-		}
-		drops := tunnel.DropCounts{}
-		for _, i := range c.Active {
-			addDrops(drops, edges[i].Bond().Stats())
-		}
-		if err := enc.Encode(scaleChildMsg{Event: "sent", Sent: sent, Drops: drops}); err != nil {
+		if err := enc.Encode(msg); err != nil {
 			return err
 		}
 	}
 	return sc.Err()
+}
+
+// paced calls do for each edge, with at most maxDialing edges whose both
+// paths are not up at once (0: no bound).
+func paced(edges []*tunnel.Edge, maxDialing int, do func(*tunnel.Edge)) {
+	var dialing []*tunnel.Edge
+	for _, e := range edges {
+		for maxDialing > 0 && len(dialing) >= maxDialing {
+			dialing = slices.DeleteFunc(dialing, func(e *tunnel.Edge) bool { return e.Bond().PathsUp() == 2 })
+			if len(dialing) >= maxDialing {
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
+		do(e)
+		dialing = append(dialing, e)
+	}
 }
 
 // scaleSend sends c.PPS packets per second, round-robin over the active
@@ -203,7 +265,7 @@ func scaleSend(c scaleChildConfig, devs []*tuntest.Device) ([]uint64, error) {
 		due := min(total, uint64(time.Since(start).Seconds()*c.PPS))
 		for ; k < due; k++ {
 			j := int(k % uint64(len(c.Active)))
-			if err := devs[c.Active[j]].InjectContext(ctx, pkts[j]); err != nil {
+			if err := devs[c.Active[j]-c.Lo].InjectContext(ctx, pkts[j]); err != nil {
 				if errors.Is(err, context.DeadlineExceeded) {
 					return sent, nil
 				}

@@ -12,15 +12,18 @@ import (
 // TestMain lets the scale scenario re-execute the test binary as its
 // edges' process.
 func TestMain(m *testing.M) {
-	RunScaleEdgesChild()
+	RunScaleChildren()
 	os.Exit(m.Run())
 }
 
 // TestScaleSmoke runs a two-step ramp (1 and 4 bonds, half of them
-// sending) for a second each and checks the report: every step ran, the
-// JSON has the headline fields beside the single bond's, every active
-// bond delivered nearly all it sent, and the idle bonds hold none of the
-// per-bond buffers that traffic allocates.
+// sending, the edges in two processes) for a second each, with the flood
+// (300 spoofed Initials/s) at 4 bonds and the restart, and checks the
+// report: every step ran, the JSON has the headline fields beside the
+// single bond's, every active bond delivered nearly all it sent, also
+// under the flood, resumed handshakes resumed, the new edge connected
+// under the flood, every bond came back after the restart, and the idle
+// bonds hold none of the per-bond buffers that traffic allocates.
 func TestScaleSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a child process with edges; seconds")
@@ -28,7 +31,7 @@ func TestScaleSmoke(t *testing.T) {
 	dir := t.TempDir()
 	jsonFile := filepath.Join(dir, "scale.json")
 	o := Options{Scenario: Scale, Out: dir, Duration: time.Second, Settle: 300 * time.Millisecond,
-		ScaleBonds: []int{1, 4}, ScalePPS: 400, ScaleActive: 0.5, JSON: jsonFile}
+		ScaleBonds: []int{1, 4}, ScalePPS: 400, ScaleActive: 0.5, ScaleEdgeProcs: 2, ScaleFlood: 300, ScaleRestart: true, JSON: jsonFile}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := Run(ctx, o, testWriter{t}); err != nil {
@@ -44,7 +47,8 @@ func TestScaleSmoke(t *testing.T) {
 	}
 	var head map[string]any
 	json.Unmarshal(b, &head)
-	for _, k := range []string{"bonds", "handshakes_per_s", "rss_mib_per_idle_bond", "rss_mib_per_active_bond", "cpu_us_per_packet", "single_bond"} {
+	for _, k := range []string{"bonds", "handshakes_per_s", "rss_mib_per_idle_bond", "rss_mib_per_active_bond", "cpu_us_per_packet", "single_bond",
+		"idle_cpu_pct", "handshake_cpu_ms", "flood_pps", "active_delivered_min", "restart_all_back_s"} {
 		if _, ok := head[k]; !ok {
 			t.Errorf("%s: no %q", jsonFile, k)
 		}
@@ -62,6 +66,17 @@ func TestScaleSmoke(t *testing.T) {
 		if s.MinShare < 0.9 {
 			t.Errorf("%d bonds: an active bond delivered %.3f of what it sent, want ≥ 0.9", s.Bonds, s.MinShare)
 		}
+	}
+	for _, s := range rep.Steps {
+		if s.HandshakesPerSResumed <= 0 || s.ResumedShare < 0.9 || s.HandshakeCPUms <= 0 {
+			t.Errorf("%d bonds: resumed %v handshakes/s, %.3f of them resumed; %v ms of node CPU per fresh one", s.Bonds, s.HandshakesPerSResumed, s.ResumedShare, s.HandshakeCPUms)
+		}
+	}
+	if fl := rep.Flood; fl == nil || fl.FloodPPS < 100 || fl.Retries == 0 || fl.NewEdgeBothS < 0 || fl.ActiveMinShare < 0.9 {
+		t.Errorf("flood step %+v: want ≥ 100 Initials/s sent, Retries, the new edge up and the active bonds delivering", fl)
+	}
+	if rs := rep.Restart; rs == nil || rs.AllBackS <= 0 || rs.Bonds != 4 || len(rs.PerSecond) == 0 || rs.Resumed < 0.5 {
+		t.Errorf("restart step %+v: want 4 bonds back, counted per second, mostly resumed", rs)
 	}
 	last := rep.Steps[1]
 	if last.ActiveBonds != 2 {

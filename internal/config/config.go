@@ -295,6 +295,9 @@ type ConcentratorConfig struct {
 	// prefixes of each edge whose bond is up here (key concentrator.bgp,
 	// docs/operations.md "Running a fleet"). Optional.
 	BGP *BGPConfig
+	// Handshakes bounds the new path connections the node takes on (key
+	// concentrator.handshakes, handshakes.go). Optional; nil: defaults.
+	Handshakes *HandshakesConfig
 }
 
 // EdgeEntry is one edge a concentrator accepts (an item of

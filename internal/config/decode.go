@@ -95,7 +95,7 @@ var (
 	edgeKeys         = []string{"id", "concentrator", "server_name", "ca_file", "server_cert_sha256", "token_file", "cert_file", "key_file", "uplinks", "downlink_rules", "failover"}
 	uplinkKeys       = []string{"name", "bind", "interface", "remote", "labels", "leo_reconf", "budget", "budget_direction", "budget_reset_day"}
 	leoReconfKeys    = []string{"seconds", "window_ms", "hold_ms"}
-	concentratorKeys = []string{"listen", "cert_file", "key_file", "client_ca_file", "edges", "bgp"}
+	concentratorKeys = []string{"listen", "cert_file", "key_file", "client_ca_file", "edges", "bgp", "handshakes"}
 	edgeEntryKeys    = []string{"id", "token_file", "cert_cn", "allowed_prefixes", "allow_edge_rules", "policy_label_keys"}
 	pathsKeys        = []string{"queue_packets", "max_queue_delay", "keepalive", "idle_keepalive", "idle_timeout", "redial_min", "redial_max", "initial_packet_size_bytes", "rate_control", "suspect_rtts", "suspect_min", "dead_after", "stale_after", "pmtu_discovery", "pmtu_raise", "retransmit"}
 	classifyKeys     = []string{"rtp_ports", "payload_types", "rtp_heuristic", "classes", "sdp"}
@@ -603,6 +603,9 @@ func (d *configDecoder) concentrator(n *yaml.Node) *ConcentratorConfig {
 	}
 	if n := f["bgp"]; n != nil {
 		c.BGP = d.bgp(n)
+	}
+	if n := f["handshakes"]; n != nil {
+		c.Handshakes = d.handshakes(n) // handshakes.go
 	}
 	return c
 }

@@ -630,7 +630,7 @@ func TestConfigDoc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, keys := range [][]string{configKeys, tunKeys, edgeKeys, failoverKeys, uplinkKeys, leoReconfKeys, concentratorKeys, edgeEntryKeys, bgpKeys, bgpNeighborKeys, pathsKeys, fecKeys, classifyKeys, classKeys, classMatchKeys, webKeys} {
+	for _, keys := range [][]string{configKeys, tunKeys, edgeKeys, failoverKeys, uplinkKeys, leoReconfKeys, concentratorKeys, edgeEntryKeys, bgpKeys, bgpNeighborKeys, handshakesKeys, pathsKeys, fecKeys, classifyKeys, classKeys, classMatchKeys, webKeys} {
 		for _, k := range keys {
 			if !bytes.Contains(doc, []byte("`"+k+"`")) {
 				t.Errorf("docs/config.md does not mention `%s`", k)
@@ -640,7 +640,7 @@ func TestConfigDoc(t *testing.T) {
 	syntaxKeys := map[string][]string{
 		"": configKeys, "tun": tunKeys, "edge": edgeKeys, "edge.failover": failoverKeys,
 		"edge.uplinks": uplinkKeys, "concentrator": concentratorKeys, "concentrator.edges": edgeEntryKeys,
-		"concentrator.bgp": bgpKeys, "concentrator.bgp.neighbors": bgpNeighborKeys, "paths": pathsKeys,
+		"concentrator.bgp": bgpKeys, "concentrator.bgp.neighbors": bgpNeighborKeys, "concentrator.handshakes": handshakesKeys, "paths": pathsKeys,
 		"fec": fecKeys, "classify": classifyKeys, "classify.classes": classKeys, "classify.classes.match": classMatchKeys,
 		"web": webKeys,
 	}

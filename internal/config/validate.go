@@ -334,6 +334,9 @@ func (k *ConcentratorConfig) validate(v *configValidator) {
 	if k.BGP != nil {
 		k.BGP.validate(v)
 	}
+	if k.Handshakes != nil {
+		k.Handshakes.validate(v)
+	}
 	if k.Listen == "" {
 		v.missing("concentrator.listen", "concentrator", "required; expected the UDP ip:port to listen on, like 0.0.0.0:4433, [::]:4433 or :4433")
 	} else if _, ok := checkHostPort(k.Listen, false, true); !ok {

@@ -8,6 +8,7 @@ package node
 
 import (
 	"context"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -229,6 +230,13 @@ func startConcentrator(cfg *config.Config, dev tun.Device, co commonOptions, log
 		Device: dev, MTU: co.mtu, TLS: tunnel.ServerTLS(cert, clientCAs), Edges: edges,
 		Paths: co.paths, FEC: co.fec, Rules: co.rules, Classify: co.classify, Picker: co.picker, Logger: log,
 	}
+	if h := cc.Handshakes; h != nil {
+		copts.Handshakes = tunnel.HandshakeOptions{Rate: h.RatePerS, Burst: h.Burst, PerSource: h.PerSourcePerS,
+			PerSourceBurst: h.PerSourceBurst, RetryAbove: h.RetryAbove}
+	}
+	if warn := keyWarning(cert); warn != "" {
+		log.Warn(warn, "cert_file", cc.CertFile)
+	}
 	n := &fleetNode{log: log}
 	if cc.BGP != nil { // announce each bond's prefixes (fleet.go)
 		if n.speaker, err = startSpeaker(cfg, log); err != nil {
@@ -395,4 +403,15 @@ func tunMTUSetter(cfg *config.Config, dev tun.Device, log *slog.Logger) func(int
 		}
 		return tun.SetMTU(dev, mtu)
 	}
+}
+
+// keyWarning returns a warning when the concentrator's certificate key
+// makes every full handshake expensive: an RSA signature costs the node
+// about 1 ms of CPU, against tens of µs for ECDSA P-256 or Ed25519
+// (BenchmarkHandshake in tunnel; docs/performance.md). "" otherwise.
+func keyWarning(cert tls.Certificate) string {
+	if _, ok := cert.PrivateKey.(*rsa.PrivateKey); ok {
+		return "the concentrator's key is RSA: each full handshake costs the node a slow RSA signature; an ECDSA P-256 or Ed25519 key is cheaper (docs/operations.md)"
+	}
+	return ""
 }

@@ -1,0 +1,117 @@
+package tunnel
+
+import (
+	"crypto/tls"
+	"sync"
+
+	"github.com/quic-go/quic-go"
+)
+
+// What an edge keeps between connections so that a returning path is
+// cheap for the node: the TLS session tickets of each node (RFC 8446
+// §2.2: the next handshake skips the node's certificate signature and the
+// edge's verification of it) and the QUIC address tokens from NEW_TOKEN
+// frames (RFC 9000 §8.1.3: the next connection skips the node's Retry
+// under load). Both are kept per node, so that the edge of a fleet offers
+// each node its own ticket and token; all uplinks of the edge share them.
+// The hello after the handshake still carries the edge's id and token on
+// every connection.
+
+// sessionCacheSize is the number of TLS sessions ClientTLS keeps (one per
+// node and server name).
+const sessionCacheSize = 64
+
+// maxResumeNodes bounds the nodes an edge keeps tickets and tokens for;
+// past it, all are forgotten and the next handshakes are full ones.
+const maxResumeNodes = 64
+
+// resumeState holds an edge's per-node TLS configurations and its QUIC
+// token store. Safe for concurrent use.
+type resumeState struct {
+	tokens *reusableTokens
+
+	mu     sync.Mutex
+	byNode map[string]*tls.Config
+}
+
+func newResumeState() *resumeState {
+	return &resumeState{tokens: &reusableTokens{m: map[string]*quic.ClientToken{}}, byNode: map[string]*tls.Config{}}
+}
+
+// tlsFor returns base for dialling node: a clone whose session cache keys
+// are prefixed with node, built once per node. base without a session
+// cache is returned as it is (every handshake is a full one).
+func (r *resumeState) tlsFor(base *tls.Config, node string) *tls.Config {
+	if base.ClientSessionCache == nil {
+		return base
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c := r.byNode[node]; c != nil {
+		return c
+	}
+	if len(r.byNode) >= maxResumeNodes {
+		clear(r.byNode)
+	}
+	c := base.Clone()
+	c.ClientSessionCache = nodeSessionCache{node: node, c: base.ClientSessionCache}
+	r.byNode[node] = c
+	return c
+}
+
+// tokenStore returns the QUIC token store for node.
+func (r *resumeState) tokenStore(node string) quic.TokenStore {
+	return nodeTokenStore{node: node, s: r.tokens}
+}
+
+// reusableTokens is a quic.TokenStore that keeps the newest token of each
+// key and hands it to every connection attempt until a newer one comes,
+// rather than once (quic-go's LRU store pops it): after a node restart an
+// edge's first attempt may be refused as busy or time out, and its next
+// one must still skip the Retry. RFC 9000 §8.1.3 asks clients not to
+// reuse a token so that their connections cannot be linked; an edge names
+// itself in every hello, so there is nothing to hide. At most
+// maxResumeNodes keys. Safe for concurrent use.
+type reusableTokens struct {
+	mu sync.Mutex
+	m  map[string]*quic.ClientToken
+}
+
+func (r *reusableTokens) Pop(key string) *quic.ClientToken {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m[key]
+}
+
+func (r *reusableTokens) Put(key string, t *quic.ClientToken) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.m[key]; !ok && len(r.m) >= maxResumeNodes {
+		clear(r.m)
+	}
+	r.m[key] = t
+}
+
+// nodeSessionCache prefixes the keys of a shared session cache with a node.
+type nodeSessionCache struct {
+	node string
+	c    tls.ClientSessionCache
+}
+
+func (n nodeSessionCache) Get(key string) (*tls.ClientSessionState, bool) {
+	return n.c.Get(n.node + "\x00" + key)
+}
+
+func (n nodeSessionCache) Put(key string, cs *tls.ClientSessionState) {
+	n.c.Put(n.node+"\x00"+key, cs)
+}
+
+// nodeTokenStore prefixes the keys of a shared token store with a node.
+type nodeTokenStore struct {
+	node string
+	s    quic.TokenStore
+}
+
+func (n nodeTokenStore) Pop(key string) *quic.ClientToken { return n.s.Pop(n.node + "\x00" + key) }
+
+func (n nodeTokenStore) Put(key string, t *quic.ClientToken) { n.s.Put(n.node+"\x00"+key, t) }
