@@ -620,11 +620,9 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 		// enough to drain it above QueueTarget within tau (NADA's
 		// proportional term, RFC 8698 §4.3), and if the link is what
 		// limits, max_bw restarts from what it carries now (the capacity
-		// fell: the old maximum would refill the queue). What arrives is
-		// measured as for an overflow's back-off: a report of one or two
-		// datagrams from inside a capacity dip is no rate, and taken
-		// alone, once per report, it held S2's Starlink path at
-		// 0.1-0.3 Mbit/s (seed 3, second 22 of the run).
+		// fell: the old maximum would refill the queue). A report of one
+		// or two datagrams from a dip is no rate: taken alone it held
+		// S2's Starlink path at 0.1-0.3 Mbit/s (seed 3).
 		from := recv
 		if r.Datagrams < rateMinDatagrams {
 			from = max(recv, backoffFloor*e.recvLong)
