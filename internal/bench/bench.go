@@ -82,8 +82,10 @@ type Options struct {
 	Configs   []string      // configuration names to run; empty: all
 	// Align (S2 only) starts every configuration's links right after a
 	// 15-s boundary of the UTC clock (waiting up to 15 s), so that the
-	// wall-clock-aligned Starlink trace and its reconfigurations line up
-	// the same way for every configuration (see alignLEO).
+	// Starlink trace's reconfigurations fall at the same time of every
+	// configuration's run (see alignLEO). Without it the run replays the
+	// same part of the trace (anchorLEO) within the bed's start-up time,
+	// and the reconfigurations fall where the UTC clock puts them.
 	Align bool
 	// Settle and Drain override benchSettle and benchDrain when non-zero
 	// (tests shorten them).

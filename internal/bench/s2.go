@@ -287,20 +287,32 @@ func s2Scenario(o Options) (emu.Scenario, error) {
 }
 
 // alignLEO waits for the next 15-s boundary b of the UTC clock and returns
-// b and a copy of sc whose wall-clock-aligned paths have their trace offset
-// moved back by b's position in its minute. An emu.Relay started just
-// after b adds (its start mod 60 s) to the offset (LinkConfig.WallClock),
-// so the trace position at b + t is the scenario's offset + 60 s + t for
-// every configuration, whichever quarter of the minute it starts in, and
-// the reconfigurations (seconds 12, 27, 42, 57) fall 12 s after b. Traffic
-// then starts at b + settle.
+// b and anchorLEO(sc, b): the trace position at b + t is the scenario's
+// offset + 60 s + t for every configuration, whichever quarter of the
+// minute it starts in, and the reconfigurations (seconds 12, 27, 42, 57)
+// fall 12 s after b. Traffic then starts at b + settle.
 func alignLEO(ctx context.Context, sc emu.Scenario) (emu.Scenario, time.Time, error) {
 	const quarter = 15 * time.Second
 	b := time.Now().Truncate(quarter).Add(quarter)
 	if err := sleepUntil(ctx, b, nil); err != nil {
 		return sc, b, err
 	}
-	q := time.Duration(b.Unix()%60) * time.Second
+	return anchorLEO(sc, b), b, nil
+}
+
+// anchorLEO returns a copy of sc whose wall-clock-aligned paths have their
+// trace offset moved back by at's position in its minute. An emu.Relay
+// started just after at adds (its start mod 60 s) to the offset
+// (LinkConfig.WallClock), so the trace position at at + t is the
+// scenario's offset + 60 s + t: what the run replays does not depend on
+// the second it starts in, only where the reconfigurations fall does
+// (they stay on the UTC clock's seconds, where bondd's LEO schedule
+// expects them). Without it an unaligned run replayed any of two minutes
+// of the trace, by its start time: the path trace, the frame-loss floor
+// (satFrameBound) and the tests' expectations then described another part
+// of it (seed 3 started in a 250–350-ms RTT stretch a third of the time).
+func anchorLEO(sc emu.Scenario, at time.Time) emu.Scenario {
+	q := time.Duration(at.UnixNano() % int64(time.Minute))
 	out := sc
 	out.Paths = append([]emu.PathModel(nil), sc.Paths...)
 	for i := range out.Paths {
@@ -312,7 +324,7 @@ func alignLEO(ctx context.Context, sc emu.Scenario) (emu.Scenario, time.Time, er
 			p.Down.TraceOffset += time.Minute - q
 		}
 	}
-	return out, b, nil
+	return out
 }
 
 // runS2 runs the selected S2 configurations o.runs() times (runs outer)
@@ -479,6 +491,8 @@ func runS2Config(ctx context.Context, o Options, sc emu.Scenario, c s2Config, ou
 		if bo.Scenario, anchor, err = alignLEO(ctx, sc); err != nil {
 			return s2Result{}, "", err
 		}
+	} else {
+		bo.Scenario = anchorLEO(sc, time.Now()) // the relays start as the bed comes up: its start-up time off
 	}
 	flow := newVideoFlow(o.Duration)
 	var trace []pathSample
