@@ -255,9 +255,10 @@ type RateEstimator struct {
 	trend      float64 // ms
 	gamma      float64 // ms
 
-	sendS, recvS float64 // bytes/s: smoothed sending and received rates
-	recvLong     float64 // bytes/s: the received rate over about backoffWindow (an EWMA), a floor of a loss back-off's base
-	bw           winMax  // BBR.max_bw, bytes/s
+	sendS, recvS float64     // bytes/s: smoothed sending and received rates
+	sent         sendHistory // sendS and the sending rate of the last reports
+	recvLong     float64     // bytes/s: the received rate over about backoffWindow (an EWMA), a floor of a loss back-off's base
+	bw           winMax      // BBR.max_bw, bytes/s
 	phaseAt      time.Time
 	phaseIdx     int
 	startup      bool      // BBR Startup: the rate doubles each round
@@ -435,16 +436,32 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	sendRate := float64(s.SentBytes) * 1e6 / elapsed
 	e.sendS += rateSmooth * (sendRate - e.sendS)
 	e.recvS += rateSmooth * (recv - e.recvS)
+	sentThen, rawThen, ok := e.sent.at(now.Add(-s.SRTT))
+	if !ok {
+		sentThen, rawThen = e.sendS, sendRate
+	}
+	e.sent.push(now, e.sendS, sendRate)
 	if e.recvLong == 0 {
 		e.recvLong = recv
 	}
 	e.recvLong += min(1, elapsed/float64(backoffWindow.Microseconds())) * (recv - e.recvLong)
 	// The link, not the sender, sets what arrives: it carried clearly
-	// less than was sent to it lately (the difference is filling a queue).
-	// A one-way delay that rose with no such deficit is the path's base
-	// delay moving (a route, a cell), not a queue of ours.
-	linkLimited := e.recvS < linkLimitedRatio*e.sendS
-	drain := e.queue > max(drainQueueMult*qt, drainQueueMin) && (linkLimited || e.queue > queueHighMin)
+	// less than was sent to it (the difference is filling a queue). A
+	// one-way delay that rose with no such deficit is the path's base
+	// delay moving (a route, a cell), not a queue of ours. What arrives
+	// now left a round trip ago: set against the rate sent since, a
+	// Startup that doubles per round trip reads as a link that carries
+	// half of it, and in Startup the report's own rates are compared, as
+	// the smoothed ones lag a doubling rate by rounds. Nor does a high
+	// queue without that deficit end Startup, which cannot have built a
+	// standing one: on S2's Starlink path (seed 3, a 250–350-ms RTT
+	// stretch whose one-way delay moves by 50–90 ms a second) both held
+	// a 5.8-Mbit/s video at 2–4 Mbit/s on a link of 30–70.
+	linkLimited := e.recvS < linkLimitedRatio*min(e.sendS, sentThen)
+	if e.startup {
+		linkLimited = recv < linkLimitedRatio*rawThen
+	}
+	drain := e.queue > max(drainQueueMult*qt, drainQueueMin) && (linkLimited || e.queue > queueHighMin && !e.startup)
 	lossCongestion := overflow || lossNow > 2*lossBefore+0.01 && drain
 	if (overflow || drain) && e.queue > qt {
 		e.congestAt = now
@@ -507,7 +524,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 			// 25 % in 3 rounds.
 			if bw >= startupGrowth*e.fullBw {
 				e.fullBw, e.fullBwN = bw, 0
-			} else if limited {
+			} else if limited && !e.probing {
 				e.fullBwN++
 			}
 			if e.fullBwN >= startupRounds {
@@ -729,71 +746,4 @@ func (e *RateEstimator) forget(now time.Time, bw, recv float64) {
 // endRefill ends the refill under way.
 func (e *RateEstimator) endRefill() {
 	e.refillTo, e.refillUntil, e.refillProbed = 0, time.Time{}, false
-}
-
-// updateBase feeds the report's least one-way delay into the base filter,
-// a sliding minimum over baseBuckets slots of the receiver clock.
-func (e *RateEstimator) updateBase(r *RateReport) {
-	slot := r.End / baseBucket
-	switch {
-	case !e.haveBase:
-		e.base = [baseBuckets]int64{r.OWDMin, r.OWDMin, r.OWDMin, r.OWDMin}
-		e.baseSlot, e.haveBase = slot, true
-		return
-	case slot > e.baseSlot:
-		n := min(slot-e.baseSlot, baseBuckets)
-		for range n {
-			copy(e.base[1:], e.base[:baseBuckets-1])
-			e.base[0] = math.MaxInt64
-		}
-		e.baseSlot = slot
-	}
-	e.base[0] = min(e.base[0], r.OWDMin)
-}
-
-func (e *RateEstimator) baseMin() int64 {
-	m := e.base[0]
-	for _, b := range e.base[1:] {
-		m = min(m, b)
-	}
-	return m
-}
-
-// updateTrend adds one (arrival ms, queueing delay ms) point to the
-// trendline and updates the modified trend and the adaptive threshold
-// (draft-ietf-rmcat-gcc-02 §5.4; WebRTC's TrendlineEstimator).
-func (e *RateEstimator) updateTrend(x, y, dtMs float64) {
-	e.trendX[e.trendHead], e.trendY[e.trendHead] = x, y
-	e.trendHead = (e.trendHead + 1) % trendPoints
-	e.trendN = min(e.trendN+1, trendPoints)
-	if e.trendN < 3 {
-		e.trend = 0
-		return
-	}
-	var sx, sy float64
-	for i := range e.trendN {
-		sx += e.trendX[i]
-		sy += e.trendY[i]
-	}
-	mx, my := sx/float64(e.trendN), sy/float64(e.trendN)
-	var num, den float64
-	for i := range e.trendN {
-		dx := e.trendX[i] - mx
-		num += dx * (e.trendY[i] - my)
-		den += dx * dx
-	}
-	if den <= 0 {
-		return
-	}
-	e.trend = num / den * trendGainMs
-	abs := math.Abs(e.trend)
-	if abs-e.gamma > gammaMaxStep {
-		return
-	}
-	k := gccKd
-	if abs > e.gamma {
-		k = gccKu
-	}
-	e.gamma += k * (abs - e.gamma) * min(dtMs, 100)
-	e.gamma = min(max(e.gamma, gammaMin), gammaMax)
 }
