@@ -399,7 +399,7 @@ func TestRateTraceLEO(t *testing.T) {
 // Startup at 2 Mbit/s and lost 27.2 % and 30.2 % in the first 6 s, most
 // of it to the sender queue's expiry; now 7.0 % and 10.4 %. 10 s in (the
 // delay rises once Startup is over) it still loses 41.5 %: docs/design.md,
-// "Rate control", says why.
+// "Per-path rate control", says why.
 func TestRateTraceLEOStartLongRTT(t *testing.T) {
 	dir := *rateTraces
 	if dir == "" {
