@@ -157,14 +157,14 @@ func (c *Concentrator) Start() error {
 	}
 	c.ln = ln
 	c.timers.Start()
+	for _, e := range c.tab.Load().edges {
+		c.startBond(e) // before any path of it can be accepted (startLiveness)
+	}
 	c.wg.Go(c.routineAccept)
 	c.wg.Go(c.routineNonQUIC)
 	c.wg.Go(c.routineGarbageLog)
 	c.wg.Go(func() { tun.DrainEvents(c.opts.Device, func(ev tun.Event) { c.log.Debug("tun event", "event", ev) }) })
 	c.wg.Go(func() { routineReadTUN(c.opts.Device, c.log, c.route) })
-	for _, e := range c.tab.Load().edges {
-		c.startBond(e)
-	}
 	return nil
 }
 

@@ -122,16 +122,18 @@ func (e *Edge) Bond() *Bond { return e.bond }
 // at once; paths come up in the background (see Bond.Stats).
 func (e *Edge) Start() {
 	e.ctx, e.cancel = context.WithCancel(context.Background())
+	// The timers first: a path that comes up arms its liveness timer in
+	// the bond's heap, and a packet from TUN wakes the bond's timers.
+	e.timers.Start()
+	e.bond.idle.onWake = e.ctl.ring // path state reports resume (ctrl_edge.go)
+	e.bond.startTimers(e.timers)
+	e.bond.startReseq(&e.wg, e.ctx.Done())
 	for i, p := range e.paths {
 		u := e.opts.Uplinks[i]
 		e.wg.Go(func() { e.routineDial(e.ctx, p, u, &e.kicks[i]) })
 	}
 	e.wg.Go(func() { tun.DrainEvents(e.opts.Device, func(ev tun.Event) { e.log.Debug("tun event", "event", ev) }) })
 	e.wg.Go(func() { routineReadTUN(e.opts.Device, e.log, func([]byte) *Bond { return e.bond }) })
-	e.timers.Start()
-	e.bond.idle.onWake = e.ctl.ring // path state reports resume (ctrl_edge.go)
-	e.bond.startTimers(e.timers)
-	e.bond.startReseq(&e.wg, e.ctx.Done())
 }
 
 // Close closes every connection and the TUN device, and waits for all of the
