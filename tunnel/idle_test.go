@@ -18,8 +18,9 @@ import (
 // TestIdleBondSleepsAndWakes checks idle.go end to end over loopback: a
 // bond that carried no data for IdleAfter sleeps on both ends; while it
 // sleeps the edge sends one keepalive per path per idle keepalive, the
-// concentrator sends nothing but the ACKs of them, every path stays ACTIVE
-// on both ends, and the node's timer heap fires a few times per path per
+// concentrator sends nothing but the ACKs of them, no path's peer is
+// silent past the idle bound and no keepalive goes unanswered on either
+// end (a moment of SUSPECT while a slow ACK comes is counted), and the node's timer heap fires a few times per path per
 // keepalive rather than every livenessTick; one packet wakes both ends at
 // once and is delivered.
 func TestIdleBondSleepsAndWakes(t *testing.T) {
@@ -71,7 +72,7 @@ func TestIdleBondSleepsAndWakes(t *testing.T) {
 	cf0, _ := conc.timers.Stats()
 	const window = 3500 * time.Millisecond
 	const poll = 100 * time.Millisecond
-	prev := time.Now()
+	prev, transient := time.Now(), 0
 	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(poll) {
 		now := time.Now()
 		// A poll this late means this process did not run (a loaded
@@ -84,13 +85,25 @@ func TestIdleBondSleepsAndWakes(t *testing.T) {
 			t.Logf("this process stalled %s: paths judged at the next poll", late)
 			continue
 		}
+		// What sleeping must not do: let the peer's silence pass the
+		// idle bound, or leave a keepalive unanswered. A keepalive whose
+		// ACK comes later than SuspectAfter (100 ms here) on a loaded
+		// machine turns the edge's path SUSPECT until it comes, as it
+		// would while awake: counted, not a failure.
 		for i, b := range []*Bond{eb, cb} {
 			for _, s := range b.paths.Load().states {
-				if st := s.Status(now); st != policy.StatusActive {
-					sus, unanswered := s.Suspect(now)
-					t.Fatalf("path %s of the sleeping bond's %s is %v (%s): silent %s, suspect %v (unanswered %s), asleep edge %v concentrator %v; want ACTIVE",
-						s.Name, [2]string{"edge", "concentrator"}[i], st, s.StatusReason(now), s.Silence(now), sus, unanswered, eb.asleep(), cb.asleep())
+				st := s.Status(now)
+				if st == policy.StatusActive {
+					continue
 				}
+				sil := s.Silence(now)
+				sus, unanswered := s.Suspect(now)
+				if sil > idleKeepalive+policy.MinSilence || unanswered > idleKeepalive {
+					t.Fatalf("path %s of the sleeping bond's %s is %v (%s): silent %s (bound %s), suspect %v (unanswered %s), asleep edge %v concentrator %v; want ACTIVE",
+						s.Name, [2]string{"edge", "concentrator"}[i], st, s.StatusReason(now), sil, idleKeepalive+policy.MinSilence, sus, unanswered, eb.asleep(), cb.asleep())
+				}
+				transient++
+				t.Logf("path %s of the %s %v for a moment: silent %s, unanswered %s", s.Name, [2]string{"edge", "concentrator"}[i], st, sil, unanswered)
 			}
 		}
 		if !eb.asleep() || !cb.asleep() {
@@ -117,7 +130,7 @@ func TestIdleBondSleepsAndWakes(t *testing.T) {
 			t.Errorf("concentrator path %d sent %d packets while the edge sent %d: more than the ACKs of them", i, cc, ce)
 		}
 	}
-	t.Logf("asleep %s: edge keepalives %v, packets sent edge %v, concentrator %v; heap callbacks edge %d, concentrator %d", window, [2]uint64{e1.keepalives[0] - e0.keepalives[0], e1.keepalives[1] - e0.keepalives[1]}, [2]uint64{e1.sent[0] - e0.sent[0], e1.sent[1] - e0.sent[1]}, [2]uint64{c1.sent[0] - c0.sent[0], c1.sent[1] - c0.sent[1]}, ef1-ef0, cf1-cf0)
+	t.Logf("asleep %s: %d path states not ACTIVE for a moment; edge keepalives %v, packets sent edge %v, concentrator %v; heap callbacks edge %d, concentrator %d", window, transient, [2]uint64{e1.keepalives[0] - e0.keepalives[0], e1.keepalives[1] - e0.keepalives[1]}, [2]uint64{e1.sent[0] - e0.sent[0], e1.sent[1] - e0.sent[1]}, [2]uint64{c1.sent[0] - c0.sent[0], c1.sent[1] - c0.sent[1]}, ef1-ef0, cf1-cf0)
 	// Ticking every livenessTick would be 2 × 700 calls on each node.
 	if n := ef1 - ef0; n > 60 {
 		t.Errorf("the edge's timer heap ran %d callbacks in %s asleep, want at most 60", n, window)
