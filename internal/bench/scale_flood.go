@@ -26,6 +26,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,8 +74,13 @@ type scaleFlood struct {
 	NewEdgeFirstS  float64 `json:"new_edge_connect_s"`   // a new edge's first path up; −1: not within 30 s
 	NewEdgeBothS   float64 `json:"new_edge_both_s"`      // and both paths
 	RSSGrowthMiB   float64 `json:"rss_growth_mib"`       // the node's peak VmRSS during the flood less before it
-	Retries        uint64  `json:"retries"`              // Initials the node answered with a Retry
-	Busy           uint64  `json:"busy"`                 // and refused over its rate (node, source)
+	// LiveGrowthMiB is the node's peak live heap (what the collector's
+	// last mark found reachable, runtime/metrics /gc/heap/live:bytes)
+	// during the flood less before it: the state kept, without the
+	// garbage that RSSGrowthMiB also holds until the next collection.
+	LiveGrowthMiB  float64 `json:"live_heap_growth_mib"`
+	Retries        uint64  `json:"retries"` // Initials the node answered with a Retry
+	Busy           uint64  `json:"busy"`    // and refused over its rate (node, source)
 	SourceRate     uint64  `json:"source_rate"`
 	HandshakeFails uint64  `json:"handshake_failed"` // connections that never completed
 	CPUPct         float64 `json:"cpu_pct"`          // the node's CPU during the flood, % of one core
@@ -167,14 +173,20 @@ func runScaleFlood(ctx context.Context, o Options, n int, env floodEnv, out io.W
 		return fl, err
 	}
 	base := sampleMemory()
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live) // sampleMemory's collection just marked
+	baseLive := live[0].Value.Uint64()
 	h0, d0 := env.conc.Handshakes(), env.conc.TransportDropCounts()
-	var peak atomic.Uint64
+	var peak, peakLive atomic.Uint64
 	sctx, scancel := context.WithCancel(ctx)
 	var swg sync.WaitGroup
 	swg.Go(func() {
 		for sctx.Err() == nil {
 			if r := readVmRSS(); r > peak.Load() {
 				peak.Store(r)
+			}
+			if metrics.Read(live); live[0].Value.Uint64() > peakLive.Load() {
+				peakLive.Store(live[0].Value.Uint64())
 			}
 			sleepUntil(sctx, time.Now().Add(50*time.Millisecond), nil)
 		}
@@ -221,10 +233,11 @@ func runScaleFlood(ctx context.Context, o Options, n int, env floodEnv, out io.W
 	fl.Retries, fl.Busy, fl.SourceRate = h1.Retries-h0.Retries, h1.Busy-h0.Busy, h1.SourceRate-h0.SourceRate
 	fl.HandshakeFails = d1["handshake_failed"] - d0["handshake_failed"]
 	fl.RSSGrowthMiB = (float64(peak.Load()) - float64(base.rss)) / mib
+	fl.LiveGrowthMiB = (float64(peakLive.Load()) - float64(baseLive)) / mib
 	fl.CPUPct = 100 * float64(cpu) / float64(wall)
 	fl.LoadAvg = loadAvg()
-	fmt.Fprintf(out, "  flood at %d bonds: %.0f spoofed Initials/s (offered %.0f); active bonds delivered %.4f (lowest %.4f); a new edge connected in %.3f s (both paths %.3f s); node RSS +%.1f MiB, CPU %.0f %%; retries %d, busy %d, source_rate %d, failed handshakes %d; load %s\n",
-		n, fl.FloodPPS, fl.OfferedPPS, fl.ActiveShare, fl.ActiveMinShare, fl.NewEdgeFirstS, fl.NewEdgeBothS, fl.RSSGrowthMiB, fl.CPUPct,
+	fmt.Fprintf(out, "  flood at %d bonds: %.0f spoofed Initials/s (offered %.0f); active bonds delivered %.4f (lowest %.4f); a new edge connected in %.3f s (both paths %.3f s); node RSS +%.1f MiB (live heap +%.1f MiB), CPU %.0f %%; retries %d, busy %d, source_rate %d, failed handshakes %d; load %s\n",
+		n, fl.FloodPPS, fl.OfferedPPS, fl.ActiveShare, fl.ActiveMinShare, fl.NewEdgeFirstS, fl.NewEdgeBothS, fl.RSSGrowthMiB, fl.LiveGrowthMiB, fl.CPUPct,
 		fl.Retries, fl.Busy, fl.SourceRate, fl.HandshakeFails, fl.LoadAvg)
 	return fl, nil
 }

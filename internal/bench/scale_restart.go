@@ -289,10 +289,10 @@ func scaleMarkdown39(r *scaleReport) string {
 	}
 	if fl := r.Flood; fl != nil {
 		fmt.Fprintf(&b, "\nFlood at %d bonds (%s): %.0f spoofed Initial datagrams/s (offered %.0f). Active bonds delivered %.4f of what they sent (lowest %.4f); "+
-			"a new edge's first path was up in %.3f s, both in %.3f s; the node's resident memory grew %.1f MiB and it used %.0f %% of a core; "+
+			"a new edge's first path was up in %.3f s, both in %.3f s; the node's resident memory grew %.1f MiB (its live heap %.1f MiB) and it used %.0f %% of a core; "+
 			"it answered %d Initials with a Retry and refused %d (busy) and %d (source rate); %d connections never completed. Load %s.\n",
 			fl.Bonds, fl.Source, fl.FloodPPS, fl.OfferedPPS, fl.ActiveShare, fl.ActiveMinShare, fl.NewEdgeFirstS, fl.NewEdgeBothS,
-			fl.RSSGrowthMiB, fl.CPUPct, fl.Retries, fl.Busy, fl.SourceRate, fl.HandshakeFails, fl.LoadAvg)
+			fl.RSSGrowthMiB, fl.LiveGrowthMiB, fl.CPUPct, fl.Retries, fl.Busy, fl.SourceRate, fl.HandshakeFails, fl.LoadAvg)
 	}
 	if rs := r.Restart; rs != nil {
 		fmt.Fprintf(&b, "\nRestart at %d bonds (the concentrator in a child process, SIGKILL, started again): every bond back in %.2f s; "+
