@@ -91,8 +91,8 @@ func checkFaultRow(t *testing.T, r bench.FaultResult) {
 		if r.RecoverMs < 0 || r.RecoverMs > 3000 {
 			t.Errorf("traffic restored %.0f ms after the onset, want ≤ 3000 ms", r.RecoverMs)
 		}
-		// The target is 1 s (the matrix's row: 118–204 ms in eleven
-		// runs alone, five of them beside three busy loops). Beside the
+		// The target is 1 s (the matrix's rows: 118–204 ms in six runs
+		// alone, three of them beside three busy loops). Beside the
 		// rest of `go test ./...` the prefer row has read 1,048, 1,054
 		// and 1,096 ms in some runs, one with 85 frames expired in the
 		// edge's queue where a quiet run has 2–20: the machine stalled
