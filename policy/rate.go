@@ -436,10 +436,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	sendRate := float64(s.SentBytes) * 1e6 / elapsed
 	e.sendS += rateSmooth * (sendRate - e.sendS)
 	e.recvS += rateSmooth * (recv - e.recvS)
-	sentThen, rawThen, ok := e.sent.at(now.Add(-s.SRTT))
-	if !ok {
-		sentThen, rawThen = e.sendS, sendRate
-	}
+	sentThen, rawThen := e.sent.at(now.Add(-s.SRTT), e.sendS, sendRate)
 	e.sent.push(now, e.sendS, sendRate)
 	if e.recvLong == 0 {
 		e.recvLong = recv
@@ -524,7 +521,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 			// 25 % in 3 rounds.
 			if bw >= startupGrowth*e.fullBw {
 				e.fullBw, e.fullBwN = bw, 0
-			} else if limited && !e.probing {
+			} else if limited && !e.probing { // a base probe's lower rate is no plateau
 				e.fullBwN++
 			}
 			if e.fullBwN >= startupRounds {

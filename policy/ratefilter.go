@@ -79,20 +79,21 @@ func (h *sendHistory) push(now time.Time, smooth, raw float64) {
 }
 
 // at returns the rates of the last report at or before t, or of the
-// oldest one kept if all are later; ok is false while it is empty.
-func (h *sendHistory) at(t time.Time) (smooth, raw float64, ok bool) {
+// oldest one kept if all are later; smooth and raw themselves while it is
+// empty.
+func (h *sendHistory) at(t time.Time, smooth, raw float64) (float64, float64) {
 	ns := t.UnixNano()
 	for i := range sendHistLen {
 		s := &h.s[(h.head-i+sendHistLen)%sendHistLen]
 		if s.at == 0 {
 			break
 		}
-		smooth, raw, ok = s.smooth, s.raw, true
+		smooth, raw = s.smooth, s.raw
 		if s.at <= ns {
 			break
 		}
 	}
-	return smooth, raw, ok
+	return smooth, raw
 }
 
 // updateBase feeds the report's least one-way delay into the base filter,

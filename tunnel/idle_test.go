@@ -20,9 +20,9 @@ import (
 // sleeps the edge sends one keepalive per path per idle keepalive, the
 // concentrator sends nothing but the ACKs of them, no path's peer is
 // silent past the idle bound and no keepalive goes unanswered on either
-// end (a moment of SUSPECT while a slow ACK comes is counted), and the node's timer heap fires a few times per path per
-// keepalive rather than every livenessTick; one packet wakes both ends at
-// once and is delivered.
+// end (a moment of SUSPECT while a slow ACK comes is counted), and the
+// node's timer heap fires a few times per path per keepalive rather than
+// every livenessTick; one packet wakes both ends at once and is delivered.
 func TestIdleBondSleepsAndWakes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for the bond to sleep three times: about 20 s")
@@ -91,6 +91,7 @@ func TestIdleBondSleepsAndWakes(t *testing.T) {
 		// machine turns the edge's path SUSPECT until it comes, as it
 		// would while awake: counted, not a failure.
 		for i, b := range []*Bond{eb, cb} {
+			side := [2]string{"edge", "concentrator"}[i]
 			for _, s := range b.paths.Load().states {
 				st := s.Status(now)
 				if st == policy.StatusActive {
@@ -100,10 +101,10 @@ func TestIdleBondSleepsAndWakes(t *testing.T) {
 				sus, unanswered := s.Suspect(now)
 				if sil > idleKeepalive+policy.MinSilence || unanswered > idleKeepalive {
 					t.Fatalf("path %s of the sleeping bond's %s is %v (%s): silent %s (bound %s), suspect %v (unanswered %s), asleep edge %v concentrator %v; want ACTIVE",
-						s.Name, [2]string{"edge", "concentrator"}[i], st, s.StatusReason(now), sil, idleKeepalive+policy.MinSilence, sus, unanswered, eb.asleep(), cb.asleep())
+						s.Name, side, st, s.StatusReason(now), sil, idleKeepalive+policy.MinSilence, sus, unanswered, eb.asleep(), cb.asleep())
 				}
 				transient++
-				t.Logf("path %s of the %s %v for a moment: silent %s, unanswered %s", s.Name, [2]string{"edge", "concentrator"}[i], st, sil, unanswered)
+				t.Logf("path %s of the %s %v for a moment: silent %s, unanswered %s", s.Name, side, st, sil, unanswered)
 			}
 		}
 		if !eb.asleep() || !cb.asleep() {

@@ -185,8 +185,9 @@ func runScaleFlood(ctx context.Context, o Options, n int, env floodEnv, out io.W
 			if r := readVmRSS(); r > peak.Load() {
 				peak.Store(r)
 			}
-			if metrics.Read(live); live[0].Value.Uint64() > peakLive.Load() {
-				peakLive.Store(live[0].Value.Uint64())
+			metrics.Read(live)
+			if l := live[0].Value.Uint64(); l > peakLive.Load() {
+				peakLive.Store(l)
 			}
 			sleepUntil(sctx, time.Now().Add(50*time.Millisecond), nil)
 		}
