@@ -112,6 +112,9 @@ func TestPathBudget(t *testing.T) {
 		t.Fatalf("at 89.99 %%: exhausted %v, status %v", p.BudgetExhausted(day1), p.Status(day1))
 	}
 	p.OnBytes(1, day1)
+	if st, why := p.StatusAndReason(day1); st != StatusDegraded || why != ReasonBudget {
+		t.Fatalf("at 90 %%: StatusAndReason %v %q, want DEGRADED budget", st, why)
+	}
 	if !p.BudgetExhausted(day1) || p.Status(day1) != StatusDegraded || p.LinkStatus(day1) != StatusActive || p.StatusReason(day1) != ReasonBudget {
 		t.Fatalf("at 90 %%: exhausted %v, status %v, link %v, reason %q", p.BudgetExhausted(day1), p.Status(day1), p.LinkStatus(day1), p.StatusReason(day1))
 	}

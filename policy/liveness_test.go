@@ -111,6 +111,9 @@ func TestLiveness(t *testing.T) {
 				if got := p.StatusReason(now); got != s.reason {
 					t.Fatalf("at %d ms: reason %q, want %q", s.at, got, s.reason)
 				}
+				if st, why := p.StatusAndReason(now); st != s.want || why != s.reason {
+					t.Fatalf("at %d ms: StatusAndReason %v %q, want %v %q", s.at, st, why, s.want, s.reason)
+				}
 			}
 		})
 	}

@@ -353,20 +353,30 @@ const (
 // StatusReason says why Status(now) is not ACTIVE: ReasonDown, ReasonSilent,
 // ReasonSuspect, ReasonLoss or ReasonBudget; "" when it is ACTIVE. For status reports.
 func (p *Path) StatusReason(now time.Time) string {
-	switch p.LinkStatus(now) {
-	case StatusUnavailable:
-		return ReasonDown
-	case StatusDegraded:
-		if s, _ := p.Suspect(now); s && !p.silent(now) {
-			return ReasonSuspect
-		}
-		if p.LossDegradedAt(now) {
-			return ReasonLoss
-		}
-		return ReasonSilent
+	_, why := p.StatusAndReason(now)
+	return why
+}
+
+// StatusAndReason returns Status(now) and StatusReason(now) from one read
+// of the path's state, so that a report never pairs a status with the
+// reason of another moment (a path turning SUSPECT between two calls read
+// as DEGRADED for being "silent"). Safe for concurrent use.
+func (p *Path) StatusAndReason(now time.Time) (Status, string) {
+	if !p.up() {
+		return StatusUnavailable, ReasonDown
 	}
-	if p.BudgetExhausted(now) {
-		return ReasonBudget
+	silent := p.silent(now)
+	suspect, _ := p.Suspect(now)
+	lossy := p.LossDegradedAt(now)
+	switch {
+	case suspect && !silent:
+		return StatusDegraded, ReasonSuspect
+	case lossy:
+		return StatusDegraded, ReasonLoss
+	case silent || suspect:
+		return StatusDegraded, ReasonSilent
+	case p.BudgetExhausted(now):
+		return StatusDegraded, ReasonBudget
 	}
-	return ""
+	return StatusActive, ""
 }

@@ -105,6 +105,9 @@ func TestRateLossStatus(t *testing.T) {
 		if st, r := p.Status(at), p.StatusReason(at); st != s.status || r != s.reason {
 			t.Fatalf("loss %.2f: %v %q, want %v %q", s.loss, st, r, s.status, s.reason)
 		}
+		if st, r := p.StatusAndReason(at); st != s.status || r != s.reason {
+			t.Fatalf("loss %.2f: StatusAndReason %v %q, want %v %q", s.loss, st, r, s.status, s.reason)
+		}
 	}
 	// A stale figure is forgotten.
 	if late := now.Add(LossMemory + time.Second); p.ReceiverLoss(late) != 0 || p.LossDegradedAt(late) {

@@ -266,7 +266,10 @@ func (e *Edge) routineControlWriter() {
 		}
 		interval := ctrlMinReportInterval
 		if carrier == nil {
-			timer.Reset(interval)
+			// Nothing to write on until a control stream attaches or
+			// another comes back: both ring the doorbell (attachControl,
+			// the stream's reader ending), so the writer sleeps rather
+			// than polling every interval while the edge redials.
 			continue
 		}
 		interval = max(interval, e.paths[carrier.path].state.SmoothedRTT())

@@ -153,7 +153,8 @@ func (s *BondStats) addPolicyStats(states []*policy.Path, now time.Time) {
 			if ps.Name != st.Name {
 				continue
 			}
-			ps.StatusReason = st.StatusReason(now)
+			status, why := st.StatusAndReason(now) // one read: the pair agrees
+			ps.Status, ps.StatusReason = status.String(), why
 			if b := st.Budget(); !b.IsZero() {
 				ps.BudgetUsedBytes, ps.BudgetBytes = st.BudgetUsed(now)
 				ps.BudgetPeriod = b.Period.String()

@@ -109,6 +109,10 @@ type scaleStep struct {
 	RSSMiBPerActive       float64           `json:"rss_mib_per_active_bond"`
 	HeapMiBPerIdle        float64           `json:"heap_mib_per_idle_bond"`   // Go heap in use + goroutine stacks
 	HeapMiBPerActive      float64           `json:"heap_mib_per_active_bond"` // the same, active bonds
+	// StackMiBPerIdle is the part of HeapMiBPerIdle in goroutine stacks,
+	// GoroutinesPerIdle the goroutines an idle bond adds to the node.
+	StackMiBPerIdle   float64 `json:"stack_mib_per_idle_bond"`
+	GoroutinesPerIdle float64 `json:"goroutines_per_idle_bond"`
 	RSSMiB                float64           `json:"rss_mib"`                  // the process with all bonds up, idle
 	IdleCPUPct            float64           `json:"idle_cpu_pct"`             // % of one core with every bond up and quiet
 	OfferedPPS            float64           `json:"offered_pps"`
@@ -253,8 +257,9 @@ func runScale(ctx context.Context, o Options, out io.Writer) error {
 // scalePacketBytes is the inner packet length of the scale traffic.
 const scalePacketBytes = 1200
 
-// scaleSample is the process's memory at one moment.
-type scaleSample struct{ rss, heap uint64 } // bytes
+// scaleSample is the process's memory at one moment: bytes, and the
+// number of goroutines.
+type scaleSample struct{ rss, heap, stack, goroutines uint64 }
 
 // sampleMemory forces a GC, returns freed memory to the OS and reads the
 // resident set (VmRSS) and the Go heap in use plus goroutine stacks.
@@ -262,7 +267,7 @@ func sampleMemory() scaleSample {
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return scaleSample{rss: readVmRSS(), heap: ms.HeapInuse + ms.StackInuse}
+	return scaleSample{rss: readVmRSS(), heap: ms.HeapInuse + ms.StackInuse, stack: ms.StackInuse, goroutines: uint64(runtime.NumGoroutine())}
 }
 
 // readVmRSS returns VmRSS of /proc/self/status in bytes (0 if unknown).
@@ -308,6 +313,20 @@ func writeHeapProfile(file string) error {
 		return err
 	}
 	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeProfile writes the named runtime/pprof profile (goroutine, ...) to
+// file.
+func writeProfile(name, file string) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
 		f.Close()
 		return err
 	}
@@ -413,6 +432,7 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 	}
 	allUp := func(what string, t0 time.Time, accepted uint64) error {
 		upBy := t0.Add(30*time.Second + time.Duration(n)*100*time.Millisecond) // 10 handshakes/s at least
+		tell := t0.Add(10 * time.Second)
 		for {
 			up := 0
 			for _, b := range bonds[:n] {
@@ -422,6 +442,10 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 			}
 			if up == n && conc.Handshakes().Accepted >= accepted {
 				return nil
+			}
+			if now := time.Now(); now.After(tell) { // a long ramp says how far it is
+				fmt.Fprintf(out, "  %5d bonds: %s: %d up after %s (handshakes %+v)\n", n, what, up, now.Sub(t0).Round(time.Second), conc.Handshakes())
+				tell = now.Add(10 * time.Second)
 			}
 			if time.Now().After(upBy) {
 				return fmt.Errorf("%s: only %d of %d bonds had both paths up after %s (auth failures %d, handshakes %+v)", what, up, n,
@@ -497,10 +521,15 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 		if err := writeHeapProfile(fmt.Sprintf("%s.heap.%d", o.Profile, n)); err != nil {
 			return st, err
 		}
+		if err := writeProfile("goroutine", fmt.Sprintf("%s.goroutine.%d", o.Profile, n)); err != nil {
+			return st, err
+		}
 	}
 	st.RSSMiB = float64(idle.rss) / mib
 	st.RSSMiBPerIdle = (float64(idle.rss) - float64(base.rss)) / float64(n) / mib
 	st.HeapMiBPerIdle = (float64(idle.heap) - float64(base.heap)) / float64(n) / mib
+	st.StackMiBPerIdle = (float64(idle.stack) - float64(base.stack)) / float64(n) / mib
+	st.GoroutinesPerIdle = (float64(idle.goroutines) - float64(base.goroutines)) / float64(n)
 	// The node's CPU per handshake, less what its idle bonds used over the
 	// same time (all of them during the redial, half on average while
 	// they came up).
@@ -580,8 +609,8 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 	st.LoadAvg = loadAvg()
 	fmt.Fprintf(out, "  %5d bonds: handshakes fresh %.0f/s (node CPU %.2f ms each), resumed %.0f/s (%.2f ms, %.3f resumed)\n",
 		n, st.HandshakesPerS, st.HandshakeCPUms, st.HandshakesPerSResumed, st.ResumedCPUms, st.ResumedShare)
-	fmt.Fprintf(out, "  %5d bonds: %.0f handshakes/s; per idle bond %.3f MiB RSS (%.3f MiB heap), per active bond %.3f MiB; idle CPU %.1f %%; %.0f packets/s: %.1f µs/packet (marginal %.1f), min share %.3f; drops edge %s, concentrator %s, TUN %d; load %s\n",
-		n, st.HandshakesPerS, st.RSSMiBPerIdle, st.HeapMiBPerIdle, st.RSSMiBPerActive, st.IdleCPUPct, st.DeliveredPPS, st.CPUUsPerPacket,
+	fmt.Fprintf(out, "  %5d bonds: %.0f handshakes/s; per idle bond %.3f MiB RSS (%.3f MiB heap, of it %.3f stacks; %.1f goroutines), per active bond %.3f MiB; idle CPU %.1f %%; %.0f packets/s: %.1f µs/packet (marginal %.1f), min share %.3f; drops edge %s, concentrator %s, TUN %d; load %s\n",
+		n, st.HandshakesPerS, st.RSSMiBPerIdle, st.HeapMiBPerIdle, st.StackMiBPerIdle, st.GoroutinesPerIdle, st.RSSMiBPerActive, st.IdleCPUPct, st.DeliveredPPS, st.CPUUsPerPacket,
 		st.CPUUsPerPacketTx, st.MinShare, dropsText(st.EdgeDrops), dropsText(st.ConcDrops), st.TUNDrops, st.LoadAvg)
 	if flood {
 		fl, err := runScaleFlood(ctx, o, n, floodEnv{conc: conc, edges: edges, active: active,
