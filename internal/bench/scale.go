@@ -101,34 +101,34 @@ type scaleStep struct {
 	// (at most --dialing connecting) with its TLS session ticket;
 	// ResumedCPUms the node's CPU per such handshake; ResumedShare the
 	// share of them that resumed.
-	HandshakesPerSResumed float64           `json:"handshakes_per_s_resumed"`
-	ResumedCPUms          float64           `json:"resumed_cpu_ms"`
-	ResumedShare          float64           `json:"resumed_share"`
-	AuthFailures          uint64            `json:"auth_failures"`
-	RSSMiBPerIdle         float64           `json:"rss_mib_per_idle_bond"`
-	RSSMiBPerActive       float64           `json:"rss_mib_per_active_bond"`
-	HeapMiBPerIdle        float64           `json:"heap_mib_per_idle_bond"`   // Go heap in use + goroutine stacks
-	HeapMiBPerActive      float64           `json:"heap_mib_per_active_bond"` // the same, active bonds
+	HandshakesPerSResumed float64 `json:"handshakes_per_s_resumed"`
+	ResumedCPUms          float64 `json:"resumed_cpu_ms"`
+	ResumedShare          float64 `json:"resumed_share"`
+	AuthFailures          uint64  `json:"auth_failures"`
+	RSSMiBPerIdle         float64 `json:"rss_mib_per_idle_bond"`
+	RSSMiBPerActive       float64 `json:"rss_mib_per_active_bond"`
+	HeapMiBPerIdle        float64 `json:"heap_mib_per_idle_bond"`   // Go heap in use + goroutine stacks
+	HeapMiBPerActive      float64 `json:"heap_mib_per_active_bond"` // the same, active bonds
 	// StackMiBPerIdle is the part of HeapMiBPerIdle in goroutine stacks,
 	// GoroutinesPerIdle the goroutines an idle bond adds to the node.
-	StackMiBPerIdle   float64 `json:"stack_mib_per_idle_bond"`
-	GoroutinesPerIdle float64 `json:"goroutines_per_idle_bond"`
-	RSSMiB                float64           `json:"rss_mib"`                  // the process with all bonds up, idle
-	IdleCPUPct            float64           `json:"idle_cpu_pct"`             // % of one core with every bond up and quiet
-	OfferedPPS            float64           `json:"offered_pps"`
-	DeliveredPPS          float64           `json:"delivered_pps"`
-	CPUUsPerPacket        float64           `json:"cpu_us_per_packet"`          // all CPU during traffic / packets delivered
-	CPUUsPerPacketTx      float64           `json:"cpu_us_per_packet_marginal"` // the same less the idle CPU
-	CPUPctPer10kPPS       float64           `json:"cpu_pct_per_10k_pps"`        // % of one core per 10 000 packets/s forwarded
-	MinShare              float64           `json:"min_delivered_share"`        // lowest delivered/sent of an active bond
-	FootprintIdle         tunnel.Footprint  `json:"footprint_idle_bond"`        // mean over the idle bonds, bytes
-	FootprintActive       tunnel.Footprint  `json:"footprint_active_bond"`      // mean over the active bonds, bytes
-	EdgeDrops             tunnel.DropCounts `json:"edge_drops"`                 // what the active edges dropped, by reason
-	ConcDrops             tunnel.DropCounts `json:"concentrator_drops"`         // what the active bonds' concentrator side dropped, by reason
-	TUNDrops              uint64            `json:"tun_drops"`                  // packets the concentrator's in-memory TUN dropped (reader behind)
-	LoadAvg               string            `json:"load_avg"`                   // /proc/loadavg at the end of the step
-	Limit                 string            `json:"limit,omitempty"`            // why the ramp stopped here
-	Flood                 *scaleFlood       `json:"flood,omitempty"`            // the flood step, at the largest step with --flood
+	StackMiBPerIdle   float64           `json:"stack_mib_per_idle_bond"`
+	GoroutinesPerIdle float64           `json:"goroutines_per_idle_bond"`
+	RSSMiB            float64           `json:"rss_mib"`      // the process with all bonds up, idle
+	IdleCPUPct        float64           `json:"idle_cpu_pct"` // % of one core with every bond up and quiet
+	OfferedPPS        float64           `json:"offered_pps"`
+	DeliveredPPS      float64           `json:"delivered_pps"`
+	CPUUsPerPacket    float64           `json:"cpu_us_per_packet"`          // all CPU during traffic / packets delivered
+	CPUUsPerPacketTx  float64           `json:"cpu_us_per_packet_marginal"` // the same less the idle CPU
+	CPUPctPer10kPPS   float64           `json:"cpu_pct_per_10k_pps"`        // % of one core per 10 000 packets/s forwarded
+	MinShare          float64           `json:"min_delivered_share"`        // lowest delivered/sent of an active bond
+	FootprintIdle     tunnel.Footprint  `json:"footprint_idle_bond"`        // mean over the idle bonds, bytes
+	FootprintActive   tunnel.Footprint  `json:"footprint_active_bond"`      // mean over the active bonds, bytes
+	EdgeDrops         tunnel.DropCounts `json:"edge_drops"`                 // what the active edges dropped, by reason
+	ConcDrops         tunnel.DropCounts `json:"concentrator_drops"`         // what the active bonds' concentrator side dropped, by reason
+	TUNDrops          uint64            `json:"tun_drops"`                  // packets the concentrator's in-memory TUN dropped (reader behind)
+	LoadAvg           string            `json:"load_avg"`                   // /proc/loadavg at the end of the step
+	Limit             string            `json:"limit,omitempty"`            // why the ramp stopped here
+	Flood             *scaleFlood       `json:"flood,omitempty"`            // the flood step, at the largest step with --flood
 }
 
 // scaleReport is results.json of the scale scenario; the headline fields
