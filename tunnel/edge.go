@@ -127,7 +127,6 @@ func (e *Edge) Start() {
 	e.timers.Start()
 	e.bond.idle.onWake = e.ctl.ring // path state reports resume (ctrl_edge.go)
 	e.bond.startTimers(e.timers)
-	e.bond.startReseq(&e.wg, e.ctx.Done())
 	for i, p := range e.paths {
 		u := e.opts.Uplinks[i]
 		e.wg.Go(func() { e.routineDial(e.ctx, p, u, &e.kicks[i]) })

@@ -267,8 +267,9 @@ func sameAuth(a, b EdgeAuth) bool {
 		slices.Equal(a.PolicyLabelKeys, b.PolicyLabelKeys)
 }
 
-// startBond starts the timers (idle.go) and the resequencing routine of
-// e's bond until the concentrator closes or e leaves the edge list.
+// startBond starts the timers of e's bond (idle.go; its resequencer's
+// flush among them) until the concentrator closes or e leaves the edge
+// list.
 func (c *Concentrator) startBond(e *edgeEntry) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	e.stop = func() {
@@ -276,7 +277,7 @@ func (c *Concentrator) startBond(e *edgeEntry) {
 		e.bond.stopTimers()
 	}
 	e.bond.startTimers(c.timers)
-	e.bond.startReseq(&c.wg, ctx.Done())
+	context.AfterFunc(ctx, e.bond.reseq.stop) // the concentrator closes: held packets go back to the pool
 }
 
 // SetEdges replaces the edge list, as a reload of the configuration does

@@ -149,6 +149,7 @@ func (b *Bond) startTimers(h *timerheap.Heap) {
 		bi.fecFlush = h.NewTimer(b.fecFlushTick)
 		b.fecTx.flush.Store(bi.fecFlush)
 	}
+	b.reseq.startFlush(h, b.reseqWrite)
 	bi.check.Reset(now.Add(IdleAfter))
 	bi.fecExpire.Reset(now.Add(fecExpireInterval))
 	bi.spread.Reset(now)
@@ -164,6 +165,7 @@ func (b *Bond) stopTimers() {
 			t.Stop()
 		}
 	}
+	b.reseq.stop()
 }
 
 // newTimer returns a timer of the bond's heap calling fn; nil before

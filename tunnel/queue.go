@@ -91,17 +91,19 @@ type sendQueue struct {
 }
 
 // recentObjects remembers the last objects (frame IDs) added to it, up to
-// its size, each for lostObjectAge. Allocation-free after
-// newRecentObjects.
+// its size, each for lostObjectAge. Its arrays are allocated by the first
+// add (a queue that never loses a frame, as an idle bond's, holds none);
+// allocation-free after that.
 type recentObjects struct {
-	ids []uint64
-	at  []int64 // when each was added, unix ns
-	n   int     // entries in use
-	pos int     // where the next one goes, overwriting the oldest once full
+	ids  []uint64
+	at   []int64 // when each was added, unix ns
+	n    int     // entries in use
+	pos  int     // where the next one goes, overwriting the oldest once full
+	size int     // capacity, allocated on the first add
 }
 
 func newRecentObjects(size int) recentObjects {
-	return recentObjects{ids: make([]uint64, size), at: make([]int64, size)}
+	return recentObjects{size: size}
 }
 
 // has reports whether obj was added less than lostObjectAge before now
@@ -118,6 +120,9 @@ func (r *recentObjects) has(obj uint64, now int64) bool {
 
 // add remembers obj from now (unix ns).
 func (r *recentObjects) add(obj uint64, now int64) {
+	if r.ids == nil {
+		r.ids, r.at = make([]uint64, r.size), make([]int64, r.size)
+	}
 	r.ids[r.pos], r.at[r.pos] = obj, now
 	r.pos = (r.pos + 1) % len(r.ids)
 	r.n = min(r.n+1, len(r.ids))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/fec"
+	"github.com/bondd/bondd/internal/timerheap"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 )
@@ -19,7 +20,7 @@ import (
 //
 // Receive side: reseqRx.deliver takes every DATA payload (after the bond
 // header, or as the FEC decoder reconstructed it) whose flow is tagged, and
-// routineFlush releases what waited too long.
+// a timer of the node's heap (flushTick) releases what waited too long.
 
 // tagPacket decides whether the packet in buf[Headroom:Headroom+n], which
 // md describes and dir (nil: no rule set) directs, needs resequencing
@@ -48,17 +49,21 @@ type deliverFunc func(pkt []byte, off int)
 // reseqRx is the receive side's resequencing stage of one bond: the
 // resequencer, the mutex that serializes it with the TUN writes of what it
 // releases (so a flow's order survives the hand-over between receive
-// goroutines), and the doorbell of its flush routine. Safe for concurrent
+// goroutines), and its flush timer in the node's heap, armed for the
+// earliest wait bound of what it holds (no goroutine per bond: an idle
+// bond's costs a heap entry that is never scheduled). Safe for concurrent
 // use.
 type reseqRx struct {
-	mu   sync.Mutex
-	rs   *resequencer
-	wake chan struct{} // capacity 1: a packet was held, re-arm the timer
-	bad  uint64        // guarded by mu: malformed flow tags
+	mu     sync.Mutex
+	rs     *resequencer
+	bad    uint64           // guarded by mu: malformed flow tags
+	flushT *timerheap.Timer // nil until startFlush
+	write  deliverFunc      // what flushTick releases goes here
+	closed bool             // stop was called: nothing more is flushed
 }
 
 func newReseqRx(o ReseqOptions) *reseqRx {
-	return &reseqRx{rs: newResequencer(o), wake: make(chan struct{}, 1)}
+	return &reseqRx{rs: newResequencer(o)}
 }
 
 // deliver takes pkt[off:], a DATA payload: pkt[off:] starts with a flow
@@ -83,12 +88,20 @@ func (x *reseqRx) deliver(now time.Time, pkt []byte, off int, write deliverFunc)
 	}
 	x.drainLocked(write)
 	if v == reseqHeld {
-		select {
-		case x.wake <- struct{}{}:
-		default:
-		}
+		x.armLocked()
 	}
 	return true
+}
+
+// armLocked schedules the flush timer for the earliest wait bound of what
+// is held, unless it is due sooner already. x.mu held.
+func (x *reseqRx) armLocked() {
+	if x.flushT == nil || x.closed {
+		return
+	}
+	if deadline, ok := x.rs.nextDeadline(); ok {
+		x.flushT.ResetEarlier(deadline)
+	}
 }
 
 func (x *reseqRx) drainLocked(write deliverFunc) {
@@ -102,41 +115,39 @@ func (x *reseqRx) drainLocked(write deliverFunc) {
 	}
 }
 
-// routineFlush releases held packets when their wait bound passes, until
-// done closes; then it returns the held buffers to the pool.
-func (x *reseqRx) routineFlush(done <-chan struct{}, write deliverFunc) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	defer func() {
-		x.mu.Lock()
-		x.rs.close()
-		x.mu.Unlock()
-	}()
-	for {
-		x.mu.Lock()
-		deadline, ok := x.rs.nextDeadline()
-		x.mu.Unlock()
-		if !ok {
-			select {
-			case <-x.wake:
-				continue
-			case <-done:
-				return
-			}
-		}
-		timer.Reset(time.Until(deadline))
-		select {
-		case <-timer.C:
-		case <-x.wake: // an earlier deadline, perhaps
-			continue
-		case <-done:
-			return
-		}
-		x.mu.Lock()
-		x.rs.flush(time.Now())
-		x.drainLocked(write)
-		x.mu.Unlock()
+// startFlush makes a timer of heap h release held packets when their
+// wait bound passes, writing them with write.
+func (x *reseqRx) startFlush(h *timerheap.Heap, write deliverFunc) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.write = write
+	x.flushT = h.NewTimer(x.flushTick)
+	x.armLocked()
+}
+
+// flushTick releases what waited past its bound at now, in flow order, and
+// re-arms the timer for what is still held. Runs on the heap's goroutine.
+func (x *reseqRx) flushTick(now, _ time.Time) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return
 	}
+	x.rs.flush(now)
+	x.drainLocked(x.write)
+	x.armLocked()
+}
+
+// stop ends the flushes for good (the bond is closing or replaced) and
+// returns the held buffers to the pool.
+func (x *reseqRx) stop() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.closed = true
+	if x.flushT != nil {
+		x.flushT.Stop()
+	}
+	x.rs.close()
 }
 
 // reset forgets every flow and drops what is held (the peer restarted and
@@ -167,14 +178,6 @@ func (x *reseqRx) stats() (s ReseqStats, badTags uint64) {
 // reseqSpreadInterval is how often the bond passes its paths' delay spread
 // to the resequencer.
 const reseqSpreadInterval = 50 * time.Millisecond
-
-// startReseq starts the bond's resequencing routine on wg: the flush of
-// held packets whose wait passed. It stops when done closes. The update
-// of the wait's spread hint (reseqSpread) is the bond's spread timer
-// (spreadTick).
-func (b *Bond) startReseq(wg *sync.WaitGroup, done <-chan struct{}) {
-	wg.Go(func() { b.reseq.routineFlush(done, b.reseqWrite) })
-}
 
 // spreadTick passes the paths' delay spread to the resequencer, every
 // reseqSpreadInterval while the bond is awake (idle.go); waking re-arms

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/fec"
+	"github.com/bondd/bondd/internal/timerheap"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tun"
@@ -156,17 +157,18 @@ func TestReseqStageConcurrent(t *testing.T) {
 	}
 }
 
-// TestReseqStageFlush: the flush routine releases a held packet once its
-// flow's wait bound (resequence_ms 20) passes, and returns the held buffers
-// when it stops.
+// TestReseqStageFlush: the flush timer releases a held packet once its
+// flow's wait bound (resequence_ms 20) passes (on the heap's next wake-up,
+// at most timerheap.Coalesce later), and stop returns the held buffers.
 func TestReseqStageFlush(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dgs := stageSend(t, 4, &rules.Directive{Fields: rules.FieldResequence, Resequence: 20 * time.Millisecond}, 40000)
 		x := newReseqRx(ReseqOptions{})
 		var w ids
-		done := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Go(func() { x.routineFlush(done, w.write) })
+		h := timerheap.New()
+		h.Start()
+		defer h.Close()
+		x.startFlush(h, w.write)
 		start := time.Now()
 		stageRecv(t, x, time.Now(), dgs[0], w.write)
 		stageRecv(t, x, time.Now(), dgs[2], w.write) // 1 is lost
@@ -176,7 +178,9 @@ func TestReseqStageFlush(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // fake time: the bound
 		synctest.Wait()
-		if got := w.snapshot(); !slices.Equal(got, []uint16{0, 2}) || time.Since(start) != 20*time.Millisecond {
+		time.Sleep(timerheap.Coalesce)
+		synctest.Wait()
+		if got := w.snapshot(); !slices.Equal(got, []uint16{0, 2}) || time.Since(start) != 20*time.Millisecond+timerheap.Coalesce {
 			t.Fatalf("after %v: wrote %v", time.Since(start), got)
 		}
 		stageRecv(t, x, time.Now(), dgs[3], w.write)
@@ -195,8 +199,7 @@ func TestReseqStageFlush(t *testing.T) {
 		if st, _ := x.stats(); st.HeldNow != 1 {
 			t.Fatalf("held %d, want 1", st.HeldNow)
 		}
-		close(done)
-		wg.Wait()
+		x.stop()
 		if st, _ := x.stats(); st.HeldNow != 0 || len(w.snapshot()) != 4 {
 			t.Fatalf("after the routine stopped: held %d, wrote %v", st.HeldNow, w.snapshot())
 		}

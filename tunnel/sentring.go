@@ -28,22 +28,37 @@ import "time"
 // of two).
 const pmtuRing = 1024
 
-// Ring slot layout: the packet number above slotPNShift, then flags, then
-// the largest datagram's size in the low 15 bits.
+// Ring slot layout, 32 bits (4 KiB a connection, on every connection of
+// every bond, idle ones too): the low 14 bits of the packet number above
+// slotPNShift, then flags, then the largest datagram's size in the low 15
+// bits. The slot of pn (pn mod pmtuRing) holds the newest packet sent
+// with that index; its 14 bits tell pn from the packets 1024 to 15,360
+// numbers after it, so a packet is taken for another only when more than
+// 16,384 packets (20 MiB at 1,300 bytes) are in flight.
 const (
 	slotSizeMask = 1<<15 - 1
 	slotProbe    = 1 << 15 // a path MTU probe of pmtu.go
 	slotAcked    = 1 << 16 // acknowledged
 	slotLost     = 1 << 17 // lost (reported by quic-go or inferred)
 	slotPNShift  = 18
-	// slotMaxPN bounds the packet numbers the ring holds.
-	slotMaxPN = 1 << (63 - slotPNShift)
+	slotPNMask   = 1<<(32-slotPNShift) - 1
+	// slotMaxPN bounds the packet numbers the ring holds (quic-go's are
+	// below 2^62).
+	slotMaxPN = 1 << 62
 )
+
+// slotPN returns the part of packet number pn a slot keeps.
+func slotPN(pn int64) uint32 { return uint32(pn&slotPNMask) << slotPNShift }
+
+// slotHolds reports whether slot v holds packet number pn.
+func slotHolds(v uint32, pn int64) bool {
+	return v != 0 && v>>slotPNShift == uint32(pn&slotPNMask)
+}
 
 // pmtuSlot packs a 1-RTT packet number, a probe flag and the packet's
 // largest datagram size (bytes) into one ring entry.
-func pmtuSlot(pn int64, probe bool, size int) uint64 {
-	v := uint64(pn)<<slotPNShift | uint64(min(size, slotSizeMask))
+func pmtuSlot(pn int64, probe bool, size int) uint32 {
+	v := slotPN(pn) | uint32(min(size, slotSizeMask))
 	if probe {
 		v |= slotProbe
 	}
@@ -60,12 +75,12 @@ func (r *recorder) noteSent(pn int64, probe bool, size int) {
 }
 
 // slot returns the ring entry of pn, ok false when it holds another packet.
-func (r *recorder) slot(pn int64) (v uint64, ok bool) {
+func (r *recorder) slot(pn int64) (v uint32, ok bool) {
 	if pn < 0 || pn >= slotMaxPN {
 		return 0, false
 	}
 	v = r.sizes[pn&(pmtuRing-1)].Load()
-	return v, v != 0 && int64(v>>slotPNShift) == pn
+	return v, slotHolds(v, pn)
 }
 
 // sizeOf returns what noteSent remembered of pn.
@@ -80,11 +95,11 @@ func (r *recorder) sizeOf(pn int64) (size int, probe, ok bool) {
 // settle marks pn with flag (slotAcked or slotLost) unless it was already
 // acknowledged or lost; it reports whether this call did, and what
 // noteSent remembered of pn.
-func (r *recorder) settle(pn int64, flag uint64) (size int, probe, ok bool) {
+func (r *recorder) settle(pn int64, flag uint32) (size int, probe, ok bool) {
 	s := &r.sizes[pn&(pmtuRing-1)]
 	for {
 		v := s.Load()
-		if v == 0 || int64(v>>slotPNShift) != pn || v&(slotAcked|slotLost) != 0 {
+		if !slotHolds(v, pn) || v&(slotAcked|slotLost) != 0 {
 			return 0, false, false
 		}
 		if s.CompareAndSwap(v, v|flag) {

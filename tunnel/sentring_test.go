@@ -87,3 +87,47 @@ func TestRecorderAbandoned(t *testing.T) {
 		})
 	}
 }
+
+// TestRecorderSlots checks the 32-bit ring slots: a packet's size and
+// probe flag come back for its own number only, not for the packets that
+// share its slot (1,024 numbers apart) up to 16,384 numbers on, large
+// numbers included; a settled packet settles once.
+func TestRecorderSlots(t *testing.T) {
+	cases := []struct {
+		name      string
+		sent      int64 // the packet noted
+		size      int
+		probe     bool
+		ask       int64 // the packet looked up
+		wantOK    bool
+		wantSize  int
+		wantProbe bool
+	}{
+		{"own", 7, 1200, false, 7, true, 1200, false},
+		{"probe", 8, 1452, true, 8, true, 1452, true},
+		{"next in the slot", 9 + pmtuRing, 1200, false, 9, false, 0, false},
+		{"15 slots on", 10 + 15*pmtuRing, 1200, false, 10, false, 0, false},
+		{"large number", 1<<40 + 11, 1300, false, 1<<40 + 11, true, 1300, false},
+		{"size clamped", 12, 70000, false, 12, true, slotSizeMask, false},
+		{"negative", -1, 1200, false, -1, false, 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var r recorder
+			r.noteSent(c.sent, c.probe, c.size)
+			size, probe, ok := r.sizeOf(c.ask)
+			if ok != c.wantOK || size != c.wantSize || probe != c.wantProbe {
+				t.Fatalf("sizeOf(%d) = %d %v %v, want %d %v %v", c.ask, size, probe, ok, c.wantSize, c.wantProbe, c.wantOK)
+			}
+			if !c.wantOK {
+				return
+			}
+			if _, _, ok := r.settle(c.ask, slotAcked); !ok {
+				t.Fatal("first settle refused")
+			}
+			if _, _, ok := r.settle(c.ask, slotLost); ok {
+				t.Fatal("second settle accepted")
+			}
+		})
+	}
+}

@@ -40,7 +40,7 @@ type recorder struct {
 	handshaking atomic.Bool
 	// sizes remembers the last pmtuRing 1-RTT packets sent, by packet
 	// number: datagram size and flags (sentring.go).
-	sizes [pmtuRing]atomic.Uint64
+	sizes [pmtuRing]atomic.Uint32
 	// held keeps the data datagrams handed to the connection until their
 	// packet is settled, and resends the lost ones (resend.go).
 	held resendState
