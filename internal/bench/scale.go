@@ -40,6 +40,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -110,8 +111,12 @@ type scaleStep struct {
 	HeapMiBPerIdle        float64 `json:"heap_mib_per_idle_bond"`   // Go heap in use + goroutine stacks
 	HeapMiBPerActive      float64 `json:"heap_mib_per_active_bond"` // the same, active bonds
 	// StackMiBPerIdle is the part of HeapMiBPerIdle in goroutine stacks,
-	// GoroutinesPerIdle the goroutines an idle bond adds to the node.
+	// LiveMiBPerIdle the heap objects reachable (runtime/metrics
+	// /gc/heap/live:bytes: what HeapMiBPerIdle holds less the stacks and
+	// the free room in the heap's spans), GoroutinesPerIdle the
+	// goroutines an idle bond adds to the node.
 	StackMiBPerIdle   float64           `json:"stack_mib_per_idle_bond"`
+	LiveMiBPerIdle    float64           `json:"live_heap_mib_per_idle_bond"`
 	GoroutinesPerIdle float64           `json:"goroutines_per_idle_bond"`
 	RSSMiB            float64           `json:"rss_mib"`      // the process with all bonds up, idle
 	IdleCPUPct        float64           `json:"idle_cpu_pct"` // % of one core with every bond up and quiet
@@ -259,7 +264,7 @@ const scalePacketBytes = 1200
 
 // scaleSample is the process's memory at one moment: bytes, and the
 // number of goroutines.
-type scaleSample struct{ rss, heap, stack, goroutines uint64 }
+type scaleSample struct{ rss, heap, stack, live, goroutines uint64 }
 
 // sampleMemory forces a GC, returns freed memory to the OS and reads the
 // resident set (VmRSS) and the Go heap in use plus goroutine stacks.
@@ -267,7 +272,10 @@ func sampleMemory() scaleSample {
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return scaleSample{rss: readVmRSS(), heap: ms.HeapInuse + ms.StackInuse, stack: ms.StackInuse, goroutines: uint64(runtime.NumGoroutine())}
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live) // what the collection just run found reachable
+	return scaleSample{rss: readVmRSS(), heap: ms.HeapInuse + ms.StackInuse, stack: ms.StackInuse, live: live[0].Value.Uint64(),
+		goroutines: uint64(runtime.NumGoroutine())}
 }
 
 // readVmRSS returns VmRSS of /proc/self/status in bytes (0 if unknown).
@@ -529,6 +537,7 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 	st.RSSMiBPerIdle = (float64(idle.rss) - float64(base.rss)) / float64(n) / mib
 	st.HeapMiBPerIdle = (float64(idle.heap) - float64(base.heap)) / float64(n) / mib
 	st.StackMiBPerIdle = (float64(idle.stack) - float64(base.stack)) / float64(n) / mib
+	st.LiveMiBPerIdle = (float64(idle.live) - float64(base.live)) / float64(n) / mib
 	st.GoroutinesPerIdle = (float64(idle.goroutines) - float64(base.goroutines)) / float64(n)
 	// The node's CPU per handshake, less what its idle bonds used over the
 	// same time (all of them during the redial, half on average while
@@ -609,8 +618,8 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 	st.LoadAvg = loadAvg()
 	fmt.Fprintf(out, "  %5d bonds: handshakes fresh %.0f/s (node CPU %.2f ms each), resumed %.0f/s (%.2f ms, %.3f resumed)\n",
 		n, st.HandshakesPerS, st.HandshakeCPUms, st.HandshakesPerSResumed, st.ResumedCPUms, st.ResumedShare)
-	fmt.Fprintf(out, "  %5d bonds: %.0f handshakes/s; per idle bond %.3f MiB RSS (%.3f MiB heap, of it %.3f stacks; %.1f goroutines), per active bond %.3f MiB; idle CPU %.1f %%; %.0f packets/s: %.1f µs/packet (marginal %.1f), min share %.3f; drops edge %s, concentrator %s, TUN %d; load %s\n",
-		n, st.HandshakesPerS, st.RSSMiBPerIdle, st.HeapMiBPerIdle, st.StackMiBPerIdle, st.GoroutinesPerIdle, st.RSSMiBPerActive, st.IdleCPUPct, st.DeliveredPPS, st.CPUUsPerPacket,
+	fmt.Fprintf(out, "  %5d bonds: %.0f handshakes/s; per idle bond %.3f MiB RSS (%.3f MiB heap, of it %.3f stacks and %.3f live objects; %.1f goroutines), per active bond %.3f MiB; idle CPU %.1f %%; %.0f packets/s: %.1f µs/packet (marginal %.1f), min share %.3f; drops edge %s, concentrator %s, TUN %d; load %s\n",
+		n, st.HandshakesPerS, st.RSSMiBPerIdle, st.HeapMiBPerIdle, st.StackMiBPerIdle, st.LiveMiBPerIdle, st.GoroutinesPerIdle, st.RSSMiBPerActive, st.IdleCPUPct, st.DeliveredPPS, st.CPUUsPerPacket,
 		st.CPUUsPerPacketTx, st.MinShare, dropsText(st.EdgeDrops), dropsText(st.ConcDrops), st.TUNDrops, st.LoadAvg)
 	if flood {
 		fl, err := runScaleFlood(ctx, o, n, floodEnv{conc: conc, edges: edges, active: active,

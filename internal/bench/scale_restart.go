@@ -35,6 +35,14 @@ const (
 	scaleConcEnv = "BONDD_BENCH_SCALE_CONC"
 	// scaleRestartTarget is the target time until every bond is back.
 	scaleRestartTarget = 30 * time.Second
+	// scaleIdle39RSSMiB is issue 39's resident memory per idle bond, and
+	// scaleIdle39CPUPct its idle CPU for scaleIdle39Bonds idle bonds, in %
+	// of one core; a smaller step's figure is scaled up to that many
+	// bonds (the idle cost grows with the keepalives, one per path per
+	// idle keepalive).
+	scaleIdle39RSSMiB = 0.25
+	scaleIdle39CPUPct = 10
+	scaleIdle39Bonds  = 10000
 )
 
 // scaleConcConfig is what the parent tells the concentrator process.
@@ -245,6 +253,14 @@ func scaleTargets39(r *scaleReport) []target {
 		ts = append(ts, target{Name: name, Want: want, Known: known, Got: got, Met: known && met})
 	}
 	if last != nil {
+		add(fmt.Sprintf("RSS per idle bond at %d bonds, MiB", last.Bonds), fmt.Sprintf("≤ %.2f", scaleIdle39RSSMiB), true, last.RSSMiBPerIdle,
+			last.RSSMiBPerIdle <= scaleIdle39RSSMiB)
+		cpu := last.IdleCPUPct * scaleIdle39Bonds / float64(last.Bonds)
+		name := fmt.Sprintf("idle CPU of %d bonds, %% of a core", last.Bonds)
+		if last.Bonds != scaleIdle39Bonds {
+			name = fmt.Sprintf("idle CPU of %d bonds (%d measured, scaled), %% of a core", scaleIdle39Bonds, last.Bonds)
+		}
+		add(name, fmt.Sprintf("≤ %d", scaleIdle39CPUPct), true, cpu, cpu <= scaleIdle39CPUPct)
 		add(fmt.Sprintf("fresh handshakes per second at %d bonds", last.Bonds), "≥ 500", true, last.HandshakesPerS, last.HandshakesPerS >= 500)
 		add(fmt.Sprintf("resumed handshakes per second at %d bonds", last.Bonds), "≥ 1500", true, last.HandshakesPerSResumed, last.HandshakesPerSResumed >= 1500)
 	}
