@@ -200,14 +200,23 @@ func (b *Bond) spreadTick(now, _ time.Time) {
 // connected path has an RTT sample: then the resequencer waits its cap
 // until it learns the bound from what it sees. A real loss holds a flow
 // this long, so the hint must not be the cap.
+//
+// It is also at least the lateness of a retransmission (resend.go): a
+// data datagram whose packet loss detection declares lost after RFC 9002
+// §6.1.2's time threshold, 9/8 of the path's RTT, is queued again and
+// comes that long after the datagrams sent with it. Without this term the
+// resequencer gave up, on the S2 paths, the resent datagrams of MPEG-TS
+// flows a few milliseconds before they came (`bondd bench video`: 4 of
+// 883 in 10 s, each costing the rest of its GOP).
 func reseqSpread(set *pathSet, now time.Time) time.Duration {
-	var lo, hi time.Duration
+	var lo, hi, resend time.Duration
 	n := 0
 	for _, p := range set.states {
 		r := p.SmoothedRTT()
 		if r <= 0 || p.LinkStatus(now) == policy.StatusUnavailable {
 			continue
 		}
+		resend = max(resend, r*9/8)
 		m := p.MinRTT()
 		if m <= 0 || m > r {
 			m = r
@@ -221,5 +230,5 @@ func reseqSpread(set *pathSet, now time.Time) time.Duration {
 	if n == 0 {
 		return 0
 	}
-	return hi - lo + fec.DefaultBudget
+	return max(hi-lo+fec.DefaultBudget, resend)
 }

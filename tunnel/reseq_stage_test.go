@@ -253,9 +253,11 @@ func BenchmarkReseqStage(b *testing.B) {
 }
 
 // TestReseqSpread: from the lowest minimum RTT to the highest smoothed RTT
-// of the connected paths, plus the FEC budget.
+// of the connected paths, plus the FEC budget (30 ms), or 9/8 of the
+// highest smoothed RTT (a retransmission's lateness) if that is longer.
 func TestReseqSpread(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	us := func(n int) time.Duration { return time.Duration(n) * time.Microsecond }
 	type pm struct {
 		srtt, min time.Duration
 		up        bool
@@ -267,12 +269,14 @@ func TestReseqSpread(t *testing.T) {
 	}{
 		{"no path", nil, 0},
 		{"no RTT sample", []pm{{0, 0, true}}, 0},
-		{"one path, no queue", []pm{{ms(40), ms(40), true}}, fec.DefaultBudget},
-		{"one path, 30 ms of queue", []pm{{ms(70), ms(40), true}}, ms(30) + fec.DefaultBudget},
-		{"two paths", []pm{{ms(30), ms(30), true}, {ms(90), ms(90), true}}, ms(60) + fec.DefaultBudget},
-		{"two paths, the slow one queued", []pm{{ms(30), ms(30), true}, {ms(120), ms(90), true}}, ms(90) + fec.DefaultBudget},
-		{"a down path does not count", []pm{{ms(30), ms(30), true}, {ms(300), ms(300), false}}, fec.DefaultBudget},
-		{"no min RTT yet", []pm{{ms(50), 0, true}}, fec.DefaultBudget},
+		{"one short path, no queue: the FEC budget", []pm{{ms(20), ms(20), true}}, fec.DefaultBudget},
+		{"one path, no queue: a resend's 9/8 RTT", []pm{{ms(40), ms(40), true}}, ms(45)},
+		{"one path, 30 ms of queue", []pm{{ms(70), ms(40), true}}, us(78750)},
+		{"two paths", []pm{{ms(30), ms(30), true}, {ms(90), ms(90), true}}, us(101250)},
+		{"two paths, the slow one queued", []pm{{ms(30), ms(30), true}, {ms(120), ms(90), true}}, ms(135)},
+		{"the spread above a resend's time", []pm{{ms(5), ms(5), true}, {ms(40), ms(40), true}}, ms(35) + fec.DefaultBudget},
+		{"a down path does not count", []pm{{ms(30), ms(30), true}, {ms(300), ms(300), false}}, us(33750)},
+		{"no min RTT yet", []pm{{ms(50), 0, true}}, us(56250)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			now := time.Now()
