@@ -178,6 +178,7 @@ func (c *Concentrator) Close() error {
 	c.cancel()
 	c.timers.Close()
 	for _, e := range c.tab.Load().edges {
+		e.bond.reseq.stop() // held packets go back to the pool
 		e.bond.closePaths(codeShutdown, "concentrator shutting down")
 	}
 	c.ln.Close()

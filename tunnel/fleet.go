@@ -268,16 +268,11 @@ func sameAuth(a, b EdgeAuth) bool {
 }
 
 // startBond starts the timers of e's bond (idle.go; its resequencer's
-// flush among them) until the concentrator closes or e leaves the edge
-// list.
+// flush among them) until e leaves the edge list (e.stop) or the
+// concentrator closes.
 func (c *Concentrator) startBond(e *edgeEntry) {
-	ctx, cancel := context.WithCancel(c.ctx)
-	e.stop = func() {
-		cancel()
-		e.bond.stopTimers()
-	}
+	e.stop = e.bond.stopTimers
 	e.bond.startTimers(c.timers)
-	context.AfterFunc(ctx, e.bond.reseq.stop) // the concentrator closes: held packets go back to the pool
 }
 
 // SetEdges replaces the edge list, as a reload of the configuration does

@@ -15,8 +15,10 @@ import (
 // every other flow, are never held.
 //
 // The wait bound adapts to the paths' delay spread: it is the larger of
-// the caller's spread hint (setSpread, e.g. from per-path one-way delays)
-// and 5/4 of a slowly decaying maximum of the observed reordering delay,
+// the caller's spread hint (setSpread, e.g. from per-path one-way delays),
+// its retransmission hint (how late a resent packet comes) when that is
+// within the flow's cap, and 5/4 of a slowly decaying maximum of the
+// observed reordering delay,
 // plus MinWait, capped by the flow's resequence_ms (its tag's WaitMs). The
 // reordering delay is sampled as how long a filled gap was waited for, and
 // as how late a packet came after its gap was given up (then wait +
@@ -152,6 +154,7 @@ type resequencer struct {
 	outLen  int
 
 	spread  int64 // ns, setSpread
+	resend  int64 // ns, setSpread
 	peak    int64 // ns, decaying maximum of the reordering delay
 	decayAt int64 // ns, when peak last decayed
 	samples int   // reordering-delay samples, saturating at reseqWarmup
@@ -477,10 +480,14 @@ func (r *resequencer) nextDeadline() (deadline time.Time, ok bool) {
 	return r.epoch.Add(time.Duration(d)), true
 }
 
-// setSpread sets the delay-spread hint: the wait the paths' delays call
-// for (for example the largest difference of their one-way delays), ≤ 0
-// for none.
-func (r *resequencer) setSpread(d time.Duration) { r.spread = max(int64(d), 0) }
+// setSpread sets the hints: spread, the wait the paths' delays call for
+// (for example the largest difference of their one-way delays), and
+// resend, how late a retransmitted packet comes; ≤ 0 for none. A flow
+// whose cap is below resend does not wait for retransmissions (they
+// would come too late anyway) and waits the spread alone.
+func (r *resequencer) setSpread(spread, resend time.Duration) {
+	r.spread, r.resend = max(int64(spread), 0), max(int64(resend), 0)
+}
 
 // wait returns the bound for a packet whose tag says waitMs.
 func (r *resequencer) wait(waitMs uint16) int64 {
@@ -488,15 +495,18 @@ func (r *resequencer) wait(waitMs uint16) int64 {
 	if waitMs > 0 {
 		c = int64(waitMs) * int64(time.Millisecond)
 	}
-	if r.samples < reseqWarmup && r.spread == 0 {
+	if r.samples < reseqWarmup && r.spread == 0 && r.resend == 0 {
 		return c
 	}
-	return min(r.estimate(), c)
+	return min(r.estimate(c), c)
 }
 
-// estimate is the bound before the per-flow cap, ns.
-func (r *resequencer) estimate() int64 {
+// estimate is the bound before a flow's cap c, ns.
+func (r *resequencer) estimate(c int64) int64 {
 	e := r.spread
+	if r.resend <= c {
+		e = max(e, r.resend)
+	}
 	if r.samples >= reseqWarmup {
 		e = max(e, r.peak+r.peak/4)
 	}
@@ -547,8 +557,8 @@ func (r *resequencer) stats() ReseqStats {
 		s.HeldNow = 0
 	}
 	s.HeldBytesNow = r.heldB
-	if r.samples >= reseqWarmup || r.spread > 0 {
-		s.WaitMs = float64(r.estimate()) / float64(time.Millisecond)
+	if r.samples >= reseqWarmup || r.spread > 0 || r.resend > 0 {
+		s.WaitMs = float64(r.estimate(int64(r.o.DefaultWait))) / float64(time.Millisecond)
 	}
 	return s
 }

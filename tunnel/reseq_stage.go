@@ -51,7 +51,7 @@ type deliverFunc func(pkt []byte, off int)
 // releases (so a flow's order survives the hand-over between receive
 // goroutines), and its flush timer in the node's heap, armed for the
 // earliest wait bound of what it holds (no goroutine per bond: an idle
-// bond's costs a heap entry that is never scheduled). Safe for concurrent
+// bond's timer is a struct that is never scheduled). Safe for concurrent
 // use.
 type reseqRx struct {
 	mu     sync.Mutex
@@ -82,6 +82,10 @@ func (x *reseqRx) deliver(now time.Time, pkt []byte, off int, write deliverFunc)
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if x.closed { // the bond is closing: nothing is held any more
+		write(pkt, off+tl)
+		return true
+	}
 	v := x.rs.push(now, tag, pkt[off+tl:])
 	if v == reseqDeliver {
 		write(pkt, off+tl)
@@ -100,20 +104,33 @@ func (x *reseqRx) armLocked() {
 		return
 	}
 	if deadline, ok := x.rs.nextDeadline(); ok {
-		x.flushT.ResetEarlier(deadline)
+		// The heap keeps wall-clock deadlines; the resequencer's are
+		// monotonic: convert from now, so that a step of the clock moves
+		// the deadline with it.
+		x.flushT.ResetEarlier(time.Now().Add(time.Until(deadline)))
 	}
 }
 
-func (x *reseqRx) drainLocked(write deliverFunc) {
-	for {
-		buf, n, ok := x.rs.pop()
+func (x *reseqRx) drainLocked(write deliverFunc) { x.drainUpTo(write, -1) }
+
+// drainUpTo writes at most limit released packets (< 0: all) and reports
+// whether it stopped at limit, with more perhaps waiting. x.mu held.
+func (x *reseqRx) drainUpTo(write deliverFunc, limit int) bool {
+	for n := 0; limit < 0 || n < limit; n++ {
+		buf, l, ok := x.rs.pop()
 		if !ok {
-			return
+			return false
 		}
-		write(buf[:Headroom+n], Headroom)
+		write(buf[:Headroom+l], Headroom)
 		putBuf(buf)
 	}
+	return true
 }
+
+// reseqFlushBatch bounds the packets one flushTick writes to the TUN: the
+// heap's goroutine serves every timer of the node, so a long release
+// continues at its next pass, after the other timers due.
+const reseqFlushBatch = 64
 
 // startFlush makes a timer of heap h release held packets when their
 // wait bound passes, writing them with write.
@@ -134,7 +151,10 @@ func (x *reseqRx) flushTick(now, _ time.Time) {
 		return
 	}
 	x.rs.flush(now)
-	x.drainLocked(x.write)
+	if x.drainUpTo(x.write, reseqFlushBatch) {
+		x.flushT.Reset(now)
+		return
+	}
 	x.armLocked()
 }
 
@@ -160,10 +180,11 @@ func (x *reseqRx) reset() {
 	x.mu.Unlock()
 }
 
-// setSpread passes the paths' delay spread to the adaptive bound.
-func (x *reseqRx) setSpread(d time.Duration) {
+// setSpread passes the paths' delay spread and a retransmission's
+// lateness to the adaptive bound.
+func (x *reseqRx) setSpread(spread, resend time.Duration) {
 	x.mu.Lock()
-	x.rs.setSpread(d)
+	x.rs.setSpread(spread, resend)
 	x.mu.Unlock()
 }
 
@@ -189,7 +210,8 @@ func (b *Bond) spreadTick(now, _ time.Time) {
 	}
 }
 
-// reseqSpread is the wait the paths' delays call for: from the lowest
+// reseqSpread returns the resequencer's hints (resequencer.setSpread).
+// spread is the wait the paths' delays call for: from the lowest
 // minimum RTT to the highest smoothed RTT of the connected paths (a bound
 // on the spread of their one-way delays when the reverse delays are
 // alike, queueing within a path included: a packet behind a queue comes
@@ -201,15 +223,16 @@ func (b *Bond) spreadTick(now, _ time.Time) {
 // until it learns the bound from what it sees. A real loss holds a flow
 // this long, so the hint must not be the cap.
 //
-// It is also at least the lateness of a retransmission (resend.go): a
-// data datagram whose packet loss detection declares lost after RFC 9002
-// §6.1.2's time threshold, 9/8 of the path's RTT, is queued again and
-// comes that long after the datagrams sent with it. Without this term the
-// resequencer gave up, on the S2 paths, the resent datagrams of MPEG-TS
-// flows a few milliseconds before they came (`bondd bench video`: 4 of
-// 883 in 10 s, each costing the rest of its GOP).
-func reseqSpread(set *pathSet, now time.Time) time.Duration {
-	var lo, hi, resend time.Duration
+// resend is the lateness of a retransmission (resend.go): a data datagram
+// whose packet loss detection declares lost after RFC 9002 §6.1.2's time
+// threshold, 9/8 of the path's RTT, is queued again and comes that long
+// after the datagrams sent with it; the slowest connected path's. Without
+// it the resequencer gave up, on the S2 paths, the resent datagrams of
+// MPEG-TS flows a few milliseconds before they came (`bondd bench video`:
+// 4 of 883 in 10 s, each costing the rest of its GOP). A flow whose cap
+// is below it (a GEO path's RTT) waits the spread alone.
+func reseqSpread(set *pathSet, now time.Time) (spread, resend time.Duration) {
+	var lo, hi time.Duration
 	n := 0
 	for _, p := range set.states {
 		r := p.SmoothedRTT()
@@ -228,7 +251,7 @@ func reseqSpread(set *pathSet, now time.Time) time.Duration {
 		n++
 	}
 	if n == 0 {
-		return 0
+		return 0, 0
 	}
-	return max(hi-lo+fec.DefaultBudget, resend)
+	return hi - lo + fec.DefaultBudget, resend
 }

@@ -206,6 +206,40 @@ func TestReseqStageFlush(t *testing.T) {
 	})
 }
 
+// TestReseqStageFlushBatches: a release longer than reseqFlushBatch is
+// written over several passes of the heap, all of it, in order.
+func TestReseqStageFlushBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 3*reseqFlushBatch + 5
+		dgs := stageSend(t, n+1, &rules.Directive{Fields: rules.FieldResequence, Resequence: 20 * time.Millisecond}, 40000)
+		x := newReseqRx(ReseqOptions{})
+		var w ids
+		h := timerheap.New()
+		h.Start()
+		defer h.Close()
+		x.startFlush(h, w.write)
+		for _, dg := range dgs[1:] { // 0 is lost: the rest waits
+			stageRecv(t, x, time.Now(), dg, w.write)
+		}
+		synctest.Wait()
+		if got := len(w.snapshot()); got != 0 {
+			t.Fatalf("before the bound: wrote %d", got)
+		}
+		time.Sleep(20*time.Millisecond + timerheap.Coalesce)
+		synctest.Wait()
+		got := w.snapshot()
+		if len(got) != n {
+			t.Fatalf("wrote %d of %d", len(got), n)
+		}
+		for i, id := range got {
+			if id != uint16(i+1) {
+				t.Fatalf("write %d is packet %d", i, id)
+			}
+		}
+		x.stop()
+	})
+}
+
 func TestReseqStageAllocs(t *testing.T) {
 	dgs := stageSend(t, 4, nil, 40000)
 	x := newReseqRx(ReseqOptions{})
@@ -252,9 +286,9 @@ func BenchmarkReseqStage(b *testing.B) {
 	}
 }
 
-// TestReseqSpread: from the lowest minimum RTT to the highest smoothed RTT
-// of the connected paths, plus the FEC budget (30 ms), or 9/8 of the
-// highest smoothed RTT (a retransmission's lateness) if that is longer.
+// TestReseqSpread: the spread is from the lowest minimum RTT to the
+// highest smoothed RTT of the connected paths, plus the FEC budget (30
+// ms); the retransmission hint 9/8 of the highest smoothed RTT.
 func TestReseqSpread(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	us := func(n int) time.Duration { return time.Duration(n) * time.Microsecond }
@@ -263,20 +297,18 @@ func TestReseqSpread(t *testing.T) {
 		up        bool
 	}
 	for _, tt := range []struct {
-		name  string
-		paths []pm
-		want  time.Duration
+		name           string
+		paths          []pm
+		spread, resend time.Duration
 	}{
-		{"no path", nil, 0},
-		{"no RTT sample", []pm{{0, 0, true}}, 0},
-		{"one short path, no queue: the FEC budget", []pm{{ms(20), ms(20), true}}, fec.DefaultBudget},
-		{"one path, no queue: a resend's 9/8 RTT", []pm{{ms(40), ms(40), true}}, ms(45)},
-		{"one path, 30 ms of queue", []pm{{ms(70), ms(40), true}}, us(78750)},
-		{"two paths", []pm{{ms(30), ms(30), true}, {ms(90), ms(90), true}}, us(101250)},
-		{"two paths, the slow one queued", []pm{{ms(30), ms(30), true}, {ms(120), ms(90), true}}, ms(135)},
-		{"the spread above a resend's time", []pm{{ms(5), ms(5), true}, {ms(40), ms(40), true}}, ms(35) + fec.DefaultBudget},
-		{"a down path does not count", []pm{{ms(30), ms(30), true}, {ms(300), ms(300), false}}, us(33750)},
-		{"no min RTT yet", []pm{{ms(50), 0, true}}, us(56250)},
+		{"no path", nil, 0, 0},
+		{"no RTT sample", []pm{{0, 0, true}}, 0, 0},
+		{"one path, no queue", []pm{{ms(40), ms(40), true}}, fec.DefaultBudget, ms(45)},
+		{"one path, 30 ms of queue", []pm{{ms(70), ms(40), true}}, ms(30) + fec.DefaultBudget, us(78750)},
+		{"two paths", []pm{{ms(30), ms(30), true}, {ms(90), ms(90), true}}, ms(60) + fec.DefaultBudget, us(101250)},
+		{"two paths, the slow one queued", []pm{{ms(30), ms(30), true}, {ms(120), ms(90), true}}, ms(90) + fec.DefaultBudget, ms(135)},
+		{"a down path does not count", []pm{{ms(30), ms(30), true}, {ms(300), ms(300), false}}, fec.DefaultBudget, us(33750)},
+		{"no min RTT yet", []pm{{ms(50), 0, true}}, fec.DefaultBudget, us(56250)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			now := time.Now()
@@ -288,8 +320,34 @@ func TestReseqSpread(t *testing.T) {
 				s.OnReceive(now)
 				set.states = append(set.states, s)
 			}
-			if got := reseqSpread(set, now); got != tt.want {
-				t.Fatalf("reseqSpread = %v, want %v", got, tt.want)
+			if spread, resend := reseqSpread(set, now); spread != tt.spread || resend != tt.resend {
+				t.Fatalf("reseqSpread = %v, %v, want %v, %v", spread, resend, tt.spread, tt.resend)
+			}
+		})
+	}
+}
+
+// TestReseqWaitHints: the bound is the larger of the spread and the
+// retransmission hint, plus MinWait, within the flow's cap; a flow whose
+// cap is below the retransmission hint waits the spread alone.
+func TestReseqWaitHints(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	for _, tt := range []struct {
+		name                 string
+		spread, resend, capw time.Duration
+		want                 time.Duration
+	}{
+		{"spread larger", ms(60), ms(40), ms(150), ms(60) + DefaultReseqMinWait},
+		{"resend larger", ms(30), ms(90), ms(150), ms(90) + DefaultReseqMinWait},
+		{"resend above the cap: spread alone", ms(30), ms(200), ms(150), ms(30) + DefaultReseqMinWait},
+		{"both above the cap: the cap", ms(300), ms(400), ms(150), ms(150)},
+		{"no hints, not warm: the cap", 0, 0, ms(150), ms(150)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newResequencer(ReseqOptions{})
+			r.setSpread(tt.spread, tt.resend)
+			if got := time.Duration(r.wait(uint16(tt.capw / time.Millisecond))); got != tt.want {
+				t.Fatalf("wait = %v, want %v", got, tt.want)
 			}
 		})
 	}

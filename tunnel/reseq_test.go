@@ -213,7 +213,7 @@ func TestResequencerAdapts(t *testing.T) {
 	if w < 3*time.Millisecond || w > 20*time.Millisecond {
 		t.Fatalf("bound after 3 ms fills = %v, want a few ms", w)
 	}
-	r.setSpread(40 * time.Millisecond)
+	r.setSpread(40*time.Millisecond, 0)
 	if w := time.Duration(r.wait(100)); w != 42*time.Millisecond {
 		t.Fatalf("bound with a 40 ms spread = %v, want 42ms", w)
 	}
@@ -221,7 +221,7 @@ func TestResequencerAdapts(t *testing.T) {
 		t.Fatalf("bound capped at 30 ms = %v", w)
 	}
 	// A packet later than the bound raises it.
-	r.setSpread(0)
+	r.setSpread(0, 0)
 	before := r.wait(100)
 	rsRun(t, r, 100*time.Millisecond, []rsEv{{1000, 1, 150, false}, {1001, 1, 152, false}, {1100, 0, 0, true}, {1150, 1, 151, false}})
 	if after := r.wait(100); after <= before {
