@@ -58,8 +58,12 @@ type reseqRx struct {
 	rs     *resequencer
 	bad    uint64           // guarded by mu: malformed flow tags
 	flushT *timerheap.Timer // nil until startFlush
-	write  deliverFunc      // what flushTick releases goes here
-	closed bool             // stop was called: nothing more is flushed
+	// armed is the resequencer deadline flushT is scheduled for (zero:
+	// none), so that a packet held behind an earlier one costs neither
+	// the clock nor the heap's node-wide lock.
+	armed  time.Time
+	write  deliverFunc // what flushTick releases goes here
+	closed bool        // stop was called: nothing more is flushed
 }
 
 func newReseqRx(o ReseqOptions) *reseqRx {
@@ -103,12 +107,16 @@ func (x *reseqRx) armLocked() {
 	if x.flushT == nil || x.closed {
 		return
 	}
-	if deadline, ok := x.rs.nextDeadline(); ok {
-		// The heap keeps wall-clock deadlines; the resequencer's are
-		// monotonic: convert from now, so that a step of the clock moves
-		// the deadline with it.
-		x.flushT.ResetEarlier(time.Now().Add(time.Until(deadline)))
+	deadline, ok := x.rs.nextDeadline()
+	if !ok || !x.armed.IsZero() && !deadline.Before(x.armed) {
+		return
 	}
+	x.armed = deadline
+	// The heap keeps wall-clock deadlines; the resequencer's are
+	// monotonic: convert from now, so that a step of the clock moves the
+	// deadline with it.
+	now := time.Now()
+	x.flushT.ResetEarlier(now.Add(deadline.Sub(now)))
 }
 
 func (x *reseqRx) drainLocked(write deliverFunc) { x.drainUpTo(write, -1) }
@@ -150,8 +158,10 @@ func (x *reseqRx) flushTick(now, _ time.Time) {
 	if x.closed {
 		return
 	}
+	x.armed = time.Time{} // the heap took the timer off
 	x.rs.flush(now)
 	if x.drainUpTo(x.write, reseqFlushBatch) {
+		x.armed = now
 		x.flushT.Reset(now)
 		return
 	}

@@ -157,18 +157,23 @@ func TestReseqStageConcurrent(t *testing.T) {
 	}
 }
 
+// flushStage returns a resequencing stage whose flush timer runs in a heap
+// of its own, writing to w; the heap closes with the test.
+func flushStage(t *testing.T) (*reseqRx, *ids) {
+	x, w, h := newReseqRx(ReseqOptions{}), new(ids), timerheap.New()
+	h.Start()
+	t.Cleanup(h.Close)
+	x.startFlush(h, w.write)
+	return x, w
+}
+
 // TestReseqStageFlush: the flush timer releases a held packet once its
 // flow's wait bound (resequence_ms 20) passes (on the heap's next wake-up,
 // at most timerheap.Coalesce later), and stop returns the held buffers.
 func TestReseqStageFlush(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dgs := stageSend(t, 4, &rules.Directive{Fields: rules.FieldResequence, Resequence: 20 * time.Millisecond}, 40000)
-		x := newReseqRx(ReseqOptions{})
-		var w ids
-		h := timerheap.New()
-		h.Start()
-		defer h.Close()
-		x.startFlush(h, w.write)
+		x, w := flushStage(t)
 		start := time.Now()
 		stageRecv(t, x, time.Now(), dgs[0], w.write)
 		stageRecv(t, x, time.Now(), dgs[2], w.write) // 1 is lost
@@ -212,12 +217,7 @@ func TestReseqStageFlushBatches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 3*reseqFlushBatch + 5
 		dgs := stageSend(t, n+1, &rules.Directive{Fields: rules.FieldResequence, Resequence: 20 * time.Millisecond}, 40000)
-		x := newReseqRx(ReseqOptions{})
-		var w ids
-		h := timerheap.New()
-		h.Start()
-		defer h.Close()
-		x.startFlush(h, w.write)
+		x, w := flushStage(t)
 		for _, dg := range dgs[1:] { // 0 is lost: the rest waits
 			stageRecv(t, x, time.Now(), dg, w.write)
 		}
