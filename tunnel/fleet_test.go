@@ -190,7 +190,10 @@ func TestFleetMoveAndDrain(t *testing.T) {
 	if e.Concentrator() != b.at {
 		t.Fatalf("Concentrator() = %s after SetConcentrator(%s)", e.Concentrator(), b.at)
 	}
-	waitFor(t, func() bool { return connected(b.c) == 2 })
+	// The node counts a path once its side of the handshake is done; the
+	// edge sends on it once its own side is, and drops what it sends
+	// before then as no_path.
+	waitFor(t, func() bool { return connected(b.c) == 2 && edgeConnected(e) == 2 })
 	if got := b.ev.list(); !slices.Equal(got, []string{"up van-1 10.77.0.0/24"}) {
 		t.Fatalf("node B hooks: %q, want one up", got)
 	}
@@ -216,7 +219,7 @@ func TestFleetSetEdges(t *testing.T) {
 			refused.Store(path, true)
 		}
 	})
-	waitFor(t, func() bool { return connected(n.c) == 2 })
+	waitFor(t, func() bool { return connected(n.c) == 2 && edgeConnected(e) == 2 })
 	ev := n.ev
 	tb := &testBond{edge: e, conc: n.c, edgeDev: edgeDev, concDev: n.dev}
 	van1 := EdgeAuth{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}}
