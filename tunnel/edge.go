@@ -351,12 +351,19 @@ func quicConfig(o PathOptions, rec *recorder) *quic.Config {
 		EnableDatagrams: true,
 		// bondd sends the keepalives (liveness.go, idle.go); quic-go's
 		// idle timeout is a backstop past an idle bond's keepalive.
-		KeepAlivePeriod:       0,
-		MaxIdleTimeout:        o.IdleKeepalive + o.IdleTimeout,
-		HandshakeIdleTimeout:  DefaultHandshakeTimeout,
-		InitialPacketSize:     uint16(o.InitialPacketSize),
-		MaxIncomingStreams:    4,
-		MaxIncomingUniStreams: -1,
+		KeepAlivePeriod:      0,
+		MaxIdleTimeout:       o.IdleKeepalive + o.IdleTimeout,
+		HandshakeIdleTimeout: DefaultHandshakeTimeout,
+		InitialPacketSize:    uint16(o.InitialPacketSize),
+		// Every datagram bondd sends fits the Initial packet size, which
+		// the padded handshake proved (MTUFor; bondd's own DPLPMTUD,
+		// pmtu.go, watches for black holes below it). quic-go's search
+		// above it would only add about five 1,400-byte probes a
+		// connection, each way, and on an asleep bond one probe at each
+		// idle keepalive for a minute after every (re)connect.
+		DisablePathMTUDiscovery: true,
+		MaxIncomingStreams:      4,
+		MaxIncomingUniStreams:   -1,
 		// A burst the TUN reader hands over faster than this end reads
 		// must not overflow quic-go's receive queue (upstream: 128).
 		DatagramReceiveQueueLen: datagramReceiveQueue,

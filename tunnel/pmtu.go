@@ -12,12 +12,13 @@ import (
 )
 
 // Path MTU per path, after RFC 8899 (DPLPMTUD), with black-hole
-// detection. quic-go's own path MTU discovery only ever raises its packet
-// size and sends DATAGRAM frames of any size the application hands it, so
-// a path that starts dropping large packets (a tunnel, a misconfigured
-// router, a carrier's MTU change) silently eats every large datagram
-// while small packets, ACKs and liveness probes still pass. Each path
-// keeps a datagram budget, decided by a policy.PMTU:
+// detection. quic-go keeps the Initial packet size its handshake proved
+// (its own search upwards is off: bondd's datagrams never need more,
+// quicConfig) and sends DATAGRAM frames of any size up to it, so a path
+// that starts dropping large packets (a tunnel, a misconfigured router, a
+// carrier's MTU change) silently eats every large datagram while small
+// packets, ACKs and liveness probes still pass. Each path keeps a
+// datagram budget, decided by a policy.PMTU:
 //
 //  1. Every connection's recorder (tracer.go) remembers, by 1-RTT packet
 //     number, the datagram size of the last pmtuRing packets sent

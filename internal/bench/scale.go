@@ -11,11 +11,14 @@ package bench
 //     over the time from the child's "started" to the last path up, as the
 //     concentrator sees it;
 //   - memory per idle bond: the process's resident set (VmRSS) and Go heap
-//     in use after a forced GC, with all N bonds up and quiet for
-//     Options.Settle (3 s by default; at least until the bonds sleep,
-//     tunnel.IdleAfter), minus the same before the concentrator was
-//     built, over N; the idle CPU over the Options.Settle before that
-//     (by default one idle keepalive, 15 s);
+//     in use after a forced GC, with all N bonds up and quiet, minus the
+//     same before the concentrator was built, over N; the idle CPU over
+//     the window before that. By default the bonds first sleep
+//     (tunnel.IdleAfter) and pass one idle keepalive, so that what
+//     follows a (re)connect (the old connections' close, the control
+//     plane's first reports) is over, and the window is one idle
+//     keepalive, 15 s: a parked fleet's steady state. A shorter
+//     Options.Settle (the smoke test) measures what it has time for;
 //   - memory per active bond: the idle figure plus the growth while 10 %
 //     of the bonds carried traffic, over the active bonds;
 //   - CPU per packet: the process's user + system time (getrusage) while
@@ -115,11 +118,17 @@ type scaleStep struct {
 	// /gc/heap/live:bytes: what HeapMiBPerIdle holds less the stacks and
 	// the free room in the heap's spans), GoroutinesPerIdle the
 	// goroutines an idle bond adds to the node.
-	StackMiBPerIdle   float64           `json:"stack_mib_per_idle_bond"`
-	LiveMiBPerIdle    float64           `json:"live_heap_mib_per_idle_bond"`
-	GoroutinesPerIdle float64           `json:"goroutines_per_idle_bond"`
-	RSSMiB            float64           `json:"rss_mib"`      // the process with all bonds up, idle
-	IdleCPUPct        float64           `json:"idle_cpu_pct"` // % of one core with every bond up and quiet
+	StackMiBPerIdle   float64 `json:"stack_mib_per_idle_bond"`
+	LiveMiBPerIdle    float64 `json:"live_heap_mib_per_idle_bond"`
+	GoroutinesPerIdle float64 `json:"goroutines_per_idle_bond"`
+	RSSMiB            float64 `json:"rss_mib"`      // the process with all bonds up, idle
+	IdleCPUPct        float64 `json:"idle_cpu_pct"` // % of one core with every bond up and quiet
+	// IdleDatagramsPerS is the UDP datagrams sent on the loopback, by the
+	// node and the edges, per second of the idle window; IdleWakeupsPerS
+	// the node process's voluntary context switches per second of it (how
+	// often its threads went to sleep and were woken).
+	IdleDatagramsPerS float64           `json:"idle_datagrams_per_s"`
+	IdleWakeupsPerS   float64           `json:"idle_wakeups_per_s"`
 	OfferedPPS        float64           `json:"offered_pps"`
 	DeliveredPPS      float64           `json:"delivered_pps"`
 	CPUUsPerPacket    float64           `json:"cpu_us_per_packet"`          // all CPU during traffic / packets delivered
@@ -300,6 +309,45 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// udpDatagramsOut returns the UDP datagrams sent in this network namespace
+// (OutDatagrams of /proc/net/snmp; 0 if unknown). On the bench's loopback
+// every datagram is sent once and received once, by the node or an edge.
+func udpDatagramsOut() uint64 {
+	b, err := os.ReadFile("/proc/net/snmp")
+	if err != nil {
+		return 0
+	}
+	var names []string
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "Udp:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, n := range names {
+			if n == "OutDatagrams" && i < len(f) {
+				v, _ := strconv.ParseUint(f[i], 10, 64)
+				return v
+			}
+		}
+	}
+	return 0
+}
+
+// voluntarySwitches returns the process's voluntary context switches
+// (getrusage ru_nvcsw): how often its threads blocked, a count of its
+// wakeups.
+func voluntarySwitches() uint64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return uint64(ru.Nvcsw)
 }
 
 // loadAvg returns the first three fields of /proc/loadavg.
@@ -492,12 +540,15 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 	st.AuthFailures = conc.AuthFailures()
 
 	// Idle: every bond up and quiet. A run with the default settle waits
-	// until the bonds sleep (tunnel.IdleAfter) and takes the idle CPU over
-	// one idle keepalive, an idle bond's whole cycle; a shortened settle
-	// (the smoke test) measures what it has time for.
+	// until the bonds sleep (tunnel.IdleAfter) and their paths have sent
+	// one idle keepalive, past what follows the redial above (the old
+	// connections' close, the first state reports), then takes the idle
+	// CPU over one idle keepalive, an idle bond's whole cycle; a
+	// shortened settle (the smoke test) measures what it has time for.
 	settle, window := o.Settle, o.Settle
 	if o.Settle >= benchSettle {
-		settle, window = max(o.Settle, tunnel.IdleAfter+time.Second), max(o.Settle, tunnel.DefaultIdleKeepalive)
+		settle = max(o.Settle, tunnel.IdleAfter+tunnel.DefaultIdleKeepalive+2*time.Second)
+		window = max(o.Settle, tunnel.DefaultIdleKeepalive)
 	}
 	if err := sleepUntil(ctx, time.Now().Add(settle), nil); err != nil {
 		return st, err
@@ -515,11 +566,14 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 			return st, err
 		}
 	}
-	c0, w0 := cpuTime(), time.Now()
+	c0, w0, d0, v0 := cpuTime(), time.Now(), udpDatagramsOut(), voluntarySwitches()
 	if err := sleepUntil(ctx, w0.Add(window), nil); err != nil {
 		return st, err
 	}
-	idleRate := float64(cpuTime()-c0) / float64(time.Since(w0)) // cores
+	idleWall := time.Since(w0)
+	idleRate := float64(cpuTime()-c0) / float64(idleWall) // cores
+	st.IdleDatagramsPerS = float64(udpDatagramsOut()-d0) / idleWall.Seconds()
+	st.IdleWakeupsPerS = float64(voluntarySwitches()-v0) / idleWall.Seconds()
 	if o.Profile != "" {
 		pprof.StopCPUProfile()
 	}
@@ -618,8 +672,8 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 	st.LoadAvg = loadAvg()
 	fmt.Fprintf(out, "  %5d bonds: handshakes fresh %.0f/s (node CPU %.2f ms each), resumed %.0f/s (%.2f ms, %.3f resumed)\n",
 		n, st.HandshakesPerS, st.HandshakeCPUms, st.HandshakesPerSResumed, st.ResumedCPUms, st.ResumedShare)
-	fmt.Fprintf(out, "  %5d bonds: %.0f handshakes/s; per idle bond %.3f MiB RSS (%.3f MiB heap, of it %.3f stacks and %.3f live objects; %.1f goroutines), per active bond %.3f MiB; idle CPU %.1f %%; %.0f packets/s: %.1f µs/packet (marginal %.1f), min share %.3f; drops edge %s, concentrator %s, TUN %d; load %s\n",
-		n, st.HandshakesPerS, st.RSSMiBPerIdle, st.HeapMiBPerIdle, st.StackMiBPerIdle, st.LiveMiBPerIdle, st.GoroutinesPerIdle, st.RSSMiBPerActive, st.IdleCPUPct, st.DeliveredPPS, st.CPUUsPerPacket,
+	fmt.Fprintf(out, "  %5d bonds: %.0f handshakes/s; per idle bond %.3f MiB RSS (%.3f MiB heap, of it %.3f stacks and %.3f live objects; %.1f goroutines), per active bond %.3f MiB; idle CPU %.1f %% (%.0f datagrams/s, %.0f wakeups/s); %.0f packets/s: %.1f µs/packet (marginal %.1f), min share %.3f; drops edge %s, concentrator %s, TUN %d; load %s\n",
+		n, st.HandshakesPerS, st.RSSMiBPerIdle, st.HeapMiBPerIdle, st.StackMiBPerIdle, st.LiveMiBPerIdle, st.GoroutinesPerIdle, st.RSSMiBPerActive, st.IdleCPUPct, st.IdleDatagramsPerS, st.IdleWakeupsPerS, st.DeliveredPPS, st.CPUUsPerPacket,
 		st.CPUUsPerPacketTx, st.MinShare, dropsText(st.EdgeDrops), dropsText(st.ConcDrops), st.TUNDrops, st.LoadAvg)
 	if flood {
 		fl, err := runScaleFlood(ctx, o, n, floodEnv{conc: conc, edges: edges, active: active,
