@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+	"golang.org/x/time/rate"
 )
 
 // Counting the short-header packets for no connection that the
@@ -47,6 +48,20 @@ const peerGrace = 10 * time.Second
 // and period, however fast a flood from it draws resets.
 const missCacheFor = time.Second
 
+// Scans of the bonds for a reset's address (resetCounter.lookup) are
+// bounded node-wide to maxScansPerS a second (burst maxScansBurst): a scan
+// reads every path of every bond, about a millisecond at 10,000 bonds, and
+// resets to many addresses at once are ordinary (10,000 edges redialling
+// after a move drew thousands a second; a flood from spoofed sources draws
+// one per packet). Past the bound an address in no connection's start
+// counts without a scan; what that can miscount is a reset to a peer
+// that migrated since its connection started, which quic-go then sent
+// for a packet of a connection it no longer knew.
+const (
+	maxScansPerS  = 10
+	maxScansBurst = 10
+)
+
 // resetCounter counts the stateless resets sent to addresses of no
 // connection (see above). The set of peer addresses is kept from the
 // connections' starts (ConnContext) and ends; a peer that migrated (RFC
@@ -58,6 +73,8 @@ type resetCounter struct {
 	// addr, or nil.
 	lookup func(addr netip.AddrPort) context.Context
 
+	scans *rate.Limiter // bounds the calls of lookup (maxScansPerS)
+
 	mu     sync.RWMutex
 	peers  map[netip.AddrPort]int // connections per peer address, each until peerGrace after its end
 	miss   netip.AddrPort         // the last address lookup found in no connection
@@ -65,7 +82,8 @@ type resetCounter struct {
 }
 
 func newResetCounter(count func(), lookup func(netip.AddrPort) context.Context) *resetCounter {
-	return &resetCounter{count: count, lookup: lookup, peers: map[netip.AddrPort]int{}}
+	return &resetCounter{count: count, lookup: lookup, peers: map[netip.AddrPort]int{},
+		scans: rate.NewLimiter(maxScansPerS, maxScansBurst)}
 }
 
 // addPeer makes addr a peer address until peerGrace after ctx ends.
@@ -100,7 +118,7 @@ func (r *resetCounter) wrote(b []byte, addr netip.AddrPort) {
 	switch {
 	case known:
 		return
-	case !cached:
+	case !cached && r.scans.Allow():
 		if ctx := r.lookup(addr); ctx != nil { // a connection that migrated there
 			r.addPeer(addr, ctx)
 			return
@@ -192,7 +210,8 @@ var (
 )
 
 // peerConn returns the context of a live connection of c whose peer is at
-// addr, or nil: a scan of every path of every bond.
+// addr, or nil: a scan of every path of every bond (resetCounter bounds
+// how often it runs).
 func (c *Concentrator) peerConn(addr netip.AddrPort) context.Context {
 	for _, e := range c.tab.Load().edges {
 		for _, p := range e.bond.paths.Load().paths {

@@ -88,6 +88,36 @@ func TestResetCounterLookups(t *testing.T) {
 	})
 }
 
+// TestResetCounterScansBounded: resets to many addresses at once (a crowd
+// redialling, a spoofed flood) scan the bonds at most maxScansBurst times
+// at once and maxScansPerS a second, and every one of them counts.
+func TestResetCounterScansBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n, lookups atomic.Uint64
+		r := newResetCounter(func() { n.Add(1) }, func(netip.AddrPort) context.Context {
+			lookups.Add(1)
+			return nil
+		})
+		b := resetOf(statelessResetSize, 0x40)
+		to := func(i int) netip.AddrPort {
+			return netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, byte(i >> 8), byte(i)}), 4000)
+		}
+		for i := range 1000 {
+			r.wrote(b, to(i))
+		}
+		if n.Load() != 1000 || lookups.Load() != maxScansBurst {
+			t.Fatalf("1000 addresses at once: counted %d with %d scans, want 1000 with %d", n.Load(), lookups.Load(), maxScansBurst)
+		}
+		time.Sleep(time.Second)
+		for i := range 1000 {
+			r.wrote(b, to(1000+i))
+		}
+		if want := uint64(maxScansBurst + maxScansPerS); n.Load() != 2000 || lookups.Load() != want {
+			t.Errorf("1000 more a second later: counted %d with %d scans, want 2000 with %d", n.Load(), lookups.Load(), want)
+		}
+	})
+}
+
 // TestResetCounterPeerEnds: an address stays a peer's for peerGrace after
 // its connection ended (quic-go answers late packets with its
 // CONNECTION_CLOSE), then counts.
