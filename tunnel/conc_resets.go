@@ -50,16 +50,17 @@ const missCacheFor = time.Second
 
 // Scans of the bonds for a reset's address (resetCounter.lookup) are
 // bounded node-wide to maxScansPerS a second (burst maxScansBurst): a scan
-// reads every path of every bond, about a millisecond at 10,000 bonds, and
-// resets to many addresses at once are ordinary (10,000 edges redialling
-// after a move drew thousands a second; a flood from spoofed sources draws
-// one per packet). Past the bound an address in no connection's start
+// reads every path of every bond, about 12 ms at 10,000 bonds (a cache
+// miss or two a path), and resets to many addresses at once are ordinary
+// (10,000 edges redialling drew thousands a second, and the scans took
+// half the node's CPU; a flood from spoofed sources draws one per
+// packet). At 4 a second the scans cost 5 % of a core at 10,000 bonds. Past the bound an address in no connection's start
 // counts without a scan; what that can miscount is a reset to a peer
 // that migrated since its connection started, which quic-go then sent
 // for a packet of a connection it no longer knew.
 const (
-	maxScansPerS  = 10
-	maxScansBurst = 10
+	maxScansPerS  = 4
+	maxScansBurst = 4
 )
 
 // resetCounter counts the stateless resets sent to addresses of no
