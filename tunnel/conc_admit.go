@@ -27,14 +27,6 @@ import (
 //     CONNECTION_REFUSED (RFC 9000 §20.1): "busy". The edge backs off
 //     with jitter, or a fleet edge tries its next node ([ErrBusy]),
 //     rather than letting a handshake time out.
-//   - In progress: while HandshakeOptions.MaxInProgress handshakes are
-//     under way, a new attempt is refused as busy too. The count rises
-//     when the node cannot finish what it took on (its CPU is short: a
-//     crowd redialling after a restart on a loaded host), whatever the
-//     rate bound says; refusing is stateless and cheap, and the edges back
-//     off, so the node's CPU goes to the handshakes under way and to the
-//     keepalives of the bonds it holds rather than to more of both timing
-//     out.
 //   - Per source: at most HandshakeOptions.PerSource a second from one IP
 //     address. Attempts whose address is proven (a Retry or NEW_TOKEN
 //     token, RFC 9000 §8.1) and unproven ones draw from separate buckets,
@@ -61,7 +53,6 @@ const (
 	DefaultHandshakePerSource = 20  // new path connections per second from one IP address
 	DefaultPerSourceBurst     = 40  // connections above it from one address at once
 	DefaultRetryAbove         = 256 // handshakes in progress above which Initials must pass a Retry
-	DefaultMaxInProgress      = 512 // handshakes in progress at which new attempts are refused as busy
 )
 
 // maxSources bounds the per-source table: past it, addresses whose
@@ -94,11 +85,6 @@ type HandshakeOptions struct {
 	// and an empty per-source bucket still turn Retry on); RetryAlways
 	// sends every new attempt through a Retry.
 	RetryAbove int
-	// MaxInProgress is the number of handshakes in progress (admitted,
-	// neither done nor failed) at which a new attempt is refused as busy
-	// (CONNECTION_REFUSED), like one above Rate. 0:
-	// DefaultMaxInProgress; < 0: no limit.
-	MaxInProgress int
 }
 
 // RetryAlways, as HandshakeOptions.RetryAbove, validates every new
@@ -121,9 +107,6 @@ func (o HandshakeOptions) withDefaults() HandshakeOptions {
 	if o.RetryAbove == 0 {
 		o.RetryAbove = DefaultRetryAbove
 	}
-	if o.MaxInProgress == 0 {
-		o.MaxInProgress = DefaultMaxInProgress
-	}
 	return o
 }
 
@@ -137,8 +120,8 @@ func (o HandshakeOptions) validate() error {
 	return nil
 }
 
-// errBusy is ConnContext's refusal of a connection over the node's rate
-// or its bound on handshakes in progress; errSourceRate over its source's. quic-go answers either with
+// errBusy is ConnContext's refusal of a connection over the node's rate;
+// errSourceRate over its source's. quic-go answers either with
 // CONNECTION_REFUSED and keeps no state.
 var (
 	errBusy       = errors.New("tunnel: handshake rate reached")
@@ -248,13 +231,9 @@ func (a *admission) sourceHas(addr netip.Addr, now time.Time) bool {
 
 // admit decides on a new connection attempt from info (quic-go's
 // ConnContext): nil admits it and counts it in progress until done is
-// called; errSourceRate or errBusy refuses it. An attempt refused for the
-// handshakes in progress takes no token from any bucket.
+// called; errSourceRate or errBusy refuses it.
 func (a *admission) admit(info *quic.ClientInfo) error {
 	now := time.Now()
-	if a.opts.MaxInProgress > 0 && a.inProgress.Load() >= int64(a.opts.MaxInProgress) {
-		return errBusy
-	}
 	if info != nil && a.sources != nil {
 		if !a.takeSource(sourceKey{udpAddrPort(info.RemoteAddr).Addr().Unmap(), info.AddrVerified}, now) {
 			return errSourceRate

@@ -45,12 +45,6 @@ func TestAdmissionDecisions(t *testing.T) {
 				proven bool
 				want   string
 			}{{"10.0.0.1:1", false, "ok"}, {"10.0.0.1:2", false, "source"}, {"10.0.0.1:3", true, "ok"}, {"10.0.0.1:4", true, "source"}}},
-		{"in progress: refused at the bound, no rate token taken", HandshakeOptions{Rate: 0.001, Burst: 3, PerSource: -1, RetryAbove: -1, MaxInProgress: 2}.withDefaults(),
-			[]struct {
-				src    string
-				proven bool
-				want   string
-			}{{"10.0.0.1:1", false, "ok"}, {"10.0.0.2:1", true, "ok"}, {"10.0.0.3:1", true, "busy"}, {"10.0.0.4:1", false, "busy"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newAdmission(tc.opts)
@@ -62,29 +56,6 @@ func TestAdmissionDecisions(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestAdmissionInProgressFrees checks that a handshake ending frees its
-// place under MaxInProgress, and that refusals for it took no rate token.
-func TestAdmissionInProgressFrees(t *testing.T) {
-	a := newAdmission(HandshakeOptions{Rate: 0.001, Burst: 2, PerSource: -1, RetryAbove: -1, MaxInProgress: 1}.withDefaults())
-	info := &quic.ClientInfo{RemoteAddr: &net.UDPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 1}}
-	if err := a.admit(info); err != nil {
-		t.Fatalf("first attempt: %v", err)
-	}
-	for range 5 {
-		if err := a.admit(info); !errors.Is(err, errBusy) {
-			t.Fatalf("attempt with 1 in progress of 1: %v, want busy", err)
-		}
-	}
-	a.done()
-	if err := a.admit(info); err != nil {
-		t.Fatalf("attempt after the first ended: %v (the refusals took the second rate token?)", err)
-	}
-	a.done()
-	if err := a.admit(info); !errors.Is(err, errBusy) {
-		t.Fatalf("third attempt with a burst of 2 and no refill: %v, want busy", err)
 	}
 }
 

@@ -49,15 +49,18 @@ const peerGrace = 10 * time.Second
 const missCacheFor = time.Second
 
 // Scans of the bonds for a reset's address (resetCounter.lookup) are
-// bounded node-wide to maxScansPerS a second (burst maxScansBurst): a scan
+// bounded node-wide to maxScansPerS a second (burst maxScansBurst). A scan
 // reads every path of every bond, about 12 ms at 10,000 bonds (a cache
-// miss or two a path), and resets to many addresses at once are ordinary
-// (10,000 edges redialling drew thousands a second, and the scans took
-// half the node's CPU; a flood from spoofed sources draws one per
-// packet). At 4 a second the scans cost 5 % of a core at 10,000 bonds. Past the bound an address in no connection's start
-// counts without a scan; what that can miscount is a reset to a peer
-// that migrated since its connection started, which quic-go then sent
-// for a packet of a connection it no longer knew.
+// miss or two a path), on the goroutine that wrote the reset (quic-go's
+// send queue), and resets to many addresses at once are ordinary: 10,000
+// edges redialling drew thousands a second and the scans took half the
+// node's CPU; a flood from spoofed sources draws one per packet. At 4 a
+// second they cost about 5 % of a core at 10,000 bonds. Past the bound a
+// reset-shaped datagram to an address no connection started from counts
+// without a scan. What that can miscount: the 42-byte packets of a live
+// connection whose peer migrated (RFC 9000 §9, a NAT rebinding), until a
+// scan is free to find it and make its new address a peer's; while other
+// addresses use up the scans, that can last.
 const (
 	maxScansPerS  = 4
 	maxScansBurst = 4
@@ -106,7 +109,8 @@ func (r *resetCounter) addPeer(addr netip.AddrPort, ctx context.Context) {
 
 // wrote checks one datagram the transport wrote to addr and counts it when
 // it is a stateless reset to an address of no connection. It does not
-// allocate; only a reset-shaped datagram takes a (read) lock.
+// allocate; only a reset-shaped datagram takes a (read) lock, and one to
+// an address neither known nor just scanned for also the scan limiter's.
 func (r *resetCounter) wrote(b []byte, addr netip.AddrPort) {
 	if len(b) != statelessResetSize || b[0]&0xc0 != 0x40 { // not a short header of a reset's size
 		return

@@ -160,9 +160,14 @@ func TestResetCounterAllocs(t *testing.T) {
 	r := newResetCounter(func() {}, func(netip.AddrPort) context.Context { return nil })
 	r.addPeer(peer, context.Background())
 	data, reset := resetOf(1200, 0x40), resetOf(statelessResetSize, 0x40)
+	hostile := netip.MustParseAddrPort("198.51.100.7:53")
+	i := 0
 	if a := testing.AllocsPerRun(100, func() {
 		r.wrote(data, peer)
 		r.wrote(reset, peer)
+		r.wrote(reset, hostile) // scanned for, then cached
+		i++
+		r.wrote(reset, netip.AddrPortFrom(hostile.Addr(), uint16(i))) // a new address each time: scanned, then past the scan bound
 	}); a != 0 {
 		t.Errorf("wrote allocates %.1f times per packet, want 0", a)
 	}

@@ -350,7 +350,8 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 	// took 18 % of the node's CPU at 10,000 bonds (a cache miss or two a
 	// path), which the handshakes were charged for and which the node did
 	// not have. The poll is 10 ms up to 500 bonds and 20 µs a bond past
-	// that, at most 250 ms: under 1 % of the ramp's time.
+	// that, at most 250 ms (from 12,500 bonds): the count then takes
+	// about 2 % of a core, and the ramp's time is read to within a poll.
 	poll := min(250*time.Millisecond, max(10*time.Millisecond, time.Duration(n)*20*time.Microsecond))
 	allUp := func(what string, t0 time.Time, accepted uint64) error {
 		upBy := t0.Add(30*time.Second + time.Duration(n)*100*time.Millisecond) // 10 handshakes/s at least

@@ -21,12 +21,9 @@ type HandshakesConfig struct {
 	// RetryAbove is the number of handshakes in progress above which new
 	// attempts must first pass a QUIC Retry (0: 256).
 	RetryAbove int
-	// MaxInProgress is the number of handshakes in progress at which new
-	// attempts are answered "busy" (0: 512).
-	MaxInProgress int
 }
 
-var handshakesKeys = []string{"rate_per_s", "burst", "per_source_per_s", "per_source_burst", "retry_above", "max_in_progress"}
+var handshakesKeys = []string{"rate_per_s", "burst", "per_source_per_s", "per_source_burst", "retry_above"}
 
 func (d *configDecoder) handshakes(n *yaml.Node) *HandshakesConfig {
 	f := d.fields(n, "concentrator.handshakes", handshakesKeys)
@@ -40,7 +37,6 @@ func (d *configDecoder) handshakes(n *yaml.Node) *HandshakesConfig {
 		PerSourcePerS:  d.float(f["per_source_per_s"], p+"per_source_per_s", "a number of connections per second, like 20, or -1 for no limit"),
 		PerSourceBurst: d.integer(f["per_source_burst"], p+"per_source_burst", "an integer number of connections"),
 		RetryAbove:     d.integer(f["retry_above"], p+"retry_above", "an integer number of handshakes, or -1"),
-		MaxInProgress:  d.integer(f["max_in_progress"], p+"max_in_progress", "an integer number of handshakes, or -1"),
 	}
 }
 
@@ -60,8 +56,5 @@ func (h *HandshakesConfig) validate(v *configValidator) {
 	}
 	if h.RetryAbove < -1 {
 		v.errorf(p+"retry_above", "expected a positive number of handshakes, or -1, got %d", h.RetryAbove)
-	}
-	if h.MaxInProgress < -1 {
-		v.errorf(p+"max_in_progress", "expected a positive number of handshakes, or -1 for no limit, got %d", h.MaxInProgress)
 	}
 }

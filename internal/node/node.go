@@ -232,7 +232,7 @@ func startConcentrator(cfg *config.Config, dev tun.Device, co commonOptions, log
 	}
 	if h := cc.Handshakes; h != nil {
 		copts.Handshakes = tunnel.HandshakeOptions{Rate: h.RatePerS, Burst: h.Burst, PerSource: h.PerSourcePerS,
-			PerSourceBurst: h.PerSourceBurst, RetryAbove: h.RetryAbove, MaxInProgress: h.MaxInProgress}
+			PerSourceBurst: h.PerSourceBurst, RetryAbove: h.RetryAbove}
 	}
 	if warn := keyWarning(cert); warn != "" {
 		log.Warn(warn, "cert_file", cc.CertFile)
