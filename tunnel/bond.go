@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"context"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -88,6 +89,10 @@ type Bond struct {
 	// sendsKeepalives is set on the edge: it keeps its paths alive
 	// (liveness.go); the concentrator sends no keepalives of its own.
 	sendsKeepalives bool
+	// peerMoved, on the concentrator, is told the new address of a path
+	// connection's peer that migrated (checkPeer, liveness.go) and the
+	// connection's context; nil on the edge.
+	peerMoved func(addr netip.AddrPort, conn context.Context)
 
 	// Path MTU (pmtu.go). sendMTU is the inner MTU packets are checked
 	// against, bytes (at most mtu); minBudget the smallest datagram budget
@@ -147,6 +152,8 @@ type bondOptions struct {
 	setTUNMTU func(int) error
 	// keepalives: the bond's end sends keepalives (the edge's).
 	keepalives bool
+	// peerMoved: see Bond.peerMoved.
+	peerMoved func(addr netip.AddrPort, conn context.Context)
 }
 
 func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
@@ -197,6 +204,7 @@ func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
 		setTUNMTU:       o.setTUNMTU,
 		tunMTU:          mtu,
 		sendsKeepalives: o.keepalives,
+		peerMoved:       o.peerMoved,
 		fit:             newFitScratch(),
 	}
 	b.sendMTU.Store(int64(mtu))

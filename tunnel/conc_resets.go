@@ -58,9 +58,10 @@ const missCacheFor = time.Second
 // second they cost about 5 % of a core at 10,000 bonds. Past the bound a
 // reset-shaped datagram to an address no connection started from counts
 // without a scan. What that can miscount: the 42-byte packets of a live
-// connection whose peer migrated (RFC 9000 §9, a NAT rebinding), until a
-// scan is free to find it and make its new address a peer's; while other
-// addresses use up the scans, that can last.
+// connection whose peer migrated (RFC 9000 §9, a NAT rebinding) before
+// the path's liveness check makes the new address a peer's
+// (Concentrator.peerMoved: within a tick of an awake bond, at the next
+// keepalive of an asleep one) or a free scan finds it.
 const (
 	maxScansPerS  = 4
 	maxScansBurst = 4
@@ -68,9 +69,10 @@ const (
 
 // resetCounter counts the stateless resets sent to addresses of no
 // connection (see above). The set of peer addresses is kept from the
-// connections' starts (ConnContext) and ends; a peer that migrated (RFC
-// 9000 §9) is found by lookup on the first reset-shaped packet to its new
-// address. Safe for concurrent use.
+// connections' starts (ConnContext) and ends, and from the migrations the
+// paths' liveness checks see (Concentrator.peerMoved); a peer that
+// migrated before that is found by lookup on the first reset-shaped
+// packet to its new address, within the scan bound. Safe for concurrent use.
 type resetCounter struct {
 	count func() // counts one reset sent
 	// lookup returns the context of a live connection whose peer is at
@@ -213,6 +215,17 @@ var (
 	_ quic.OOBCapablePacketConn = (*resetCountingUDPConn)(nil)
 	_ net.Conn                  = (*resetCountingUDPConn)(nil)
 )
+
+// peerMoved makes addr, the new address of a path connection's peer that
+// migrated, a peer address for the reset count while conn (the
+// connection's context) lives: the count then needs no scan to know it.
+// Called by the path's liveness check (checkPeer) within a tick of the
+// bond noticing, or at the next keepalive of an asleep bond.
+func (c *Concentrator) peerMoved(addr netip.AddrPort, conn context.Context) {
+	if r := c.tdrops.resets; r != nil && addr.IsValid() {
+		r.addPeer(addr, conn)
+	}
+}
 
 // peerConn returns the context of a live connection of c whose peer is at
 // addr, or nil: a scan of every path of every bond (resetCounter bounds

@@ -281,3 +281,36 @@ func TestPeerConn(t *testing.T) {
 		t.Errorf("peerConn(%s) found a connection, want none", other)
 	}
 }
+
+// TestPeerMovedMakesAPeer: a path connection whose peer address changed
+// (checkPeer) makes the new address a peer's for the reset count, so its
+// packets need no scan.
+func TestPeerMovedMakesAPeer(t *testing.T) {
+	tb := newTestBond(t, token, 1)
+	tb.waitActive(t, 1)
+	b := tb.conc.Bond("van-1")
+	if b == nil {
+		t.Fatal("no bond van-1 on the concentrator")
+	}
+	r := tb.conc.tdrops.resets
+	for _, p := range b.paths.Load().paths {
+		c := p.pc.conn.Load()
+		if c == nil {
+			continue
+		}
+		addr := unmapAddrPort(udpAddrPort(c.RemoteAddr()))
+		r.mu.Lock()
+		delete(r.peers, addr) // as if the peer had moved here after its connection started
+		r.mu.Unlock()
+		last := "192.0.2.1:1" // the address before the move
+		p.checkPeer(c, &last)
+		r.mu.RLock()
+		n := r.peers[addr]
+		r.mu.RUnlock()
+		if n != 1 {
+			t.Errorf("after the move to %s: %d connections at it in the reset count, want 1", addr, n)
+		}
+		return
+	}
+	t.Fatal("no live path connection on the concentrator")
+}

@@ -235,7 +235,8 @@ func (c *Concentrator) newTable(edges []EdgeAuth, old *edgeTable) (tab *edgeTabl
 		e := prev
 		if prev == nil || !sameAuth(prev.auth, ea) {
 			b, err := newBond(ea.ID, c.opts.Device, bondOptions{mtu: c.opts.MTU, picker: c.opts.Picker, paths: c.opts.Paths, fec: c.opts.FEC,
-				rules: c.opts.Rules, classify: c.opts.Classify, allowed: ea.AllowedPrefixes, log: c.log.With("edge", ea.ID), peer: &ea})
+				rules: c.opts.Rules, classify: c.opts.Classify, allowed: ea.AllowedPrefixes, log: c.log.With("edge", ea.ID), peer: &ea,
+				peerMoved: c.peerMoved})
 			if err != nil {
 				return nil, nil, err
 			}

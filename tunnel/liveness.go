@@ -270,6 +270,9 @@ func (p *path) checkPeer(conn *quic.Conn, last *string) {
 	p.migrations.Add(1)
 	p.bond.log.Info("path peer address changed", "path", p.name, "from", *last, "to", now)
 	*last = now
+	if p.bond.peerMoved != nil {
+		p.bond.peerMoved(udpAddrPort(conn.RemoteAddr()), conn.Context())
+	}
 }
 
 // livenessStats fills the liveness fields of s.
