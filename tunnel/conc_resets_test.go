@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/quic-go/quic-go"
 )
 
 // resetOf returns a datagram of n bytes with first byte b0.
@@ -256,24 +258,30 @@ func TestStatelessResetsCounted(t *testing.T) {
 	}
 }
 
+// concPathConn returns a path of the test bond's concentrator side with a
+// live connection, and that connection.
+func concPathConn(t *testing.T, tb *testBond) (*path, *quic.Conn) {
+	t.Helper()
+	b := tb.conc.Bond("van-1")
+	if b == nil {
+		t.Fatal("no bond van-1 on the concentrator")
+	}
+	for _, p := range b.paths.Load().paths {
+		if c := p.pc.conn.Load(); c != nil {
+			return p, c
+		}
+	}
+	t.Fatal("no live path connection on the concentrator")
+	return nil, nil
+}
+
 // TestPeerConn: the scan for a migrated peer finds a live connection of
 // a bond by its peer's address, and nothing at another address.
 func TestPeerConn(t *testing.T) {
 	tb := newTestBond(t, token, 1)
 	tb.waitActive(t, 1)
-	b := tb.conc.Bond("van-1")
-	if b == nil {
-		t.Fatal("no bond van-1 on the concentrator")
-	}
-	var peer netip.AddrPort
-	for _, p := range b.paths.Load().paths {
-		if c := p.pc.conn.Load(); c != nil {
-			peer = udpAddrPort(c.RemoteAddr())
-		}
-	}
-	if !peer.IsValid() {
-		t.Fatal("no live path connection on the concentrator")
-	}
+	_, c := concPathConn(t, tb)
+	peer := udpAddrPort(c.RemoteAddr())
 	if tb.conc.peerConn(peer) == nil {
 		t.Errorf("peerConn(%s) found no connection, want the path's", peer)
 	}
@@ -288,29 +296,18 @@ func TestPeerConn(t *testing.T) {
 func TestPeerMovedMakesAPeer(t *testing.T) {
 	tb := newTestBond(t, token, 1)
 	tb.waitActive(t, 1)
-	b := tb.conc.Bond("van-1")
-	if b == nil {
-		t.Fatal("no bond van-1 on the concentrator")
-	}
+	p, c := concPathConn(t, tb)
 	r := tb.conc.tdrops.resets
-	for _, p := range b.paths.Load().paths {
-		c := p.pc.conn.Load()
-		if c == nil {
-			continue
-		}
-		addr := unmapAddrPort(udpAddrPort(c.RemoteAddr()))
-		r.mu.Lock()
-		delete(r.peers, addr) // as if the peer had moved here after its connection started
-		r.mu.Unlock()
-		last := "192.0.2.1:1" // the address before the move
-		p.checkPeer(c, &last)
-		r.mu.RLock()
-		n := r.peers[addr]
-		r.mu.RUnlock()
-		if n != 1 {
-			t.Errorf("after the move to %s: %d connections at it in the reset count, want 1", addr, n)
-		}
-		return
+	addr := unmapAddrPort(udpAddrPort(c.RemoteAddr()))
+	r.mu.Lock()
+	delete(r.peers, addr) // as if the peer had moved here after its connection started
+	r.mu.Unlock()
+	last := "192.0.2.1:1" // the address before the move
+	p.checkPeer(c, &last)
+	r.mu.RLock()
+	n := r.peers[addr]
+	r.mu.RUnlock()
+	if n != 1 {
+		t.Errorf("after the move to %s: %d connections at it in the reset count, want 1", addr, n)
 	}
-	t.Fatal("no live path connection on the concentrator")
 }
