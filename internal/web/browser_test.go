@@ -263,8 +263,18 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("concentrator table: %d rows, %d sparklines; want 1 and %d", rows, sparks, len(sc.Paths))
 	}
 	shot(t, bctx, filepath.Join(dir, "web-concentrator.png"))
-	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS("#edges tbody tr a"), chromedp.NodeVisible)); err != nil {
-		t.Fatal(err)
+	// The live table is drawn again with each update: the node the click's
+	// query found can be gone when the click reaches it ("Could not find
+	// node with given id"). Try again on a fresh query.
+	for try := 1; ; try++ {
+		err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS("#edges tbody tr a"), chromedp.NodeVisible))
+		if err == nil {
+			break
+		}
+		if try == 5 {
+			t.Fatalf("clicking the edge's row, %d tries: %v", try, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	waitFor(t, "the edge's cards on the concentrator", 10*time.Second, func() bool { return len(cards(t, bctx)) == len(sc.Paths) })
 	if errs := blog.list(); len(errs) > 0 {
