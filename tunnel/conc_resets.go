@@ -72,7 +72,8 @@ const (
 // connections' starts (ConnContext) and ends, and from the migrations the
 // paths' liveness checks see (Concentrator.peerMoved); a peer that
 // migrated before that is found by lookup on the first reset-shaped
-// packet to its new address, within the scan bound. Safe for concurrent use.
+// packet to its new address, within the scan bound. Safe for concurrent
+// use.
 type resetCounter struct {
 	count func() // counts one reset sent
 	// lookup returns the context of a live connection whose peer is at

@@ -302,13 +302,13 @@ func raiseNoFile() (soft, hard uint64) {
 // SUSPECT path up (PathOptions.DeadAfter and IdleTimeout; the daemon's
 // defaults are 3 and 5 s). QUIC's idle timeout is the smaller of the two
 // ends' (the node's: idle_keepalive + 5 s = 20 s), so a silent connection
-// still ends after 20 s. Thousands of edges in a few processes on the node's cores
-// stall for seconds at a time (their collections mark gigabytes): with
-// the defaults such a stall reads as the node's silence on every path at
-// once, and the redials of a few thousand paths together swamp the node
-// (a 10,000-bond ramp collapsed from 9,600 bonds up so). The node keeps
-// its defaults: what it does with a silent edge is part of what is
-// measured.
+// still ends after 20 s. Thousands of edges in a few processes on the
+// node's cores stall for seconds at a time (their collections mark
+// gigabytes): with the defaults such a stall reads as the node's silence
+// on every path at once, and the redials of a few thousand paths together
+// swamp the node (a 10,000-bond ramp collapsed from 9,600 bonds up so).
+// The node keeps its defaults: what it does with a silent edge is part of
+// what is measured.
 const scaleEdgeDeadAfter = 30 * time.Second
 
 // scaleEdgeGCPercent is the edges' processes' GOGC: fewer collections of
@@ -328,12 +328,11 @@ const scaleEdgeGCPercent = 300
 const edgeNice = 10
 
 // yieldToNode sets every thread of this process to edgeNice, and its
-// collector to scaleEdgeGCPercent. Linux keeps
-// a nice value per thread and a new thread inherits its creator's, so
-// setting the threads there are covers the ones the Go runtime starts
-// later; a second pass catches a thread started during the first.
-// Errors are ignored: at nice 0 the bench still runs, only less fairly to
-// the node.
+// collector to scaleEdgeGCPercent. Linux keeps a nice value per thread
+// and a new thread inherits its creator's, so setting the threads there
+// are covers the ones the Go runtime starts later; a second pass catches
+// a thread started during the first. Errors are ignored: at nice 0 the
+// bench still runs, only less fairly to the node.
 func yieldToNode() {
 	if os.Getenv("GOGC") == "" { // a GOGC the user set stands
 		debug.SetGCPercent(scaleEdgeGCPercent)
