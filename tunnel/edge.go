@@ -245,10 +245,15 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, kick *
 
 // dial opens the uplink's socket, dials the concentrator over it and sends
 // the hello. closeConn releases the transport and the socket.
-// attempt bounds the handshake and the hello; closing kicked cuts the
+// DefaultHandshakeTimeout bounds the handshake and the hello together;
+// attempt, when shorter, bounds the wait for the concentrator's first
+// packet: a silent concentrator is dialled afresh sooner (a fast redial),
+// while one that answers, however loaded, keeps its handshake (cutting it
+// short would only start it again, and a loaded node would spend itself
+// on handshakes their edges have given up). Closing kicked cuts the
 // handshake (not the hello) short.
 func (e *Edge) dial(ctx context.Context, u UplinkOptions, attempt time.Duration, kicked <-chan struct{}) (conn *quic.Conn, closeConn func(), rec *recorder, err error) {
-	ctx, cancel := context.WithTimeout(ctx, attempt)
+	ctx, cancel := context.WithTimeout(ctx, DefaultHandshakeTimeout)
 	defer cancel()
 	defer e.cancelOnMove(cancel)() // a move cuts the dial short (fleet.go)
 	remote := e.Concentrator()
@@ -270,16 +275,28 @@ func (e *Edge) dial(ctx context.Context, u UplinkOptions, attempt time.Duration,
 	tr := &quic.Transport{Conn: pc}
 	closeConn = func() { tr.Close(); pc.Close() }
 	rec = &recorder{}
-	hctx, hcancel := context.WithCancel(ctx)
-	stop := cancelWhen(kicked, hcancel)
+	hctx, hcancel := context.WithCancelCause(ctx)
+	stop := cancelWhen(kicked, func() { hcancel(nil) })
+	if attempt < DefaultHandshakeTimeout {
+		silent := time.AfterFunc(attempt, func() {
+			if !rec.answered.Load() {
+				hcancel(errSilentNode)
+			}
+		})
+		defer silent.Stop()
+	}
 	conn, err = tr.Dial(hctx, raddr, e.res.tlsFor(e.opts.TLS, remote), e.quicConfigFor(remote, rec))
 	stop()
-	hcancel()
+	cause := context.Cause(hctx)
+	hcancel(nil)
 	if err != nil {
 		closeConn()
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == context.DeadlineExceeded {
+		switch {
+		case cause == errSilentNode:
+			err = fmt.Errorf("no answer from %s within %s (dialling again)", remote, attempt)
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == context.DeadlineExceeded:
 			err = fmt.Errorf("no QUIC handshake with %s within %s (UDP blocked on the way, concentrator down, or the path cannot carry QUIC packets of %d bytes + 28)",
-				remote, attempt, e.opts.Paths.InitialPacketSize)
+				remote, DefaultHandshakeTimeout, e.opts.Paths.InitialPacketSize)
 		}
 		return nil, nil, nil, err
 	}

@@ -366,11 +366,17 @@ func fastRedial(cause error) bool {
 	return false
 }
 
-// Fast redial: the first backoff and the first dial attempt's timeout
-// after fastRedial; both double on each failure, up to RedialMax and
-// DefaultHandshakeTimeout.
+// Fast redial: the first backoff after fastRedial, and how long its first
+// dial waits for the concentrator's first packet before it dials afresh
+// (Edge.dial: a concentrator that answers keeps the whole
+// DefaultHandshakeTimeout); both double on each failure, up to RedialMax
+// and DefaultHandshakeTimeout.
 const (
 	fastRedialMin     = 20 * time.Millisecond
 	fastAttemptMin    = 1 * time.Second
-	fastAttemptPerRTT = 4 // the attempt timeout is at least this many RTTs
+	fastAttemptPerRTT = 4 // the wait is at least this many RTTs
 )
+
+// errSilentNode is the cause of a dial cut short because the concentrator
+// sent nothing within the attempt (Edge.dial).
+var errSilentNode = errors.New("no answer from the concentrator")

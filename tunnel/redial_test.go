@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,4 +158,88 @@ func TestKickRestartsHandshake(t *testing.T) {
 	e.Kick("up0")
 	waitCalls(t, l, "up0", 2, DefaultHandshakeTimeout/2)
 	t.Logf("handshake restarted %s after the kick", time.Since(start).Round(time.Millisecond))
+}
+
+// holdConn passes the first datagram it reads at once and holds every
+// later one until release: a concentrator that answers at once and then
+// takes its time over the rest of the handshake.
+type holdConn struct {
+	net.PacketConn
+	release time.Time
+	reads   atomic.Int64
+}
+
+func (c *holdConn) ReadFrom(b []byte) (int, net.Addr, error) {
+	n, a, err := c.PacketConn.ReadFrom(b)
+	if err == nil && c.reads.Add(1) > 1 {
+		time.Sleep(time.Until(c.release))
+	}
+	return n, a, err
+}
+
+// TestDialAttemptWaitsForAnswer: a dial's attempt (the short one of a fast
+// redial) bounds only the wait for the concentrator's first packet. A
+// concentrator that answers within it keeps its handshake and hello up to
+// DefaultHandshakeTimeout, however slow the rest is (a loaded node: cutting
+// its handshakes short makes a retry storm); a silent one is given up at
+// the attempt.
+func TestDialAttemptWaitsForAnswer(t *testing.T) {
+	testkit.CheckLeaks(t)
+	const attempt, hold = 300 * time.Millisecond, 1500 * time.Millisecond
+	popts := PathOptions{RedialMin: time.Hour, RedialMax: time.Hour}
+	_, concAddr, tlsConf := startTestConcentrator(t, tuntest.New(testMTU, 8), popts,
+		EdgeAuth{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}})
+	silent, err := net.ListenPacket("udp", "127.0.0.1:0") // takes the Initials, answers nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+
+	var direct atomic.Bool // the test's own dials; the edge's routine finds no carrier
+	e, err := NewEdge(EdgeOptions{
+		ID: "van-1", Device: tuntest.New(testMTU, 8), MTU: testMTU, Concentrator: concAddr, TLS: tlsConf, Token: token,
+		Paths:   popts,
+		Uplinks: []UplinkOptions{{Name: "up0", Bind: netip.MustParseAddr("127.0.0.1")}},
+		Listen: func(ctx context.Context, u UplinkOptions) (net.PacketConn, error) {
+			if !direct.Load() {
+				return nil, errors.New("uplink has no carrier")
+			}
+			c, err := ListenUplink(ctx, u)
+			if err != nil {
+				return nil, err
+			}
+			return &holdConn{PacketConn: c, release: time.Now().Add(hold)}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Start()
+	t.Cleanup(func() { e.Close() })
+	direct.Store(true)
+	u := e.opts.Uplinks[0]
+
+	start := time.Now()
+	conn, closeConn, _, err := e.dial(e.ctx, u, attempt, make(chan struct{}))
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("dial of a concentrator that answered at once and finished in %s failed after %s with attempt %s: %v", hold, took, attempt, err)
+	}
+	conn.CloseWithError(codeShutdown, "test done")
+	closeConn()
+	if took < hold-100*time.Millisecond {
+		t.Errorf("dial took %s, want at least the %s the concentrator held its packets", took, hold)
+	}
+
+	u.Remote = silent.LocalAddr().String()
+	start = time.Now()
+	_, _, _, err = e.dial(e.ctx, u, attempt, make(chan struct{}))
+	took = time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), "no answer") {
+		t.Fatalf("dial of a silent concentrator: err %v, want no answer", err)
+	}
+	if took > attempt+time.Second {
+		t.Errorf("dial of a silent concentrator gave up after %s, want about the attempt, %s", took, attempt)
+	}
+	t.Logf("answering node: up; silent node: %v after %s", err, took.Round(time.Millisecond))
 }

@@ -38,6 +38,9 @@ type recorder struct {
 	// handshaking is set on the concentrator while the connection's
 	// handshake counts as in progress for admission (conc_admit.go).
 	handshaking atomic.Bool
+	// answered is set on the edge when the first packet of the
+	// concentrator's arrived during the handshake (Edge.dial).
+	answered atomic.Bool
 	// sizes remembers the last pmtuRing 1-RTT packets sent, by packet
 	// number: datagram size and flags (sentring.go).
 	sizes [pmtuRing]atomic.Uint32
@@ -135,6 +138,8 @@ func (r *recorder) RecordEvent(ev qlogwriter.Event) {
 	case qlog.PacketReceived:
 		if pc != nil {
 			pc.path.heard(time.Now()) // liveness.go
+		} else if !r.answered.Load() {
+			r.answered.Store(true)
 		}
 	}
 }
