@@ -274,18 +274,18 @@ func (e *Edge) dial(ctx context.Context, u UplinkOptions, attempt time.Duration,
 	}
 	tr := &quic.Transport{Conn: pc}
 	closeConn = func() { tr.Close(); pc.Close() }
-	rec = &recorder{}
+	r := &recorder{} // not rec, which the returns below set to nil under the timer
 	hctx, hcancel := context.WithCancelCause(ctx)
 	stop := cancelWhen(kicked, func() { hcancel(nil) })
 	if attempt < DefaultHandshakeTimeout {
 		silent := time.AfterFunc(attempt, func() {
-			if !rec.answered.Load() {
+			if !r.answered.Load() {
 				hcancel(errSilentNode)
 			}
 		})
 		defer silent.Stop()
 	}
-	conn, err = tr.Dial(hctx, raddr, e.res.tlsFor(e.opts.TLS, remote), e.quicConfigFor(remote, rec))
+	conn, err = tr.Dial(hctx, raddr, e.res.tlsFor(e.opts.TLS, remote), e.quicConfigFor(remote, r))
 	stop()
 	cause := context.Cause(hctx)
 	hcancel(nil)
@@ -305,7 +305,7 @@ func (e *Edge) dial(ctx context.Context, u UplinkOptions, attempt time.Duration,
 		closeConn()
 		return nil, nil, nil, err
 	}
-	return conn, closeConn, rec, nil
+	return conn, closeConn, r, nil
 }
 
 // hello announces the path on a new control stream and waits for the reply.

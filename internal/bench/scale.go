@@ -370,6 +370,9 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 				fmt.Fprintf(out, "  %5d bonds: %s: %d up after %s (handshakes %+v)\n", n, what, up, now.Sub(t0).Round(time.Second), conc.Handshakes())
 				tell = now.Add(10 * time.Second)
 			}
+			if err := edges.exited(); err != nil {
+				return fmt.Errorf("%s: %w with %d of %d bonds up", what, err, up, n)
+			}
 			if time.Now().After(upBy) {
 				return fmt.Errorf("%s: only %d of %d bonds had both paths up after %s (auth failures %d, handshakes %+v)", what, up, n,
 					time.Since(t0).Round(time.Millisecond), conc.AuthFailures(), conc.Handshakes())

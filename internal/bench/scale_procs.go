@@ -91,6 +91,19 @@ func (p *scaleEdgeProcs) all(event string, timeout time.Duration) ([]scaleChildM
 	return out, nil
 }
 
+// exited returns an error naming the first child that has exited (a
+// crash: its stderr is the bench's), nil while all run.
+func (p *scaleEdgeProcs) exited() error {
+	for k, kid := range p.kids {
+		select {
+		case <-kid.ended:
+			return fmt.Errorf("edge process %d exited", k)
+		default:
+		}
+	}
+	return nil
+}
+
 // send writes line to every child.
 func (p *scaleEdgeProcs) send(line string) error {
 	for _, kid := range p.kids {
@@ -136,6 +149,7 @@ type scaleChild struct {
 	stdin io.WriteCloser
 	lines chan string
 	errc  chan error
+	ended chan struct{} // closed when the child's output ends: it exited
 
 	killed bool // by kill
 }
@@ -169,13 +183,17 @@ func startScaleChild(ctx context.Context, env, cfg string) (*scaleChild, error) 
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting a child process: %w", err)
 	}
-	c := &scaleChild{cmd: cmd, stdin: stdin, lines: make(chan string, 64), errc: make(chan error, 1)}
+	c := &scaleChild{cmd: cmd, stdin: stdin, lines: make(chan string, 64), errc: make(chan error, 1), ended: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
-			c.lines <- sc.Text()
+			select {
+			case c.lines <- sc.Text():
+			case <-ctx.Done():
+			}
 		}
+		close(c.ended)
 		c.errc <- errors.New("the edges' process ended")
 	}()
 	return c, nil
