@@ -143,6 +143,7 @@ func (lr *liveRun) check(now, due time.Time) {
 	}
 	if !asleep {
 		p.pmtuTick(conn, now) // path MTU (pmtu.go)
+		p.moveAged(now)       // frames a slowed path holds too long (path.go)
 	}
 	sus, silent := p.state.Suspect(now)
 	if !sus {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 )
 
@@ -177,4 +178,58 @@ func TestRegate(t *testing.T) {
 		t.Errorf("rescued %d after a second regate, want 3", a.rescued.Load())
 	}
 	b.queue.drain()
+}
+
+// pickOnly is a policy.Picker that always picks path index i.
+type pickOnly int
+
+func (i pickOnly) Pick(_ []*policy.Path, _ time.Time, out []int) int { out[0] = int(i); return 1 }
+
+// TestMoveAged: frames that have waited half their time (max age 200 ms)
+// in the queue of path a, ACTIVE but slower than b, move to b when the
+// picker chooses b and b delivers sooner; young frames, frames a rule
+// ties to a, and moves the picker or b's delivery speak against stay.
+func TestMoveAged(t *testing.T) {
+	cases := []struct {
+		name    string
+		age     time.Duration
+		movable bool
+		bRTT    time.Duration
+		picker  policy.Picker // nil: the bond's default
+		moved   int
+	}{
+		{name: "aged frames move", age: 150 * time.Millisecond, movable: true, bRTT: 20 * time.Millisecond, moved: 3},
+		{name: "young frames stay", age: 50 * time.Millisecond, movable: true, bRTT: 20 * time.Millisecond},
+		{name: "frames a rule ties to the path stay", age: 150 * time.Millisecond, bRTT: 20 * time.Millisecond},
+		{name: "the other path is slower", age: 150 * time.Millisecond, movable: true, bRTT: 900 * time.Millisecond},
+		{name: "the picker keeps to the path", age: 150 * time.Millisecond, movable: true, bRTT: 20 * time.Millisecond, picker: pickOnly(0)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := resendBond(t, PathOptions{})
+			now := time.Now()
+			b.state.OnMetrics(c.bRTT, c.bRTT, 1<<20, 0)
+			a.state.OnMetrics(400*time.Millisecond, 40*time.Millisecond, 1<<20, 0) // slowed: its RTT grew tenfold
+			if c.picker != nil {
+				a.bond.picker = c.picker
+			}
+			for i := range 3 {
+				f := dataFrame(100+i, now.Add(-c.age))
+				f.movable = c.movable
+				a.queue.push(f)
+			}
+			a.moveAged(now)
+			if got := int(a.rescued.Load()); got != c.moved {
+				t.Errorf("moved %d frames, want %d", got, c.moved)
+			}
+			if got := b.state.QueueLen(); got != c.moved {
+				t.Errorf("b's queue holds %d frames, want %d", got, c.moved)
+			}
+			for f, ok := b.queue.popAged(now.Add(time.Hour).UnixNano()); ok; f, ok = b.queue.popAged(now.Add(time.Hour).UnixNano()) {
+				t.Errorf("a moved frame may move again (enqueued %d)", f.enqueued)
+			}
+			a.queue.drain()
+			b.queue.drain()
+		})
+	}
 }

@@ -57,6 +57,8 @@ type path struct {
 	pmtu  pathPMTU
 	fitMu sync.Mutex
 	fit   fitScratch
+	// agedPicks is moveAged's scratch (the node's timer goroutine only).
+	agedPicks [maxPaths]int
 }
 
 func newPath(b *Bond, name string, labels map[string]string) *path {
@@ -174,6 +176,52 @@ func (p *path) rescue(first *frame) {
 		move(f)
 	}
 }
+
+// moveAged moves frames that have waited half their time in p's queue
+// (sendQueue.popAged) to the path the bond's picker chooses now, when that
+// is another path and a packet sent now reaches the peer sooner there
+// (policy.Path.ExpectedDelivery): a path whose rate fell (a cellular link
+// that slows to a trickle, its window full, its ACKs still coming so that
+// it never turns SUSPECT) would otherwise keep the frames queued before it
+// slowed until they expire. Only frames no rule ties to p move
+// (frame.movable), each at most once, none off a path in a LEO
+// reconfiguration hold (it sends again when the hold ends), and at most
+// moveAgedMax a call; the picker keeps a scheduler's choice of paths (a
+// picker that uses one path only moves nothing). The moves count as
+// rescued. Called from the path's liveness check while the bond is awake,
+// on the node's timer goroutine, the only user of p.agedPicks.
+// Allocation-free.
+func (p *path) moveAged(now time.Time) {
+	if p.state.QueueLen() == 0 || p.state.LEOHold(now) > 0 {
+		return
+	}
+	set := p.bond.paths.Load()
+	if len(set.paths) < 2 {
+		return
+	}
+	for range moveAgedMax {
+		f, ok := p.queue.popAged(now.UnixNano())
+		if !ok {
+			return
+		}
+		var to *path
+		if p.bond.picker.Pick(set.states, now, p.agedPicks[:len(set.paths)]) > 0 {
+			to = set.paths[p.agedPicks[0]]
+		}
+		if to == nil || to == p || f.end-f.off > int(to.pmtu.budget.Load()) ||
+			to.state.ExpectedDelivery() >= p.state.ExpectedDelivery() {
+			p.queue.requeue(f) // back at the head of its band
+			return
+		}
+		f.movable = false
+		to.queue.push(f)
+		p.rescued.Add(1)
+	}
+}
+
+// moveAgedMax bounds the frames one call of moveAged moves: 16 every
+// livenessTick is 3,200 packets a second, more than a slowed path queues.
+const moveAgedMax = 16
 
 func (p *path) stats(now time.Time) PathStats {
 	s := PathStats{

@@ -25,6 +25,11 @@ type frame struct {
 	// held is set on a frame once parked for a path MTU probe's answer
 	// (rerouteOversize), so that it counts once.
 	held bool
+	// movable is set on a frame that no rule ties to its path (no path
+	// preferences, affinity or duplicates): once it has waited half its
+	// time in a queue that does not drain, it may move to another path,
+	// once (path.moveAged).
+	movable bool
 }
 
 // lostObjects is how many recently dropped objects a send queue remembers
@@ -338,6 +343,37 @@ func (q *sendQueue) objectsDropped() uint64 {
 // packet in this queue less than lostObjectAge before now (unix ns).
 func (q *sendQueue) partLostLocked(f *frame, now int64) bool {
 	return f.hasObj && !f.isKey && q.lost.has(f.obj, now)
+}
+
+// popAged removes and returns the oldest movable frame at the head of a
+// band, highest band first, that has waited at least half of its time
+// (from enqueued to its deadline) at now, unix ns. ok is false when no
+// band's head is such a frame.
+func (q *sendQueue) popAged(now int64) (f frame, ok bool) {
+	q.mu.Lock()
+	for b := queueBands - 1; b >= 0; b-- {
+		r := &q.bands[b]
+		if r.n == 0 {
+			continue
+		}
+		h := r.head0()
+		if !h.movable {
+			continue
+		}
+		if d := q.deadline(h); d == math.MaxInt64 || 2*(now-h.enqueued) < d-h.enqueued {
+			continue
+		}
+		f, ok = r.popFront(), true
+		q.n--
+		q.bytes -= f.end - f.off
+		break
+	}
+	n, by := q.n, q.bytes
+	q.mu.Unlock()
+	if ok {
+		q.onLen(n, by)
+	}
+	return f, ok
 }
 
 // expired reports whether f is past its deadline at now (unix ns), and

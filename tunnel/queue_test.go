@@ -111,6 +111,65 @@ func TestSendQueuePriority(t *testing.T) {
 	}
 }
 
+// TestSendQueuePopAged: popAged takes a band's head that may move and has
+// waited half its time (max age 100 ms here, or its own deadline),
+// highest band first, and nothing else.
+func TestSendQueuePopAged(t *testing.T) {
+	type in struct {
+		id       byte
+		prio     uint8
+		enqueued int64 // ms
+		expires  int64 // ms, 0: the queue's max age
+		movable  bool
+	}
+	cases := []struct {
+		name string
+		push []in
+		at   int64  // ms
+		want []byte // ids popAged returns, in order
+	}{
+		{name: "young frames stay", at: 49,
+			push: []in{{1, 0, 0, 0, true}, {2, 0, 10, 0, true}}},
+		{name: "half the max age: the head moves, the younger stays", at: 50,
+			push: []in{{1, 0, 0, 0, true}, {2, 0, 10, 0, true}}, want: []byte{1}},
+		{name: "own deadline: half of it", at: 20,
+			push: []in{{1, 0, 0, 40, true}, {2, 0, 0, 0, true}}, want: []byte{1}},
+		{name: "higher band first, then the lower band's head", at: 80,
+			push: []in{{1, 0, 0, 0, true}, {2, 255, 5, 0, true}, {3, 0, 1, 0, true}}, want: []byte{2, 1, 3}},
+		{name: "a head tied to its path holds its band", at: 90,
+			push: []in{{1, 0, 0, 0, false}, {2, 0, 1, 0, true}, {3, 128, 2, 0, true}}, want: []byte{3}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			q := newSendQueue(8, 100*time.Millisecond, func(int, int) {}, nil)
+			for _, p := range c.push {
+				b := getBuf()
+				b[0] = p.id
+				f := frame{buf: b, end: 1, prio: p.prio, enqueued: p.enqueued * int64(time.Millisecond), movable: p.movable}
+				if p.expires != 0 {
+					f.expires = p.expires * int64(time.Millisecond)
+				}
+				q.push(f)
+			}
+			var got []byte
+			for {
+				f, ok := q.popAged(c.at * int64(time.Millisecond))
+				if !ok {
+					break
+				}
+				got = append(got, f.buf[0])
+				putBuf(f.buf)
+			}
+			if string(got) != string(c.want) {
+				t.Errorf("popAged gave %v, want %v", got, c.want)
+			}
+			if q.n != len(c.push)-len(c.want) {
+				t.Errorf("%d frames left, want %d", q.n, len(c.push)-len(c.want))
+			}
+		})
+	}
+}
+
 func TestSendQueueAllocs(t *testing.T) {
 	q := newSendQueue(64, time.Second, func(int, int) {}, nil)
 	b := getBuf()

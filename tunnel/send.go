@@ -156,7 +156,8 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 	if tags {
 		tl = b.flows.tagPacket(buf, md, dir, now)
 	}
-	f := frame{buf: buf, end: Headroom + n, enqueued: now.UnixNano(), expires: expires, prio: prio}
+	f := frame{buf: buf, end: Headroom + n, enqueued: now.UnixNano(), expires: expires, prio: prio,
+		movable: k == 1 && (dir == nil || dir.NumPreferences == 0 && dir.Affinity == classify.KeyInvalid)}
 	if md != nil && md.Has(classify.KeyFrameID) {
 		f.obj, f.hasObj = md.FrameID(), true
 		f.isKey = md.Has(classify.KeyFrameType) && md.FrameType == classify.FrameKey
@@ -187,7 +188,7 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 		dup := getBuf()
 		copy(dup[off:f.end], buf[off:f.end])
 		d := f
-		d.buf = dup
+		d.buf, d.movable = dup, false
 		set.paths[i].queue.push(d)
 	}
 	set.paths[b.picks[0]].queue.push(f)

@@ -65,7 +65,7 @@ type PathStats struct {
 	RxPackets        uint64            `json:"rx_packets"`
 	RxBytes          uint64            `json:"rx_bytes"`
 	Drops            DropCounts        `json:"drops"`   // every reason of PathDropReasons
-	Rescued          uint64            `json:"rescued"` // queued frames moved to other paths when this one failed
+	Rescued          uint64            `json:"rescued"` // queued frames moved to other paths: when this one failed, or when they had waited half their time while it slowed (path.moveAged)
 	// Resent counts data datagrams this path lost that were queued again
 	// (on this path while it is ACTIVE, else on another); ResendLate
 	// those lost too late to arrive before they expired, and dropped.

@@ -86,6 +86,10 @@ type demoPath struct {
 	QueueDelayMs  float64 `json:"queue_delay_ms"`
 	ReceiverLoss  float64 `json:"receiver_loss"`
 	HeldBackBytes uint64  `json:"held_back_bytes"`
+	// Moved counts the queued packets moved from this path to another:
+	// when it failed, or when they had waited half their time while it
+	// slowed (tunnel.PathStats.Rescued).
+	Moved uint64 `json:"moved"`
 }
 
 type bondSummary struct {
@@ -328,7 +332,8 @@ func buildReport(bed *Bed, sc emu.Scenario, o Options, fs *demoFlow, before, aft
 	}
 	for i, p := range after.Paths {
 		b := before.Paths[i]
-		dp := demoPath{Name: p.Name, State: p.Status, RTTms: float64(p.SmoothedRTT) / 1e6, Packets: p.TxPackets - b.TxPackets}
+		dp := demoPath{Name: p.Name, State: p.Status, RTTms: float64(p.SmoothedRTT) / 1e6, Packets: p.TxPackets - b.TxPackets,
+			Moved: p.Rescued - b.Rescued}
 		if total > 0 {
 			dp.Share = float64(dp.Packets) / float64(total)
 		}
@@ -385,6 +390,15 @@ func printReport(out io.Writer, r demoReport) {
 	fmt.Fprintf(out, "bond drops: %d in send queues (%d full, %d older than %s, %d past a rule deadline), %d with no path; %d duplicates filtered\n",
 		r.Bond.QueueDrops, r.Bond.QueueFull, r.Bond.Expired, tunnel.DefaultMaxQueueDelay, r.Bond.Deadline, r.Bond.NoPath, r.Bond.Duplicates)
 	fmt.Fprintf(out, "retransmitted: %d lost datagrams sent again, %d lost too late to arrive in time\n", r.Bond.Resent, r.Bond.ResendLate)
+	moved := ""
+	for _, p := range r.Paths {
+		if p.Moved > 0 {
+			moved += fmt.Sprintf(", %d from %s", p.Moved, p.Name)
+		}
+	}
+	if moved != "" {
+		fmt.Fprintf(out, "moved to another path while queued: %s\n", moved[2:])
+	}
 }
 
 type fecDelta struct {
