@@ -249,13 +249,24 @@ func (p *Path) Saturated() bool {
 // rate instead (pathrate.go).
 func (p *Path) ExpectedDelivery() time.Duration { return p.expectedDeliveryAt(time.Now()) }
 
-func (p *Path) expectedDeliveryAt(now time.Time) time.Duration {
+// HeadDelivery is ExpectedDelivery for a packet at the head of the path's
+// send queue: the bytes queued behind it do not delay it.
+func (p *Path) HeadDelivery() time.Duration { return p.deliveryAt(time.Now(), false) }
+
+func (p *Path) expectedDeliveryAt(now time.Time) time.Duration { return p.deliveryAt(now, true) }
+
+// deliveryAt is ExpectedDelivery at now, with the queued bytes ahead of
+// the packet when queued is set, else without them.
+func (p *Path) deliveryAt(now time.Time, queued bool) time.Duration {
 	if p.rate.on.Load() {
-		return p.rateExpectedDelivery(now)
+		return p.rateExpectedDelivery(now, queued)
 	}
 	srtt := p.srtt.Load()
 	cwnd := p.cwnd.Load()
-	ahead := p.queueB.Load() + p.inflight.Load()
+	ahead := p.inflight.Load()
+	if queued {
+		ahead += p.queueB.Load()
+	}
 	owd := time.Duration(srtt/2) + p.LEOHold(now)
 	if cwnd > 0 {
 		owd += time.Duration(float64(srtt) * float64(ahead) / float64(cwnd))

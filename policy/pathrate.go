@@ -167,10 +167,14 @@ func (p *Path) Overdue(now time.Time) bool {
 	return float64(p.queueB.Load())-max(tokens, 0) > t*p.QueueDelayLimit.Seconds()
 }
 
-// rateExpectedDelivery is ExpectedDelivery for a rate-controlled path.
-func (p *Path) rateExpectedDelivery(now time.Time) time.Duration {
+// rateExpectedDelivery is deliveryAt for a rate-controlled path.
+func (p *Path) rateExpectedDelivery(now time.Time, queued bool) time.Duration {
 	owd := OneWayDelay(p.MinRTT(), p.SmoothedRTT(), time.Duration(p.rate.queue.Load())) + p.LEOHold(now)
-	return DeliveryEstimate(int(p.queueB.Load()), p.TargetRate(), owd, p.ReceiverLoss(now), DefaultLossPenalty)
+	ahead := 0
+	if queued {
+		ahead = int(p.queueB.Load())
+	}
+	return DeliveryEstimate(ahead, p.TargetRate(), owd, p.ReceiverLoss(now), DefaultLossPenalty)
 }
 
 // pickLess orders two paths for the pickers: by expected delivery when

@@ -23,14 +23,17 @@ import (
 // On the edge a Bond belongs to an [Edge]; on the concentrator there is one
 // per configured edge, with no paths until the edge connects.
 type Bond struct {
-	edgeID  string
-	log     *slog.Logger
-	dev     tun.Device
-	mtu     int // bytes: inner packets longer than this get an ICMP error
-	picker  policy.Picker
-	popts   PathOptions
-	allowed []netip.Prefix // inner sources accepted from the peer; nil: any
-	started atomic.Int64   // unix ns: creation, or the peer's last restart (new bond id)
+	edgeID string
+	log    *slog.Logger
+	dev    tun.Device
+	mtu    int // bytes: inner packets longer than this get an ICMP error
+	picker policy.Picker
+	// movesAged is set when picker is the default, LowestRTT: frames a
+	// slowed path holds too long move (path.moveAged).
+	movesAged bool
+	popts     PathOptions
+	allowed   []netip.Prefix // inner sources accepted from the peer; nil: any
+	started   atomic.Int64   // unix ns: creation, or the peer's last restart (new bond id)
 
 	seq atomic.Uint64 // next bond sequence number to send
 	// pathSeq is set once the peer negotiated the "rate" capability: the
@@ -190,6 +193,7 @@ func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
 		dev:             dev,
 		mtu:             mtu,
 		picker:          picker,
+		movesAged:       picker == policy.Picker(policy.LowestRTT{}),
 		popts:           popts,
 		allowed:         allowed,
 		icmpBuf:         make([]byte, 0, 1500),

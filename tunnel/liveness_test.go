@@ -10,6 +10,7 @@ import (
 	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
+	"github.com/bondd/bondd/tun/tuntest"
 )
 
 // TestBlackholeGap black-holes the path that carries a 1 kHz probe (its
@@ -180,39 +181,38 @@ func TestRegate(t *testing.T) {
 	b.queue.drain()
 }
 
-// pickOnly is a policy.Picker that always picks path index i.
-type pickOnly int
-
-func (i pickOnly) Pick(_ []*policy.Path, _ time.Time, out []int) int { out[0] = int(i); return 1 }
-
 // TestMoveAged: frames that have waited half their time (max age 200 ms)
-// in the queue of path a, ACTIVE but slower than b, move to b when the
-// picker chooses b and b delivers sooner; young frames, frames a rule
-// ties to a, and moves the picker or b's delivery speak against stay.
+// in the queue of path a, ACTIVE but slowed (smoothed RTT 400 ms), move to
+// b when b delivers them sooner than a from the head of its queue and
+// before their deadline; young frames, frames a rule ties to a, and moves
+// that would not deliver sooner or in time stay, and so does everything
+// under a baseline scheduler.
 func TestMoveAged(t *testing.T) {
 	cases := []struct {
-		name    string
-		age     time.Duration
-		movable bool
-		bRTT    time.Duration
-		picker  policy.Picker // nil: the bond's default
-		moved   int
+		name     string
+		age      time.Duration
+		movable  bool
+		bRTT     time.Duration
+		baseline bool // the bond's picker is not the default
+		moved    int
 	}{
 		{name: "aged frames move", age: 150 * time.Millisecond, movable: true, bRTT: 20 * time.Millisecond, moved: 3},
 		{name: "young frames stay", age: 50 * time.Millisecond, movable: true, bRTT: 20 * time.Millisecond},
 		{name: "frames a rule ties to the path stay", age: 150 * time.Millisecond, bRTT: 20 * time.Millisecond},
 		{name: "the other path is slower", age: 150 * time.Millisecond, movable: true, bRTT: 900 * time.Millisecond},
-		{name: "the picker keeps to the path", age: 150 * time.Millisecond, movable: true, bRTT: 20 * time.Millisecond, picker: pickOnly(0)},
+		{name: "the other path delivers after the deadline", age: 150 * time.Millisecond, movable: true, bRTT: 140 * time.Millisecond},
+		{name: "a baseline scheduler keeps its paths", age: 150 * time.Millisecond, movable: true, bRTT: 20 * time.Millisecond, baseline: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			a, b := resendBond(t, PathOptions{})
+			if !a.bond.movesAged {
+				t.Fatal("a bond with the default scheduler does not move aged frames")
+			}
 			now := time.Now()
 			b.state.OnMetrics(c.bRTT, c.bRTT, 1<<20, 0)
 			a.state.OnMetrics(400*time.Millisecond, 40*time.Millisecond, 1<<20, 0) // slowed: its RTT grew tenfold
-			if c.picker != nil {
-				a.bond.picker = c.picker
-			}
+			a.bond.movesAged = !c.baseline
 			for i := range 3 {
 				f := dataFrame(100+i, now.Add(-c.age))
 				f.movable = c.movable
@@ -225,11 +225,47 @@ func TestMoveAged(t *testing.T) {
 			if got := b.state.QueueLen(); got != c.moved {
 				t.Errorf("b's queue holds %d frames, want %d", got, c.moved)
 			}
-			for f, ok := b.queue.popAged(now.Add(time.Hour).UnixNano()); ok; f, ok = b.queue.popAged(now.Add(time.Hour).UnixNano()) {
+			if got := a.state.QueueLen(); got != 3-c.moved {
+				t.Errorf("a's queue holds %d frames, want %d", got, 3-c.moved)
+			}
+			for f, ok := b.queue.popAged(now.Add(time.Hour).UnixNano(), func(*frame, int64) bool { return true }); ok; f, ok = b.queue.popAged(now.Add(time.Hour).UnixNano(), func(*frame, int64) bool { return true }) {
 				t.Errorf("a moved frame may move again (enqueued %d)", f.enqueued)
 			}
 			a.queue.drain()
 			b.queue.drain()
 		})
 	}
+	// Only the default scheduler moves aged frames.
+	bd, err := newBond("van-1", &discardTUN{Device: tuntest.New(testMTU, 8)}, bondOptions{mtu: testMTU, picker: policy.MinRTT{},
+		paths: PathOptions{}.withDefaults(), fec: FECOptions{Mode: FECOff}.withDefaults(), log: discardLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bd.movesAged {
+		t.Error("a bond with the MinRTT scheduler moves aged frames")
+	}
+}
+
+// TestMoveAgedAllocs: moving aged frames allocates nothing.
+func TestMoveAgedAllocs(t *testing.T) {
+	a, b := resendBond(t, PathOptions{})
+	now := time.Now()
+	a.state.OnMetrics(400*time.Millisecond, 40*time.Millisecond, 1<<20, 0)
+	f := dataFrame(100, now.Add(-150*time.Millisecond))
+	f.movable = true
+	a.queue.push(f)
+	a.moveAged(now) // b's queue allocates its band once
+	n := testing.AllocsPerRun(100, func() {
+		g, _, _ := b.queue.pop(now.UnixNano())
+		g.movable = true
+		a.queue.push(g)
+		a.moveAged(now)
+	})
+	if n != 0 {
+		t.Errorf("moveAged allocates %v times a call", n)
+	}
+	if a.rescued.Load() < 100 {
+		t.Errorf("%d frames moved in 101 calls, want one a call", a.rescued.Load())
+	}
+	b.queue.drain()
 }

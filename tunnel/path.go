@@ -57,8 +57,6 @@ type path struct {
 	pmtu  pathPMTU
 	fitMu sync.Mutex
 	fit   fitScratch
-	// agedPicks is moveAged's scratch (the node's timer goroutine only).
-	agedPicks [maxPaths]int
 }
 
 func newPath(b *Bond, name string, labels map[string]string) *path {
@@ -159,6 +157,7 @@ func (p *path) rescue(first *frame) {
 			p.bond.drops.add(DropNoPath)
 			return
 		}
+		f.movable = false
 		set.paths[picks[0]].queue.push(f)
 		p.rescued.Add(1)
 	}
@@ -178,39 +177,50 @@ func (p *path) rescue(first *frame) {
 }
 
 // moveAged moves frames that have waited half their time in p's queue
-// (sendQueue.popAged) to the path the bond's picker chooses now, when that
-// is another path and a packet sent now reaches the peer sooner there
-// (policy.Path.ExpectedDelivery): a path whose rate fell (a cellular link
-// that slows to a trickle, its window full, its ACKs still coming so that
-// it never turns SUSPECT) would otherwise keep the frames queued before it
-// slowed until they expire. Only frames no rule ties to p move
-// (frame.movable), each at most once, none off a path in a LEO
-// reconfiguration hold (it sends again when the hold ends), and at most
-// moveAgedMax a call; the picker keeps a scheduler's choice of paths (a
-// picker that uses one path only moves nothing). The moves count as
-// rescued. Called from the path's liveness check while the bond is awake,
-// on the node's timer goroutine, the only user of p.agedPicks.
-// Allocation-free.
+// (sendQueue.popAged) to the path that delivers them soonest, when a path
+// whose rate fell (a cellular link that slows to a trickle, its window
+// full, its ACKs still coming so that it never turns SUSPECT) would
+// otherwise keep them until they expire. A frame moves only to an ACTIVE
+// path with room in its queue whose expected delivery of a packet queued
+// now (policy.Path.ExpectedDelivery) is before the frame's deadline and
+// sooner than p delivers it from the head of its queue
+// (policy.Path.HeadDelivery): on two paths that share a load, both queues
+// deep, nothing moves. Only frames no rule ties to p move
+// (frame.movable), each once, none off a path in a LEO reconfiguration
+// hold (it sends again when the hold ends), at most moveAgedMax a call,
+// and only under the default scheduler (Bond.movesAged): the baseline
+// schedulers and the rate-spreading placement keep their own choice of
+// paths. The moves count as rescued. Called from the path's liveness
+// check while the bond is awake. Allocation-free.
 func (p *path) moveAged(now time.Time) {
-	if p.state.QueueLen() == 0 || p.state.LEOHold(now) > 0 {
+	if !p.bond.movesAged || p.state.QueueLen() == 0 || p.state.LEOHold(now) > 0 {
 		return
 	}
 	set := p.bond.paths.Load()
 	if len(set.paths) < 2 {
 		return
 	}
+	ns := now.UnixNano()
+	head := p.state.HeadDelivery()
+	var to *path
+	accept := func(f *frame, deadline int64) bool {
+		to = nil
+		best := min(head, time.Duration(deadline-ns))
+		for i, q := range set.paths {
+			st := set.states[i]
+			if q == p || q.gated.Load() || st.Status(now) != policy.StatusActive ||
+				!st.HasRoom() || f.end-f.off > int(q.pmtu.budget.Load()) {
+				continue
+			}
+			if d := st.ExpectedDelivery(); d < best {
+				to, best = q, d
+			}
+		}
+		return to != nil
+	}
 	for range moveAgedMax {
-		f, ok := p.queue.popAged(now.UnixNano())
+		f, ok := p.queue.popAged(ns, accept)
 		if !ok {
-			return
-		}
-		var to *path
-		if p.bond.picker.Pick(set.states, now, p.agedPicks[:len(set.paths)]) > 0 {
-			to = set.paths[p.agedPicks[0]]
-		}
-		if to == nil || to == p || f.end-f.off > int(to.pmtu.budget.Load()) ||
-			to.state.ExpectedDelivery() >= p.state.ExpectedDelivery() {
-			p.queue.requeue(f) // back at the head of its band
 			return
 		}
 		f.movable = false

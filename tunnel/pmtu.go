@@ -332,6 +332,7 @@ func (p *path) rerouteOversize(f frame, now time.Time) {
 		b.drops.add(DropNoPath)
 		return
 	}
+	f.movable = false
 	to.queue.push(f)
 	p.rescued.Add(1)
 }

@@ -26,9 +26,10 @@ type frame struct {
 	// (rerouteOversize), so that it counts once.
 	held bool
 	// movable is set on a frame that no rule ties to its path (no path
-	// preferences, affinity or duplicates): once it has waited half its
-	// time in a queue that does not drain, it may move to another path,
-	// once (path.moveAged).
+	// preferences, affinity, one path per video frame or duplicates):
+	// once it has waited half its time in a queue that does not drain, it
+	// may move to another path (path.moveAged). Any move to another path,
+	// and a retransmission, clears it.
 	movable bool
 }
 
@@ -345,11 +346,13 @@ func (q *sendQueue) partLostLocked(f *frame, now int64) bool {
 	return f.hasObj && !f.isKey && q.lost.has(f.obj, now)
 }
 
-// popAged removes and returns the oldest movable frame at the head of a
-// band, highest band first, that has waited at least half of its time
-// (from enqueued to its deadline) at now, unix ns. ok is false when no
-// band's head is such a frame.
-func (q *sendQueue) popAged(now int64) (f frame, ok bool) {
+// popAged removes and returns the first frame at the head of a band,
+// highest band first, that may move (frame.movable), has waited at least
+// half of its time (from enqueued to its deadline) at now, unix ns, and
+// that accept, called under the queue's lock with the frame and its
+// deadline, takes. ok is false when no band's head is such a frame.
+// Nothing leaves the queue unless accept took it.
+func (q *sendQueue) popAged(now int64, accept func(f *frame, deadline int64) bool) (f frame, ok bool) {
 	q.mu.Lock()
 	for b := queueBands - 1; b >= 0; b-- {
 		r := &q.bands[b]
@@ -360,7 +363,8 @@ func (q *sendQueue) popAged(now int64) (f frame, ok bool) {
 		if !h.movable {
 			continue
 		}
-		if d := q.deadline(h); d == math.MaxInt64 || 2*(now-h.enqueued) < d-h.enqueued {
+		d := q.deadline(h)
+		if d == math.MaxInt64 || 2*(now-h.enqueued) < d-h.enqueued || !accept(h, d) {
 			continue
 		}
 		f, ok = r.popFront(), true

@@ -123,10 +123,11 @@ func TestSendQueuePopAged(t *testing.T) {
 		movable  bool
 	}
 	cases := []struct {
-		name string
-		push []in
-		at   int64  // ms
-		want []byte // ids popAged returns, in order
+		name   string
+		push   []in
+		at     int64  // ms
+		refuse bool   // accept takes nothing
+		want   []byte // ids popAged returns, in order
 	}{
 		{name: "young frames stay", at: 49,
 			push: []in{{1, 0, 0, 0, true}, {2, 0, 10, 0, true}}},
@@ -138,6 +139,8 @@ func TestSendQueuePopAged(t *testing.T) {
 			push: []in{{1, 0, 0, 0, true}, {2, 255, 5, 0, true}, {3, 0, 1, 0, true}}, want: []byte{2, 1, 3}},
 		{name: "a head tied to its path holds its band", at: 90,
 			push: []in{{1, 0, 0, 0, false}, {2, 0, 1, 0, true}, {3, 128, 2, 0, true}}, want: []byte{3}},
+		{name: "nothing leaves that accept refuses", at: 90, refuse: true,
+			push: []in{{1, 0, 0, 0, true}, {2, 255, 1, 0, true}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -153,7 +156,12 @@ func TestSendQueuePopAged(t *testing.T) {
 			}
 			var got []byte
 			for {
-				f, ok := q.popAged(c.at * int64(time.Millisecond))
+				f, ok := q.popAged(c.at*int64(time.Millisecond), func(f *frame, deadline int64) bool {
+					if want := q.deadline(f); deadline != want {
+						t.Errorf("accept got deadline %d, want %d", deadline, want)
+					}
+					return !c.refuse
+				})
 				if !ok {
 					break
 				}

@@ -196,12 +196,17 @@ func TestDialAttemptWaitsForAnswer(t *testing.T) {
 	defer silent.Close()
 
 	var direct atomic.Bool // the test's own dials; the edge's routine finds no carrier
+	noCarrier := make(chan struct{}, 1)
 	e, err := NewEdge(EdgeOptions{
 		ID: "van-1", Device: tuntest.New(testMTU, 8), MTU: testMTU, Concentrator: concAddr, TLS: tlsConf, Token: token,
 		Paths:   popts,
 		Uplinks: []UplinkOptions{{Name: "up0", Bind: netip.MustParseAddr("127.0.0.1")}},
 		Listen: func(ctx context.Context, u UplinkOptions) (net.PacketConn, error) {
 			if !direct.Load() {
+				select {
+				case noCarrier <- struct{}{}:
+				default:
+				}
 				return nil, errors.New("uplink has no carrier")
 			}
 			c, err := ListenUplink(ctx, u)
@@ -216,6 +221,11 @@ func TestDialAttemptWaitsForAnswer(t *testing.T) {
 	}
 	e.Start()
 	t.Cleanup(func() { e.Close() })
+	select { // the edge's own dial has failed: it waits an hour before the next
+	case <-noCarrier:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the edge did not dial its uplink within 5 s")
+	}
 	direct.Store(true)
 	u := e.opts.Uplinks[0]
 

@@ -332,7 +332,7 @@ func (p *path) resend(f frame, now time.Time, onlyOthers bool) bool {
 		p.resendLate.Add(1)
 		return true
 	}
-	f.resent = true
+	f.resent, f.movable = true, false
 	to.queue.requeue(f)
 	p.resent.Add(1)
 	return true

@@ -157,7 +157,8 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 		tl = b.flows.tagPacket(buf, md, dir, now)
 	}
 	f := frame{buf: buf, end: Headroom + n, enqueued: now.UnixNano(), expires: expires, prio: prio,
-		movable: k == 1 && (dir == nil || dir.NumPreferences == 0 && dir.Affinity == classify.KeyInvalid)}
+		movable: k == 1 && (dir == nil || dir.NumPreferences == 0 && dir.Affinity == classify.KeyInvalid &&
+			!(obj.Valid() && dir.Balancing == rules.SinglePath))}
 	if md != nil && md.Has(classify.KeyFrameID) {
 		f.obj, f.hasObj = md.FrameID(), true
 		f.isKey = md.Has(classify.KeyFrameType) && md.FrameType == classify.FrameKey
