@@ -249,24 +249,25 @@ func (p *Path) Saturated() bool {
 // rate instead (pathrate.go).
 func (p *Path) ExpectedDelivery() time.Duration { return p.expectedDeliveryAt(time.Now()) }
 
-// HeadDelivery is ExpectedDelivery for a packet at the head of the path's
-// send queue: the bytes queued behind it do not delay it.
-func (p *Path) HeadDelivery() time.Duration { return p.deliveryAt(time.Now(), false) }
+// HeadDelivery is ExpectedDelivery for a packet of size bytes at the head
+// of the path's send queue: only its own bytes wait to leave (at the
+// target rate of a rate-controlled path, within the window otherwise),
+// not the bytes queued behind it.
+func (p *Path) HeadDelivery(size int) time.Duration { return p.deliveryAt(time.Now(), int64(size)) }
 
-func (p *Path) expectedDeliveryAt(now time.Time) time.Duration { return p.deliveryAt(now, true) }
+func (p *Path) expectedDeliveryAt(now time.Time) time.Duration {
+	return p.deliveryAt(now, p.queueB.Load())
+}
 
-// deliveryAt is ExpectedDelivery at now, with the queued bytes ahead of
-// the packet when queued is set, else without them.
-func (p *Path) deliveryAt(now time.Time, queued bool) time.Duration {
+// deliveryAt is ExpectedDelivery at now with queued bytes waiting in the
+// send queue ahead of the packet's arrival.
+func (p *Path) deliveryAt(now time.Time, queued int64) time.Duration {
 	if p.rate.on.Load() {
 		return p.rateExpectedDelivery(now, queued)
 	}
 	srtt := p.srtt.Load()
 	cwnd := p.cwnd.Load()
-	ahead := p.inflight.Load()
-	if queued {
-		ahead += p.queueB.Load()
-	}
+	ahead := p.inflight.Load() + queued
 	owd := time.Duration(srtt/2) + p.LEOHold(now)
 	if cwnd > 0 {
 		owd += time.Duration(float64(srtt) * float64(ahead) / float64(cwnd))

@@ -168,13 +168,9 @@ func (p *Path) Overdue(now time.Time) bool {
 }
 
 // rateExpectedDelivery is deliveryAt for a rate-controlled path.
-func (p *Path) rateExpectedDelivery(now time.Time, queued bool) time.Duration {
+func (p *Path) rateExpectedDelivery(now time.Time, queued int64) time.Duration {
 	owd := OneWayDelay(p.MinRTT(), p.SmoothedRTT(), time.Duration(p.rate.queue.Load())) + p.LEOHold(now)
-	ahead := 0
-	if queued {
-		ahead = int(p.queueB.Load())
-	}
-	return DeliveryEstimate(ahead, p.TargetRate(), owd, p.ReceiverLoss(now), DefaultLossPenalty)
+	return DeliveryEstimate(int(queued), p.TargetRate(), owd, p.ReceiverLoss(now), DefaultLossPenalty)
 }
 
 // pickLess orders two paths for the pickers: by expected delivery when

@@ -3,6 +3,7 @@ package tunnel
 import (
 	"context"
 	"encoding/binary"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -191,6 +192,7 @@ func TestMoveAged(t *testing.T) {
 	cases := []struct {
 		name     string
 		age      time.Duration
+		life     time.Duration // the frames' own deadline after enqueueing; 0: the max age
 		movable  bool
 		bRTT     time.Duration
 		baseline bool // the bond's picker is not the default
@@ -202,6 +204,10 @@ func TestMoveAged(t *testing.T) {
 		{name: "the other path is slower", age: 150 * time.Millisecond, movable: true, bRTT: 900 * time.Millisecond},
 		{name: "the other path delivers after the deadline", age: 150 * time.Millisecond, movable: true, bRTT: 140 * time.Millisecond},
 		{name: "a baseline scheduler keeps its paths", age: 150 * time.Millisecond, movable: true, bRTT: 20 * time.Millisecond, baseline: true},
+		// A long deadline: only the slowed path's own delivery from the
+		// head of its queue (half its 400-ms RTT) decides.
+		{name: "sooner than from the head: moves", age: 600 * time.Millisecond, life: time.Second, movable: true, bRTT: 300 * time.Millisecond, moved: 3},
+		{name: "later than from the head: stays", age: 600 * time.Millisecond, life: time.Second, movable: true, bRTT: 500 * time.Millisecond},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -216,6 +222,9 @@ func TestMoveAged(t *testing.T) {
 			for i := range 3 {
 				f := dataFrame(100+i, now.Add(-c.age))
 				f.movable = c.movable
+				if c.life > 0 {
+					f.expires = f.enqueued + int64(c.life)
+				}
 				a.queue.push(f)
 			}
 			a.moveAged(now)
@@ -268,4 +277,63 @@ func TestMoveAgedAllocs(t *testing.T) {
 		t.Errorf("%d frames moved in 101 calls, want one a call", a.rescued.Load())
 	}
 	b.queue.drain()
+}
+
+// TestSendMovable: Bond.send marks a frame movable (path.moveAged) unless
+// a rule ties it to its path: path preferences, or duplicates.
+func TestSendMovable(t *testing.T) {
+	set, err := rules.CompileBytes("movable.yaml", []byte(`
+rules:
+  - id: prefer-free
+    priority: 10
+    match: {dst_port: 7000}
+    actions: {prefer: {cost_class: free}}
+  - id: twice
+    priority: 10
+    match: {dst_port: 6000}
+    actions: {duplicate: 2}
+  - id: urgent
+    priority: 10
+    match: {dst_port: 5000}
+    actions: {priority: 200, deadline_ms: 80}
+`), rules.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &staticRules{}
+	src.set.Store(set)
+	b, err := newBond("van-1", &discardTUN{Device: tuntest.New(testMTU, 1)}, bondOptions{mtu: testMTU, paths: PathOptions{}.withDefaults(),
+		fec: FECOptions{Mode: FECOff}.withDefaults(), rules: src, log: discardLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, name := range []string{"a", "b"} {
+		p, _ := b.pathFor(name, map[string]string{"cost_class": map[string]string{"a": "metered", "b": "free"}[name]})
+		p.state.SetConnected(true, now)
+		p.state.OnMetrics(20*time.Millisecond, 20*time.Millisecond, 1<<20, 0)
+	}
+	for _, c := range []struct {
+		port    uint16
+		movable bool
+	}{{8000, true}, {5000, true}, {7000, false}, {6000, false}} {
+		buf := getBuf()
+		n := copy(buf[Headroom:], udp4(edgeAddr, netip.AddrPortFrom(srvAddr.Addr(), c.port), make([]byte, 100)))
+		if !b.send(buf, n, now) {
+			t.Fatalf("port %d: not sent", c.port)
+		}
+		frames := 0
+		for _, p := range b.paths.Load().paths {
+			for f, ok, _ := p.queue.pop(now.UnixNano()); ok; f, ok, _ = p.queue.pop(now.UnixNano()) {
+				frames++
+				if f.movable != c.movable {
+					t.Errorf("port %d: frame on %s movable %v, want %v", c.port, p.name, f.movable, c.movable)
+				}
+				putBuf(f.buf)
+			}
+		}
+		if frames == 0 {
+			t.Errorf("port %d: no frame queued", c.port)
+		}
+	}
 }

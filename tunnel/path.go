@@ -183,14 +183,15 @@ func (p *path) rescue(first *frame) {
 // otherwise keep them until they expire. A frame moves only to an ACTIVE
 // path with room in its queue whose expected delivery of a packet queued
 // now (policy.Path.ExpectedDelivery) is before the frame's deadline and
-// sooner than p delivers it from the head of its queue
-// (policy.Path.HeadDelivery): on two paths that share a load, both queues
-// deep, nothing moves. Only frames no rule ties to p move
+// sooner than p delivers it from the head of its queue, its own bytes
+// paced at p's rate (policy.Path.HeadDelivery): on two paths that share a
+// load, both queues deep, nothing moves. Only frames no rule ties to p move
 // (frame.movable), each once, none off a path in a LEO reconfiguration
 // hold (it sends again when the hold ends), at most moveAgedMax a call,
 // and only under the default scheduler (Bond.movesAged): the baseline
 // schedulers and the rate-spreading placement keep their own choice of
-// paths. The moves count as rescued. Called from the path's liveness
+// paths. The moves count as rescued (a frame the destination's queue
+// turned away, full meanwhile, as queue_full there). Called from the path's liveness
 // check while the bond is awake. Allocation-free.
 func (p *path) moveAged(now time.Time) {
 	if !p.bond.movesAged || p.state.QueueLen() == 0 || p.state.LEOHold(now) > 0 {
@@ -201,11 +202,10 @@ func (p *path) moveAged(now time.Time) {
 		return
 	}
 	ns := now.UnixNano()
-	head := p.state.HeadDelivery()
 	var to *path
 	accept := func(f *frame, deadline int64) bool {
 		to = nil
-		best := min(head, time.Duration(deadline-ns))
+		best := min(p.state.HeadDelivery(f.end-f.off), time.Duration(deadline-ns))
 		for i, q := range set.paths {
 			st := set.states[i]
 			if q == p || q.gated.Load() || st.Status(now) != policy.StatusActive ||
@@ -224,8 +224,9 @@ func (p *path) moveAged(now time.Time) {
 			return
 		}
 		f.movable = false
-		to.queue.push(f)
-		p.rescued.Add(1)
+		if to.queue.push(f) {
+			p.rescued.Add(1)
+		}
 	}
 }
 

@@ -186,8 +186,8 @@ func newSendQueue(capacity int, maxAge time.Duration, onLen func(packets, bytes 
 
 // push queues f in its priority band. When the queue is full it first
 // drops one frame: the oldest of the lowest non-empty band at or below f's,
-// or f itself if every queued frame outranks it.
-func (q *sendQueue) push(f frame) {
+// or f itself if every queued frame outranks it; queued is false then.
+func (q *sendQueue) push(f frame) (queued bool) {
 	band := bandOf(f.prio)
 	q.mu.Lock()
 	if q.n == q.cap {
@@ -208,7 +208,7 @@ func (q *sendQueue) push(f frame) {
 			q.lostLocked(&f, f.enqueued)
 			q.mu.Unlock()
 			putBuf(f.buf)
-			return
+			return false
 		}
 		old := q.bands[victim].popFront()
 		q.n--
@@ -226,6 +226,7 @@ func (q *sendQueue) push(f frame) {
 	q.mu.Unlock()
 	q.onLen(n, b)
 	q.ring()
+	return true
 }
 
 // requeue puts f at the head of its band: a frame popped from this queue and not sent, or a datagram lost

@@ -126,7 +126,7 @@ var (
 		{desc("path_received_bytes_total", "Bytes of bondd datagrams received on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.RxBytes) }},
 		{desc("path_quic_sent_packets_total", "QUIC packets sent on the path, every connection so far.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.PacketsSent) }},
 		{desc("path_quic_lost_packets_total", "QUIC packets declared lost by loss detection (RFC 9002) on the path.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.PacketsLost) }},
-		{desc("path_rescued_packets_total", "Queued datagrams moved to other paths when this one failed.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.Rescued) }},
+		{desc("path_rescued_packets_total", "Queued datagrams moved to other paths: when this one failed, or when they had waited half their time while it slowed.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.Rescued) }},
 		{desc("path_resent_packets_total", "Data datagrams lost on the path and sent again: on the path while it is ACTIVE, else on another.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.Resent) }},
 		{desc("path_resend_late_packets_total", "Data datagrams lost on the path too late to arrive before they expired, not sent again.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.ResendLate) }},
 		{desc("path_queue_hit_frames_total", "Video frames of which the path's send queue dropped at least one packet, each counted once.", pathLabels...), func(p *tunnel.PathStats) float64 { return float64(p.ObjectsDropped) }},
