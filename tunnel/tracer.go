@@ -38,8 +38,8 @@ type recorder struct {
 	// handshaking is set on the concentrator while the connection's
 	// handshake counts as in progress for admission (conc_admit.go).
 	handshaking atomic.Bool
-	// answered is set on the edge when the first packet of the
-	// concentrator's arrived during the handshake (Edge.dial).
+	// answered is set on the edge when the concentrator's first packet
+	// arrives during the handshake (Edge.dial).
 	answered atomic.Bool
 	// sizes remembers the last pmtuRing 1-RTT packets sent, by packet
 	// number: datagram size and flags (sentring.go).
