@@ -165,6 +165,7 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, kick *
 	for ctx.Err() == nil {
 		node := e.Concentrator() // for OnPathEnd
 		kicked := kick.wait()    // closed by the next kick
+		moved := e.moved.wait()  // closed by the next move (SetConcentrator)
 		conn, closeConn, rec, err := e.dial(ctx, u, attempt, kicked)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -222,7 +223,12 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, kick *
 		}
 		log.Info("path up", "local", conn.LocalAddr(), "remote", conn.RemoteAddr(), "attempts", failures+1)
 		backoff, attempt, failures = e.opts.Paths.RedialMin, DefaultHandshakeTimeout, 0
+		// A move closes the paths it finds up; one that came while this
+		// dial finished its hello found no connection here yet: close
+		// this one too, then or whenever the move comes while it serves.
+		stopMoved := cancelWhen(moved, func() { conn.CloseWithError(codeMoved, "edge moving to another node") })
 		p.serve(conn, rec, ctx.Done())
+		stopMoved()
 		cause := context.Cause(conn.Context())
 		closeConn()
 		downSince = time.Now()
