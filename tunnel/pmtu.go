@@ -44,9 +44,11 @@ import (
 //     path's queue for the probe's answer, within its deadline: it leaves
 //     when the budget is back, and is dropped when the probe confirms a
 //     smaller one.
-//  4. The bond's send MTU is the largest budget of its connected paths,
-//     less HeaderBudget, rounded down to a multiple of 8, at most the
-//     configured MTU (Bond.updateMTU): when no path carries full-size
+//  4. The bond's send MTU is the largest budget of its connected paths
+//     (a budget cut on a mere suspicion counts at its confirmed size only
+//     while no other path's budget stands), less HeaderBudget, rounded
+//     down to a multiple of 8, at most the configured MTU
+//     (Bond.updateMTU): when no path carries full-size
 //     packets, larger inner packets are answered with ICMP "fragmentation
 //     needed" / "packet too big" at the lower MTU, and the edge sets it on
 //     its TUN (EdgeOptions.SetTUNMTU). It rises again when a path heals.
@@ -345,15 +347,26 @@ func (b *Bond) updateMTU() {
 	defer b.mtuMu.Unlock()
 	full := b.mtu + HeaderBudget
 	largest, smallest, from := 0, full, ""
+	live, liveFrom := 0, "" // the same over the paths whose budget is what evidence supports
 	for _, p := range b.paths.Load().paths {
 		if !p.connected() {
 			continue
 		}
-		smallest = min(smallest, int(p.pmtu.budget.Load()))
+		budget := int(p.pmtu.budget.Load())
+		smallest = min(smallest, budget)
 		bud := int(p.pmtu.confirmed.Load()) // not lowered by a mere suspicion
 		if bud > largest {
 			largest, from = bud, p.name
 		}
+		if budget >= bud && bud > live {
+			live, liveFrom = bud, p.name
+		}
+	}
+	// A path whose budget is cut on a mere suspicion (an outage looks like
+	// a black hole of every size) keeps the bond's MTU only while no other
+	// path carries anything: when another does, the MTU is what it carries.
+	if live > 0 {
+		largest, from = live, liveFrom
 	}
 	b.minBudget.Store(int64(smallest))
 	if largest == 0 {
