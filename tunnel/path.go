@@ -191,8 +191,8 @@ func (p *path) rescue(first *frame) {
 // and only under the default scheduler (Bond.movesAged): the baseline
 // schedulers and the rate-spreading placement keep their own choice of
 // paths. The moves count as rescued (a frame the destination's queue
-// turned away, full meanwhile, as queue_full there). Called from the path's liveness
-// check while the bond is awake. Allocation-free.
+// turned away, full meanwhile, as queue_full there). Called from the
+// path's liveness check while the bond is awake. Allocation-free.
 func (p *path) moveAged(now time.Time) {
 	if !p.bond.movesAged || p.state.QueueLen() == 0 || p.state.LEOHold(now) > 0 {
 		return

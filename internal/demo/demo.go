@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -390,14 +391,14 @@ func printReport(out io.Writer, r demoReport) {
 	fmt.Fprintf(out, "bond drops: %d in send queues (%d full, %d older than %s, %d past a rule deadline), %d with no path; %d duplicates filtered\n",
 		r.Bond.QueueDrops, r.Bond.QueueFull, r.Bond.Expired, tunnel.DefaultMaxQueueDelay, r.Bond.Deadline, r.Bond.NoPath, r.Bond.Duplicates)
 	fmt.Fprintf(out, "retransmitted: %d lost datagrams sent again, %d lost too late to arrive in time\n", r.Bond.Resent, r.Bond.ResendLate)
-	moved := ""
+	var moved []string
 	for _, p := range r.Paths {
 		if p.Moved > 0 {
-			moved += fmt.Sprintf(", %d from %s", p.Moved, p.Name)
+			moved = append(moved, fmt.Sprintf("%d from %s", p.Moved, p.Name))
 		}
 	}
-	if moved != "" {
-		fmt.Fprintf(out, "moved to another path while queued: %s\n", moved[2:])
+	if len(moved) > 0 {
+		fmt.Fprintf(out, "moved to another path while queued: %s\n", strings.Join(moved, ", "))
 	}
 }
 
