@@ -291,7 +291,7 @@ func (c *Concentrator) handle(conn *quic.Conn) {
 	}
 	c.pathUp(e)
 	defer c.pathDown(e)
-	p.serve(conn, rec, c.ctx.Done())
+	p.serve(c.ctx, conn, rec)
 	if c.ctx.Err() == nil {
 		level := slog.LevelInfo
 		if p.connected() { // a newer connection replaced this one

@@ -227,7 +227,7 @@ func (e *Edge) routineDial(ctx context.Context, p *path, u UplinkOptions, kick *
 		// dial finished its hello found no connection here yet: close
 		// this one too, then or whenever the move comes while it serves.
 		stopMoved := cancelWhen(moved, func() { conn.CloseWithError(codeMoved, "edge moving to another node") })
-		p.serve(conn, rec, ctx.Done())
+		p.serve(ctx, conn, rec)
 		stopMoved()
 		cause := context.Cause(conn.Context())
 		closeConn()

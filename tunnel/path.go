@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,13 +81,14 @@ func (p *path) setErr(err error) {
 }
 
 // serve runs conn as the path's connection until the connection ends or
-// stop is closed (then it lets the connection's datagrams leave and
-// closes conn). It starts the connection's send and receive routines
-// (send.go, receive.go) and returns after both have stopped. rec is the
+// ctx is done (then it lets the connection's datagrams leave and closes
+// conn). It starts the connection's send routine (send.go), runs its
+// receive routine (receive.go) itself, and returns after both have
+// stopped: an idle path costs no goroutine that only waits. rec is the
 // connection's tracer. A connection that ended before serve ran (its
 // goroutine was overtaken by a newer connection's for the same path) is
 // not served, so it cannot close the newer one as replaced.
-func (p *path) serve(conn *quic.Conn, rec *recorder, stop <-chan struct{}) {
+func (p *path) serve(ctx context.Context, conn *quic.Conn, rec *recorder) {
 	if conn.Context().Err() != nil {
 		return
 	}
@@ -118,14 +120,17 @@ func (p *path) serve(conn *quic.Conn, rec *recorder, stop <-chan struct{}) {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { pc.routineSend(conn) })
-	wg.Go(func() { pc.routineReceive(conn) })
 	stopLiveness := pc.startLiveness(conn) // on the node's timer heap (liveness.go)
-	select {
-	case <-conn.Context().Done():
-	case <-stop: // shutdown, even if it raced with this connection's dial
+	shutdown := make(chan struct{})
+	stopShutdown := context.AfterFunc(ctx, func() { // shutdown, even if it raced with this connection's dial
+		defer close(shutdown)
 		pc.drain(conn.Context().Done())
 		conn.CloseWithError(codeShutdown, "shutting down")
-		<-conn.Context().Done()
+	})
+	pc.routineReceive(conn) // until the connection ends
+	<-conn.Context().Done()
+	if !stopShutdown() {
+		<-shutdown
 	}
 
 	stopLiveness()

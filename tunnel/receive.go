@@ -43,7 +43,7 @@ func (pc *pathConn) routineReceive(conn *quic.Conn) {
 	for {
 		dg, err := conn.ReceiveDatagram(ctx)
 		if err != nil {
-			return // the connection ended; serve notices through its context
+			return // the connection ended
 		}
 		if isProbe(dg) {
 			if p.bond.sendsKeepalives {

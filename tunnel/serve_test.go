@@ -46,10 +46,10 @@ func TestServeEndedConnection(t *testing.T) {
 
 	p, _ := resendBond(t, PathOptions{})
 	pc := &p.pc
-	stop := make(chan struct{})
+	stopCtx, stop := context.WithCancel(ctx)
 	served := make(chan struct{})
 	go func() {
-		p.serve(newS, &recorder{}, stop)
+		p.serve(stopCtx, newS, &recorder{})
 		close(served)
 	}()
 	deadline := time.Now().Add(2 * time.Second)
@@ -66,7 +66,7 @@ func TestServeEndedConnection(t *testing.T) {
 	<-oldS.Context().Done()
 	done := make(chan struct{})
 	go func() {
-		p.serve(oldS, &recorder{}, stop)
+		p.serve(stopCtx, oldS, &recorder{})
 		close(done)
 	}()
 	select {
@@ -80,6 +80,6 @@ func TestServeEndedConnection(t *testing.T) {
 	if pc.conn.Load() != newS {
 		t.Fatal("the path no longer holds the newer connection")
 	}
-	close(stop)
+	stop()
 	<-served
 }
