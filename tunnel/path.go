@@ -83,8 +83,8 @@ func (p *path) setErr(err error) {
 // serve runs conn as the path's connection until the connection ends or
 // ctx is done (then it lets the connection's datagrams leave and closes
 // conn). It starts the connection's send routine (send.go), runs its
-// receive routine (receive.go) itself, and returns after both have
-// stopped: an idle path costs no goroutine that only waits. rec is the
+// receive routine (receive.go) itself rather than in a goroutine of its
+// own, and returns after both have stopped. rec is the
 // connection's tracer. A connection that ended before serve ran (its
 // goroutine was overtaken by a newer connection's for the same path) is
 // not served, so it cannot close the newer one as replaced.
