@@ -12,7 +12,7 @@ import (
 )
 
 // The receive path, network → TUN. One goroutine per live path connection,
-// pathConn.routineReceive:
+// the one that serves it (path.serve), runs pathConn.routineReceive:
 //
 //  1. conn.ReceiveDatagram returns a datagram in a slice quic-go allocated
 //     for it; bondd makes no further copy.
