@@ -240,14 +240,27 @@ rules:
 				if d.tx == tb.conc.Bond("van-1") { // the rule is the edge's
 					held = defaults
 				}
+				// How much the paths reordered: what the resequencer held,
+				// and what arrived out of order unheld. Below
+				// minReordered the scheduler kept nearly everything on
+				// one path (a loaded machine, under the race detector),
+				// and an unheld flow may arrive in order by chance.
+				reordered := int(rs.Held - before.Held)
+				for k := range numFlowKinds {
+					if !held[k] {
+						reordered += res.outOfOrder[k]
+					}
+				}
 				ooo, heldAny := 0, false
 				for k := range numFlowKinds {
 					switch {
 					case held[k]:
 						ooo += res.outOfOrder[k]
 						heldAny = true
-					case res.outOfOrder[k] == 0:
+					case res.outOfOrder[k] == 0 && reordered >= minReordered:
 						t.Errorf("%s: the %s flow is not held, yet it arrived in order: held, or the paths did not reorder", d.name, flowKindNames[k])
+					case res.outOfOrder[k] == 0:
+						t.Logf("%s: the %s flow arrived in order; the paths reordered only %d packets", d.name, flowKindNames[k], reordered)
 					}
 				}
 				if uint64(ooo) > late {
@@ -265,6 +278,10 @@ rules:
 		})
 	}
 }
+
+// minReordered is the least reordering (packets held or out of order) at
+// which TestBondResequencesFlows expects every unheld flow to see some.
+const minReordered = 20
 
 // TestBondTaggedAllocs checks that tagging an MPEG-TS-over-UDP flow
 // (classification without a rule set, the flow table, the tag in front of
