@@ -252,8 +252,10 @@ func (p *Path) ExpectedDelivery() time.Duration { return p.expectedDeliveryAt(ti
 // HeadDelivery is ExpectedDelivery for a packet of size bytes at the head
 // of the path's send queue: only its own bytes wait to leave (at the
 // target rate of a rate-controlled path, within the window otherwise),
-// not the bytes queued behind it.
-func (p *Path) HeadDelivery(size int) time.Duration { return p.deliveryAt(time.Now(), int64(size)) }
+// not the bytes queued behind it; now is the caller's clock.
+func (p *Path) HeadDelivery(now time.Time, size int) time.Duration {
+	return p.deliveryAt(now, int64(size))
+}
 
 func (p *Path) expectedDeliveryAt(now time.Time) time.Duration {
 	return p.deliveryAt(now, p.queueB.Load())

@@ -162,8 +162,7 @@ func (p *path) rescue(first *frame) {
 			p.bond.drops.add(DropNoPath)
 			return
 		}
-		f.movable = false
-		set.paths[picks[0]].queue.push(f)
+		handOver(set.paths[picks[0]], f)
 		p.rescued.Add(1)
 	}
 	if first != nil {
@@ -179,6 +178,14 @@ func (p *path) rescue(first *frame) {
 		}
 		move(f)
 	}
+}
+
+// handOver queues f, taken from another path, on to's queue; a frame moved
+// once is no longer movable (path.moveAged). It reports whether to's
+// queue took f (sendQueue.push).
+func handOver(to *path, f frame) bool {
+	f.movable = false
+	return to.queue.push(f)
 }
 
 // moveAged moves frames that have waited half their time in p's queue
@@ -210,7 +217,7 @@ func (p *path) moveAged(now time.Time) {
 	var to *path
 	accept := func(f *frame, deadline int64) bool {
 		to = nil
-		best := min(p.state.HeadDelivery(f.end-f.off), time.Duration(deadline-ns))
+		best := min(p.state.HeadDelivery(now, f.end-f.off), time.Duration(deadline-ns))
 		for i, q := range set.paths {
 			st := set.states[i]
 			if q == p || q.gated.Load() || st.Status(now) != policy.StatusActive ||
@@ -228,8 +235,7 @@ func (p *path) moveAged(now time.Time) {
 		if !ok {
 			return
 		}
-		f.movable = false
-		if to.queue.push(f) {
+		if handOver(to, f) {
 			p.rescued.Add(1)
 		}
 	}

@@ -334,8 +334,7 @@ func (p *path) rerouteOversize(f frame, now time.Time) {
 		b.drops.add(DropNoPath)
 		return
 	}
-	f.movable = false
-	to.queue.push(f)
+	handOver(to, f)
 	p.rescued.Add(1)
 }
 
