@@ -34,7 +34,7 @@ type rawQUIC struct {
 	close          func()
 }
 
-func newRawQUIC(b *testing.B) *rawQUIC {
+func newRawQUIC(b testing.TB) *rawQUIC {
 	cert, pin, err := SelfSignedCert("raw.test")
 	if err != nil {
 		b.Fatal(err)

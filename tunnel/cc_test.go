@@ -129,6 +129,33 @@ func TestPathCCPacing(t *testing.T) {
 	}
 }
 
+// TestPathCCAckOnly: packets of ACK frames only, which the receiving end
+// of a bulk path sends thousands of a second, leave the pacer's budget to
+// the ack-eliciting packets (its control stream's rate reports).
+func TestPathCCAckOnly(t *testing.T) {
+	const target = 125_000 // bytes/s: the initial rate of a direction that sends nothing
+	cc, def, _ := newTestCC(true, target, 20*time.Millisecond, false)
+	now := time.Unix(1000, 0)
+	for i := range 2000 { // 100 kB of ACKs in 10 ms: 80 Mbit/s
+		now = now.Add(5 * time.Microsecond)
+		cc.OnPacketSent(now, 0, int64(i), 50, false)
+	}
+	if !cc.HasPacingBudget(now) {
+		t.Fatalf("ACK-only packets at 80 Mbit/s used up the pacing budget of a %d-byte/s path", target)
+	}
+	sent := 0
+	for cc.HasPacingBudget(now) {
+		cc.OnPacketSent(now, 0, int64(2000+sent), 1252, true)
+		sent++
+	}
+	if sent < 10 {
+		t.Errorf("a burst of %d ack-eliciting packets after the ACKs, want 10", sent)
+	}
+	if def.sent != 2000+sent {
+		t.Errorf("quic-go's controller heard %d packets sent, want all %d", def.sent, 2000+sent)
+	}
+}
+
 // TestPathCCAbandoned: a datagram packet the probe timeout abandoned is
 // lost on the path once, whatever the rate control.
 func TestPathCCAbandoned(t *testing.T) {

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"sync"
 	"time"
+
+	"github.com/quic-go/quic-go"
 
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
@@ -29,7 +32,32 @@ const (
 	codeUnauthorized = 0x101
 	codeProtocol     = 0x102
 	codeReplaced     = 0x103 // the bond restarted with a new bond id
+	// codeControlStalled closes a connection whose control stream did
+	// not take a message within ctrlWriteTimeout (writeControl).
+	codeControlStalled = 0x108
 )
+
+// writeControl writes the control message v on str, a control stream of
+// conn, waiting at most ctrlWriteTimeout; wmu serialises the stream's
+// writers (the control plane's and the rate reports'). A write that fails
+// while conn lives may have left part of a message on the stream, whose
+// framing the peer can then no longer follow: conn is closed with
+// codeControlStalled, and the edge redials the path, so that no path
+// keeps a connection without its control plane and its rate reports (a
+// rate report that could not be sent used to end the path's reports for
+// the rest of the connection, and the sender's target then halved down
+// to its floor). It returns the write's error.
+func writeControl(conn *quic.Conn, str *quic.Stream, wmu *sync.Mutex, v any) error {
+	wmu.Lock()
+	str.SetWriteDeadline(time.Now().Add(ctrlWriteTimeout))
+	err := ctrlmsg.Write(str, v)
+	str.SetWriteDeadline(time.Time{})
+	wmu.Unlock()
+	if err != nil && conn.Context().Err() == nil {
+		conn.CloseWithError(codeControlStalled, "control stream stalled")
+	}
+	return err
+}
 
 // ErrUnauthorized is recorded as a path's last error when the concentrator
 // refused the edge's credentials. Redialling continues with backoff.

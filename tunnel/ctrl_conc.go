@@ -56,8 +56,9 @@ const edgeRulePrefix = "edge."
 // adds to them.
 var builtinPolicyLabelKeys = []string{"cost_class"}
 
-// ctrlWriteTimeout bounds one write on a control stream; a peer that does
-// not read its stream for this long loses the message.
+// ctrlWriteTimeout bounds one write on a control stream; a stream that
+// does not take a message for this long has its connection closed
+// (writeControl).
 const ctrlWriteTimeout = 2 * time.Second
 
 // bondControl is a concentrator bond's control-plane state: the edge's
@@ -275,12 +276,8 @@ func (c *bondControl) routineServeControl(conn *quic.Conn, str *quic.Stream, p *
 			c.bond.onRateFeedback(m, time.Now())
 		case *ctrlmsg.MappingRule:
 			res := c.onRule(bondID, m)
-			wmu.Lock()
-			str.SetWriteDeadline(time.Now().Add(ctrlWriteTimeout))
-			err := ctrlmsg.Write(str, res)
-			str.SetWriteDeadline(time.Time{})
-			wmu.Unlock()
-			if err != nil {
+			if err := writeControl(conn, str, &wmu, res); err != nil {
+				log.Debug("control write failed", "err", err)
 				return
 			}
 			ctr.sent.Add(1)

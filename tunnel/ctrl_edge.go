@@ -274,12 +274,7 @@ func (e *Edge) routineControlWriter() {
 		}
 		interval = max(interval, e.paths[carrier.path].state.SmoothedRTT())
 		send := func(v any) bool {
-			carrier.wmu.Lock()
-			carrier.str.SetWriteDeadline(time.Now().Add(ctrlWriteTimeout))
-			err := ctrlmsg.Write(carrier.str, v)
-			carrier.str.SetWriteDeadline(time.Time{})
-			carrier.wmu.Unlock()
-			if err != nil {
+			if err := writeControl(carrier.conn, carrier.str, &carrier.wmu, v); err != nil {
 				e.log.Debug("control write failed", "err", err)
 				carrier.dead.Store(true)
 				ec.ring()

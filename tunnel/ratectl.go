@@ -230,13 +230,8 @@ func (rc *rateCtl) routineRateFeedback(conn *quic.Conn, str *quic.Stream, wmu *s
 		if !ok {
 			continue
 		}
-		m := feedbackOf(rc.p.name, &r)
-		wmu.Lock()
-		str.SetWriteDeadline(now.Add(ctrlWriteTimeout))
-		err := ctrlmsg.Write(str, m)
-		str.SetWriteDeadline(time.Time{})
-		wmu.Unlock()
-		if err != nil {
+		if err := writeControl(conn, str, wmu, feedbackOf(rc.p.name, &r)); err != nil {
+			rc.p.bond.log.Warn("rate report not sent: closing the path's connection", "path", rc.p.name, "err", err)
 			return
 		}
 		rc.p.bond.ctlCtr.sent.Add(1)
