@@ -22,6 +22,7 @@ type SeqLoss struct {
 	highest uint32 // the highest sequence number seen
 	mark    uint32 // highest at the previous Take
 	final   uint32 // every number up to this one is accounted for
+	evicted uint32 // missing numbers accounted for as they left the window, not yet taken
 }
 
 func (s *SeqLoss) set(seq uint32)   { s.bits[seq/64%uint32(len(s.bits))] |= 1 << (seq % 64) }
@@ -39,8 +40,21 @@ func (s *SeqLoss) OnSeq(seq uint32) {
 		s.have, s.highest, s.mark, s.final = true, seq, seq-1, seq-1
 		s.set(seq)
 	case d > 0:
-		for i := uint32(1); i < uint32(d) && i < SeqLossWindow; i++ {
-			s.clear(s.highest + i)
+		// Each number the sequence passes takes the bit of the number a
+		// window behind it, which is accounted for first if it was not:
+		// at a high packet rate (SeqLossWindow in less than two feedback
+		// intervals: 4096 datagrams in 100 ms, about 400 Mbit/s) numbers
+		// leave the window before the Take that would account for them,
+		// and all of them used to count as lost, arrived or not.
+		for i := uint32(1); i <= uint32(d); i++ {
+			next := s.highest + i
+			if old := next - SeqLossWindow; int32(old-s.final) > 0 {
+				if !s.isSet(old) {
+					s.evicted++
+				}
+				s.final = old
+			}
+			s.clear(next)
 		}
 		s.highest = seq
 		s.set(seq)
@@ -51,15 +65,16 @@ func (s *SeqLoss) OnSeq(seq uint32) {
 
 // Take returns the datagrams found missing among the numbers the sequence
 // had passed at the previous Take, and starts the next interval. A number
-// that fell out of the window before it was accounted for counts as lost.
+// the sequence left SeqLossWindow behind is accounted for then, and lost
+// if it had not arrived: reordering beyond the window is loss.
 func (s *SeqLoss) Take() (lost uint32) {
 	if !s.have {
 		return 0
 	}
+	lost, s.evicted = s.evicted, 0
 	n := int32(s.mark - s.final)
 	for i := int32(1); i <= n; i++ {
-		seq := s.final + uint32(i)
-		if s.highest-seq >= SeqLossWindow || !s.isSet(seq) {
+		if !s.isSet(s.final + uint32(i)) {
 			lost++
 		}
 	}

@@ -18,6 +18,34 @@ func TestSeqLoss(t *testing.T) {
 		{"restart resyncs", [][]uint32{{1 << 30, 1<<30 + 1}, {5, 6}, {}}, []uint32{0, 0, 0}},
 		{"duplicate", [][]uint32{{1, 2, 2, 3}, {}, {}}, []uint32{0, 0, 0}},
 	}
+	// A high packet rate: two intervals hold more than the window.
+	var fast, fastGaps [][]uint32
+	var fastWant, fastGapsWant []uint32
+	for i := range uint32(4) {
+		var all, gaps []uint32
+		for seq := i * 5000; seq < (i+1)*5000; seq++ {
+			all = append(all, seq)
+			if seq%10 != 0 {
+				gaps = append(gaps, seq)
+			}
+		}
+		fast, fastGaps = append(fast, all), append(fastGaps, gaps)
+		fastWant = append(fastWant, 0)
+	}
+	// Each Take has what left the window since the one before (a window
+	// behind the sequence) and what the interval before it passed.
+	fastGapsWant = []uint32{90, 500, 500, 500}
+	tests = append(tests,
+		struct {
+			name  string
+			steps [][]uint32
+			want  []uint32
+		}{"5000 an interval, in order", fast, fastWant},
+		struct {
+			name  string
+			steps [][]uint32
+			want  []uint32
+		}{"5000 an interval, every tenth lost", fastGaps, fastGapsWant})
 	for _, tt := range tests {
 		var s SeqLoss
 		for i, step := range tt.steps {

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/binary"
 	"net"
 	"os"
@@ -24,7 +25,8 @@ import (
 // what arrives (Mbit/s, kpps, delivered fraction). Latency paces 1200-byte
 // packets at 20 Mbit/s and reports the p50 and p99 one-way delay in µs. The
 // bond runs with its default adaptive FEC; BENCH_FEC_OFF=1 turns it off for
-// an A/B comparison.
+// an A/B comparison, and BENCH_DUMP=1 prints both ends' bond statistics
+// (JSON, on stderr) after each bond benchmark.
 
 const benchPacket = 1200
 
@@ -147,7 +149,14 @@ func bondFlow(b *testing.B, paths int) (flow, func()) {
 			close(ready)
 			<-ctx.Done()
 		},
-	}, func() {}
+	}, func() {
+		if os.Getenv("BENCH_DUMP") != "" {
+			j, _ := json.MarshalIndent(tb.edge.bond.Stats(), "", " ")
+			os.Stderr.Write(j)
+			j, _ = json.MarshalIndent(tb.conc.Stats(), "", " ")
+			os.Stderr.Write(j)
+		}
+	}
 }
 
 func rawFlow(b *testing.B) (flow, func()) {
