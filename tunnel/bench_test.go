@@ -2,8 +2,8 @@ package tunnel
 
 import (
 	"context"
-	"encoding/json"
 	"encoding/binary"
+	"encoding/json"
 	"net"
 	"os"
 	"slices"
@@ -143,20 +143,20 @@ func bondFlow(b *testing.B, paths int) (flow, func()) {
 	})
 	tb.waitActive(b, paths)
 	return flow{
-		send: func(p []byte) { edgeDev.in <- binary.BigEndian.Uint64(p) },
-		recv: func(ctx context.Context, fn func([]byte)) {
-			got = fn
-			close(ready)
-			<-ctx.Done()
-		},
-	}, func() {
-		if os.Getenv("BENCH_DUMP") != "" {
-			j, _ := json.MarshalIndent(tb.edge.bond.Stats(), "", " ")
-			os.Stderr.Write(j)
-			j, _ = json.MarshalIndent(tb.conc.Stats(), "", " ")
-			os.Stderr.Write(j)
+			send: func(p []byte) { edgeDev.in <- binary.BigEndian.Uint64(p) },
+			recv: func(ctx context.Context, fn func([]byte)) {
+				got = fn
+				close(ready)
+				<-ctx.Done()
+			},
+		}, func() {
+			if os.Getenv("BENCH_DUMP") != "" {
+				j, _ := json.MarshalIndent(tb.edge.bond.Stats(), "", " ")
+				os.Stderr.Write(j)
+				j, _ = json.MarshalIndent(tb.conc.Stats(), "", " ")
+				os.Stderr.Write(j)
+			}
 		}
-	}
 }
 
 func rawFlow(b *testing.B) (flow, func()) {
