@@ -17,6 +17,9 @@ func TestSeqLoss(t *testing.T) {
 		{"wrap", [][]uint32{{1<<32 - 2, 1}, {2}, {}}, []uint32{0, 2, 0}},
 		{"restart resyncs", [][]uint32{{1 << 30, 1<<30 + 1}, {5, 6}, {}}, []uint32{0, 0, 0}},
 		{"duplicate", [][]uint32{{1, 2, 2, 3}, {}, {}}, []uint32{0, 0, 0}},
+		{"jump past the window", [][]uint32{{1, 10001}, {}, {}}, []uint32{5904, 4095, 0}},
+		{"late for an evicted number", [][]uint32{{1, 5001}, {2}, {}}, []uint32{904, 4095, 0}},
+		{"eviction across the wrap", [][]uint32{{1<<32 - 100, 5000}, {}, {}}, []uint32{1004, 4095, 0}},
 	}
 	// A high packet rate: two intervals hold more than the window.
 	var fast, fastGaps [][]uint32

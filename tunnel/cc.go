@@ -153,12 +153,9 @@ func (c *pathCC) update(rc *rateCtl, now time.Time) {
 // OnPacketSent charges an ack-eliciting packet of n bytes to the pacer. A
 // packet of ACK frames only is neither congestion controlled nor counted
 // in flight (RFC 9002 §7) and is not charged: the receiving end of a bulk
-// path sends thousands a second, and charged to a pacer at its own
-// reverse target (1 Mbit/s with nothing sent that way) they left no
-// budget for its control stream. Its rate reports then waited 2 s at a
-// time, the write's deadline ended the path's feedback, and the sender's
-// target fell to the 64-kbit/s floor (BenchmarkThroughput, one path, at
-// 300,000 packets).
+// path sends thousands a second, which would use up a pacer at its own
+// reverse target (1 Mbit/s when nothing is sent that way) and hold back
+// its control stream, whose rate reports the sender's target depends on.
 func (c *pathCC) OnPacketSent(t time.Time, inFlight, pn, n int64, eliciting bool) {
 	c.def.OnPacketSent(t, inFlight, pn, n, eliciting)
 	if rc := c.rc(); rc != nil && eliciting {

@@ -2,7 +2,10 @@ package tunnel
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -37,26 +40,43 @@ const (
 	codeControlStalled = 0x108
 )
 
+// errControlStalled wraps the error of a control write that timed out
+// and closed its connection (writeControl).
+var errControlStalled = errors.New("control stream stalled, connection closed")
+
 // writeControl writes the control message v on str, a control stream of
 // conn, waiting at most ctrlWriteTimeout; wmu serialises the stream's
-// writers (the control plane's and the rate reports'). A write that fails
-// while conn lives may have left part of a message on the stream, whose
-// framing the peer can then no longer follow: conn is closed with
-// codeControlStalled, and the edge redials the path, so that no path
-// keeps a connection without its control plane and its rate reports (a
-// rate report that could not be sent used to end the path's reports for
-// the rest of the connection, and the sender's target then halved down
-// to its floor). It returns the write's error.
+// writers (the control plane's and the rate reports'). A write that times
+// out may have left part of a message on the stream, whose framing the
+// peer can then no longer follow: conn is closed with codeControlStalled
+// before any other writer can add to the stream, and the edge redials the
+// path, so that a stalled control stream leaves no connection without its
+// control plane and its rate reports. The error then wraps
+// errControlStalled. Any other error (a message that does not encode or is
+// over ctrlmsg.MaxMessageLen, a stream or connection that ended) is
+// returned as it is, and conn is left alone.
 func writeControl(conn *quic.Conn, str *quic.Stream, wmu *sync.Mutex, v any) error {
 	wmu.Lock()
+	defer wmu.Unlock()
 	str.SetWriteDeadline(time.Now().Add(ctrlWriteTimeout))
 	err := ctrlmsg.Write(str, v)
 	str.SetWriteDeadline(time.Time{})
-	wmu.Unlock()
-	if err != nil && conn.Context().Err() == nil {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
 		conn.CloseWithError(codeControlStalled, "control stream stalled")
+		return fmt.Errorf("%w: %w", errControlStalled, err)
 	}
 	return err
+}
+
+// logControlWrite logs a failed control write on path's stream: a
+// stall that closed the connection as a warning, any other failure (the
+// stream or the connection ended) for debugging.
+func logControlWrite(log *slog.Logger, path string, err error) {
+	if errors.Is(err, errControlStalled) {
+		log.Warn("control stream stalled: connection closed", "path", path, "err", err)
+		return
+	}
+	log.Debug("control write failed", "path", path, "err", err)
 }
 
 // ErrUnauthorized is recorded as a path's last error when the concentrator

@@ -16,7 +16,9 @@ import (
 // TestWriteControlStalled: a control stream whose peer stops reading takes
 // messages until its flow-control window is full; the write that then
 // waits ctrlWriteTimeout fails and closes the connection with
-// codeControlStalled, since part of its message may be on the stream.
+// codeControlStalled, since part of its message may be on the stream. A
+// message too large to encode is not written and leaves the connection
+// alone.
 func TestWriteControlStalled(t *testing.T) {
 	r := newRawQUIC(t)
 	defer r.close()
@@ -26,20 +28,30 @@ func TestWriteControlStalled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := map[string]string{"type": "filler", "pad": strings.Repeat("x", ctrlmsg.MaxMessageLen-40)}
 	var wmu sync.Mutex
-	start := time.Now()
+	huge := map[string]string{"type": "filler", "pad": strings.Repeat("x", ctrlmsg.MaxMessageLen)}
+	if err := writeControl(r.client, str, &wmu, huge); !errors.Is(err, ctrlmsg.ErrEncode) {
+		t.Fatalf("a message over MaxMessageLen: %v, want ErrEncode", err)
+	}
+	if r.client.Context().Err() != nil {
+		t.Fatal("a message that was not written closed the connection")
+	}
+	msg := map[string]string{"type": "filler", "pad": strings.Repeat("x", ctrlmsg.MaxMessageLen-40)}
+	var took time.Duration
 	n := 0
 	for ; n < 10_000; n++ {
-		if err = writeControl(r.client, str, &wmu, msg); err != nil {
+		start := time.Now()
+		err = writeControl(r.client, str, &wmu, msg)
+		took = time.Since(start)
+		if err != nil {
 			break
 		}
 	}
-	if err == nil {
-		t.Fatalf("%d messages written to a peer that reads none", n)
+	if !errors.Is(err, errControlStalled) {
+		t.Fatalf("after %d messages to a peer that reads none: %v, want errControlStalled", n, err)
 	}
-	if d := time.Since(start); d < ctrlWriteTimeout {
-		t.Errorf("the write failed after %v, before the %v timeout: %v", d, ctrlWriteTimeout, err)
+	if took < ctrlWriteTimeout {
+		t.Errorf("the write failed after %v, before the %v timeout", took, ctrlWriteTimeout)
 	}
 	select {
 	case <-r.client.Context().Done():

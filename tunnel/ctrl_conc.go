@@ -277,7 +277,7 @@ func (c *bondControl) routineServeControl(conn *quic.Conn, str *quic.Stream, p *
 		case *ctrlmsg.MappingRule:
 			res := c.onRule(bondID, m)
 			if err := writeControl(conn, str, &wmu, res); err != nil {
-				log.Debug("control write failed", "err", err)
+				logControlWrite(c.log, p.name, err)
 				return
 			}
 			ctr.sent.Add(1)

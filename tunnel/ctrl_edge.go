@@ -3,6 +3,7 @@ package tunnel
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -274,8 +275,15 @@ func (e *Edge) routineControlWriter() {
 		}
 		interval = max(interval, e.paths[carrier.path].state.SmoothedRTT())
 		send := func(v any) bool {
-			if err := writeControl(carrier.conn, carrier.str, &carrier.wmu, v); err != nil {
-				e.log.Debug("control write failed", "err", err)
+			err := writeControl(carrier.conn, carrier.str, &carrier.wmu, v)
+			if errors.Is(err, ctrlmsg.ErrEncode) {
+				// No stream would take it (labels too long for one
+				// message): skip it, keep the carrier.
+				e.log.Warn("control message not sent", "err", err)
+				return true
+			}
+			if err != nil {
+				logControlWrite(e.log, e.paths[carrier.path].name, err)
 				carrier.dead.Store(true)
 				ec.ring()
 				return false

@@ -82,7 +82,7 @@ type rateCtl struct {
 	// Receiver.
 	meterMu  sync.Mutex
 	meter    policy.RateMeter
-	seqLoss  policy.SeqLoss                    // the reports' Lost: reordering tolerated for one interval
+	seqLoss  policy.SeqLoss                    // the reports' Lost: reordering tolerated for one interval or policy.SeqLossWindow datagrams
 	lastRxNs atomic.Int64                      // unix ns of the last metered datagram
 	owner    atomic.Pointer[quic.Conn]         // the connection whose routine sends this path's reports
 	bell     chan struct{}                     // capacity 1: the bond woke (ring)
@@ -231,7 +231,7 @@ func (rc *rateCtl) routineRateFeedback(conn *quic.Conn, str *quic.Stream, wmu *s
 			continue
 		}
 		if err := writeControl(conn, str, wmu, feedbackOf(rc.p.name, &r)); err != nil {
-			rc.p.bond.log.Warn("rate report not sent: closing the path's connection", "path", rc.p.name, "err", err)
+			logControlWrite(rc.p.bond.log, rc.p.name, err)
 			return
 		}
 		rc.p.bond.ctlCtr.sent.Add(1)

@@ -55,16 +55,21 @@ func badf(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadMessage, fmt.Sprintf(format, a...))
 }
 
+// ErrEncode is wrapped by Write's errors for a message it did not write
+// at all: v does not marshal, or its body exceeds MaxMessageLen.
+var ErrEncode = errors.New("control message not encoded")
+
 // Write frames v (a Hello, HelloReply or Message) as one JSON message and
-// writes it to w in one call. It returns an error when v does not marshal,
-// when its body exceeds MaxMessageLen, or when the write fails.
+// writes it to w in one call. It returns an error wrapping ErrEncode when
+// v does not marshal or its body exceeds MaxMessageLen (nothing is
+// written), or the write's error.
 func Write(w io.Writer, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrEncode, err)
 	}
 	if len(b) > MaxMessageLen {
-		return fmt.Errorf("control message of %d bytes exceeds %d", len(b), MaxMessageLen)
+		return fmt.Errorf("%w: %d bytes exceeds %d", ErrEncode, len(b), MaxMessageLen)
 	}
 	out := binary.BigEndian.AppendUint16(make([]byte, 0, 2+len(b)), uint16(len(b)))
 	_, err = w.Write(append(out, b...))
