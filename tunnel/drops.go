@@ -20,7 +20,7 @@ const (
 	DropNoPath           DropReason = iota // bond: no path could take the packet
 	DropOversize                           // bond: longer than the MTU (answered with ICMP when allowed)
 	DropLinkLocal                          // bond, concentrator: link-local or link-scope multicast destination: not routed
-	DropParitySkipped                      // bond: an FEC parity datagram not queued, no path had window room
+	DropParitySkipped                      // bond: an FEC parity datagram not queued, no path had window or queue room (or none was up)
 	DropBadHeader                          // bond: a datagram with a malformed bondd header
 	DropBadFEC                             // bond: a datagram whose FEC fields the decoder rejected (fec.Bad)
 	DropDuplicate                          // bond: sequence number seen before, or the data packet FEC rebuilt already

@@ -222,7 +222,7 @@ func (b *Bond) sendParity(p *fec.Parity, picks []int, fs *fitScratch, now time.T
 			}
 			picks[0] = i
 		} else if len(picks) < len(set.paths) || len(states) == 0 || b.picker.Pick(states, now, picks) == 0 {
-			b.drops.add(DropNoPath)
+			b.drops.add(DropParitySkipped) // not data: no_path counts data alone
 			continue
 		}
 		remap(picks, 1, idx)
