@@ -25,7 +25,7 @@ import (
 //     it to quic-go. Frames dropped from bondd's own queue never get a
 //     number, so the receiver's gaps are the path's own loss.
 //  2. The receiver keeps a policy.RateMeter per path (pathConn.routineReceive)
-//     and, every max(50 ms, sRTT), sends the path's report back as a
+//     and, every sRTT within 50–250 ms, sends the path's report back as a
 //     PATH_RATE_FEEDBACK on one of the path's control streams
 //     (routineRateFeedback).
 //  3. The sender feeds each report to the path's policy.RateEstimator
@@ -61,6 +61,7 @@ const (
 // Timing of rate control.
 const (
 	rateFeedbackMin = 50 * time.Millisecond  // the shortest feedback interval (GCC: 50–100 ms)
+	rateFeedbackMax = 250 * time.Millisecond // the longest: a path whose own queue stretched its sRTT to seconds still hears of it
 	rateStaleMin    = 500 * time.Millisecond // no report for this long (or 4 sRTT) while sending: fall back
 	rateQuietAfter  = time.Second            // empty reports continue this long after the last datagram
 	lossProbeEvery  = 100 * time.Millisecond // a lossy path gets a copy of one packet this often
@@ -188,7 +189,8 @@ func (rc *rateCtl) report(now time.Time) (policy.RateReport, bool) {
 
 // routineRateFeedback serves one connection of the path that negotiated
 // the rate capability, until it ends: while it owns the path's feedback it
-// sends the receiver's report every max(rateFeedbackMin, sRTT) on str
+// sends the receiver's report every sRTT, within rateFeedbackMin and
+// rateFeedbackMax, on str
 // (whose writes wmu serialises with the control plane's), and it applies
 // the sender's fallback when reports stop coming. While the bond sleeps
 // (idle.go) and there is nothing to report it waits, without a timer,
@@ -206,7 +208,7 @@ func (rc *rateCtl) routineRateFeedback(conn *quic.Conn, str *quic.Stream, wmu *s
 			return
 		case <-timer.C:
 		}
-		interval := max(rateFeedbackMin, rc.p.state.SmoothedRTT())
+		interval := feedbackInterval(rc.p.state.SmoothedRTT())
 		owner := rc.owner.CompareAndSwap(nil, conn) || rc.owner.Load() == conn // else another connection of the path sends the reports
 		now := time.Now()
 		var r policy.RateReport
@@ -238,6 +240,16 @@ func (rc *rateCtl) routineRateFeedback(conn *quic.Conn, str *quic.Stream, wmu *s
 		rc.sentFb.Add(1)
 		rc.lastFb.Store(&r)
 	}
+}
+
+// feedbackInterval is how often the receiver reports on a path whose
+// sRTT is srtt: once a round trip (GCC: 50–100 ms), within rateFeedbackMin
+// and rateFeedbackMax. A round trip longer than rateFeedbackMax is mostly
+// the path's own queue, which the reports are there to drain: reported
+// once per 3.7-s sRTT, the demo's ATT path (seed 1) kept 7.8 s of queue in
+// its link and lost 250 datagrams too late to resend.
+func feedbackInterval(srtt time.Duration) time.Duration {
+	return min(max(rateFeedbackMin, srtt), rateFeedbackMax)
 }
 
 // ring wakes the path's feedback routine from its wait for the bond to
