@@ -40,37 +40,59 @@ const (
 	codeControlStalled = 0x108
 )
 
-// errControlStalled wraps the error of a control write that timed out
-// and closed its connection (writeControl).
-var errControlStalled = errors.New("control stream stalled, connection closed")
+// Errors of writeControl for a write that timed out.
+var (
+	// errControlBusy: nothing of the message went on the stream, which
+	// is intact; the message is dropped.
+	errControlBusy = errors.New("control stream busy, message dropped")
+	// errControlStalled: part of the message went on the stream and the
+	// rest did not follow; the connection was closed.
+	errControlStalled = errors.New("control stream stalled, connection closed")
+)
 
 // writeControl writes the control message v on str, a control stream of
 // conn, waiting at most ctrlWriteTimeout; wmu serialises the stream's
 // writers (the control plane's and the rate reports'). A write that times
-// out may have left part of a message on the stream, whose framing the
-// peer can then no longer follow: conn is closed with codeControlStalled
-// before any other writer can add to the stream, and the edge redials the
-// path, so that a stalled control stream leaves no connection without its
-// control plane and its rate reports. The error then wraps
-// errControlStalled. Any other error (a message that does not encode or is
-// over ctrlmsg.MaxMessageLen, a stream or connection that ended) is
-// returned as it is, and conn is left alone.
+// out before any of the message went on the stream drops it (the error
+// wraps errControlBusy) and leaves the stream as it was. One that timed
+// out part-way gets one more ctrlWriteTimeout for the rest: the peer
+// cannot follow the stream's framing without it. If the rest does not
+// go either, conn is closed with codeControlStalled before any other
+// writer can add to the stream (errControlStalled), and the edge redials
+// the path: a stalled control stream leaves no connection without its
+// control plane and its rate reports. Any other error (a message that does
+// not encode, wrapping ctrlmsg.ErrEncode; a stream or connection that
+// ended) is returned as it is.
 func writeControl(conn *quic.Conn, str *quic.Stream, wmu *sync.Mutex, v any) error {
+	b, err := ctrlmsg.Encode(v)
+	if err != nil {
+		return err
+	}
 	wmu.Lock()
 	defer wmu.Unlock()
-	str.SetWriteDeadline(time.Now().Add(ctrlWriteTimeout))
-	err := ctrlmsg.Write(str, v)
-	str.SetWriteDeadline(time.Time{})
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		conn.CloseWithError(codeControlStalled, "control stream stalled")
-		return fmt.Errorf("%w: %w", errControlStalled, err)
+	for sent, tries := 0, 0; ; tries++ {
+		str.SetWriteDeadline(time.Now().Add(ctrlWriteTimeout))
+		n, err := str.Write(b[sent:])
+		str.SetWriteDeadline(time.Time{})
+		sent += n
+		switch {
+		case err == nil:
+			return nil
+		case !errors.Is(err, os.ErrDeadlineExceeded):
+			return err
+		case sent == 0:
+			return fmt.Errorf("%w: %w", errControlBusy, err)
+		case tries > 0:
+			conn.CloseWithError(codeControlStalled, "control stream stalled")
+			return fmt.Errorf("%w: %w", errControlStalled, err)
+		}
 	}
-	return err
 }
 
 // logControlWrite logs a failed control write on path's stream: a
-// stall that closed the connection as a warning, any other failure (the
-// stream or the connection ended) for debugging.
+// stall that closed the connection as a warning, any other failure (a
+// message dropped on a busy stream, the stream or the connection ended)
+// for debugging.
 func logControlWrite(log *slog.Logger, path string, err error) {
 	if errors.Is(err, errControlStalled) {
 		log.Warn("control stream stalled: connection closed", "path", path, "err", err)

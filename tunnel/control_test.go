@@ -14,15 +14,15 @@ import (
 )
 
 // TestWriteControlStalled: a control stream whose peer stops reading takes
-// messages until its flow-control window is full; the write that then
-// waits ctrlWriteTimeout fails and closes the connection with
-// codeControlStalled, since part of its message may be on the stream. A
-// message too large to encode is not written and leaves the connection
-// alone.
+// messages until its flow-control window is full. A write of which part
+// went on the stream before the window closed gets a second
+// ctrlWriteTimeout for the rest, then closes the connection with
+// codeControlStalled. A message too large to encode is not written and
+// leaves the connection alone.
 func TestWriteControlStalled(t *testing.T) {
 	r := newRawQUIC(t)
 	defer r.close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	str, err := r.client.OpenStreamSync(ctx)
 	if err != nil {
@@ -50,8 +50,8 @@ func TestWriteControlStalled(t *testing.T) {
 	if !errors.Is(err, errControlStalled) {
 		t.Fatalf("after %d messages to a peer that reads none: %v, want errControlStalled", n, err)
 	}
-	if took < ctrlWriteTimeout {
-		t.Errorf("the write failed after %v, before the %v timeout", took, ctrlWriteTimeout)
+	if took < 2*ctrlWriteTimeout {
+		t.Errorf("the write failed after %v, before two %v timeouts", took, ctrlWriteTimeout)
 	}
 	select {
 	case <-r.client.Context().Done():
@@ -61,5 +61,34 @@ func TestWriteControlStalled(t *testing.T) {
 	var appErr *quic.ApplicationError
 	if cause := context.Cause(r.client.Context()); !errors.As(cause, &appErr) || appErr.ErrorCode != codeControlStalled {
 		t.Errorf("connection closed with %v, want code %#x", cause, codeControlStalled)
+	}
+}
+
+// TestWriteControlBusy: on a stream whose flow-control window is full, a
+// small message that cannot be buffered is dropped after ctrlWriteTimeout
+// with nothing of it on the stream, and the connection stays up.
+func TestWriteControlBusy(t *testing.T) {
+	r := newRawQUIC(t)
+	defer r.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	str, err := r.client.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wmu sync.Mutex
+	msg := map[string]string{"type": "filler", "pad": strings.Repeat("x", 900)}
+	n := 0
+	for ; n < 100_000; n++ {
+		if err = writeControl(r.client, str, &wmu, msg); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, errControlBusy) {
+		t.Fatalf("after %d small messages to a peer that reads none: %v, want errControlBusy", n, err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if r.client.Context().Err() != nil {
+		t.Fatalf("a dropped message closed the connection: %v", context.Cause(r.client.Context()))
 	}
 }

@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -277,6 +278,12 @@ func (c *bondControl) routineServeControl(conn *quic.Conn, str *quic.Stream, p *
 		case *ctrlmsg.MappingRule:
 			res := c.onRule(bondID, m)
 			if err := writeControl(conn, str, &wmu, res); err != nil {
+				if errors.Is(err, errControlBusy) {
+					// The edge waits for every result; a new carrier
+					// sends all its rules again.
+					conn.CloseWithError(codeControlStalled, "control stream stalled")
+					err = fmt.Errorf("%w: %w", errControlStalled, err)
+				}
 				logControlWrite(c.log, p.name, err)
 				return
 			}

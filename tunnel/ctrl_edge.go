@@ -284,8 +284,10 @@ func (e *Edge) routineControlWriter() {
 			}
 			if err != nil {
 				logControlWrite(e.log, e.paths[carrier.path].name, err)
-				carrier.dead.Store(true)
-				ec.ring()
+				if !errors.Is(err, errControlBusy) { // busy: the stream is intact, the message goes again
+					carrier.dead.Store(true)
+					ec.ring()
+				}
 				return false
 			}
 			e.bond.ctlCtr.sent.Add(1)

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -234,6 +235,9 @@ func (rc *rateCtl) routineRateFeedback(conn *quic.Conn, str *quic.Stream, wmu *s
 		}
 		if err := writeControl(conn, str, wmu, feedbackOf(rc.p.name, &r)); err != nil {
 			logControlWrite(rc.p.bond.log, rc.p.name, err)
+			if errors.Is(err, errControlBusy) {
+				continue // the next report comes with the next interval
+			}
 			return
 		}
 		rc.p.bond.ctlCtr.sent.Add(1)

@@ -59,20 +59,29 @@ func badf(format string, a ...any) error {
 // at all: v does not marshal, or its body exceeds MaxMessageLen.
 var ErrEncode = errors.New("control message not encoded")
 
-// Write frames v (a Hello, HelloReply or Message) as one JSON message and
-// writes it to w in one call. It returns an error wrapping ErrEncode when
-// v does not marshal or its body exceeds MaxMessageLen (nothing is
-// written), or the write's error.
-func Write(w io.Writer, v any) error {
+// Encode returns v (a Hello, HelloReply or Message) framed as one
+// message: a 2-byte length and the JSON body. Its error wraps ErrEncode
+// when v does not marshal or its body exceeds MaxMessageLen.
+func Encode(v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrEncode, err)
+		return nil, fmt.Errorf("%w: %w", ErrEncode, err)
 	}
 	if len(b) > MaxMessageLen {
-		return fmt.Errorf("%w: %d bytes exceeds %d", ErrEncode, len(b), MaxMessageLen)
+		return nil, fmt.Errorf("%w: %d bytes exceeds %d", ErrEncode, len(b), MaxMessageLen)
 	}
 	out := binary.BigEndian.AppendUint16(make([]byte, 0, 2+len(b)), uint16(len(b)))
-	_, err = w.Write(append(out, b...))
+	return append(out, b...), nil
+}
+
+// Write writes v, framed by Encode, to w in one call. It returns Encode's
+// error (nothing is written) or the write's.
+func Write(w io.Writer, v any) error {
+	b, err := Encode(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
 	return err
 }
 
