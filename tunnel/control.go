@@ -35,8 +35,10 @@ const (
 	codeUnauthorized = 0x101
 	codeProtocol     = 0x102
 	codeReplaced     = 0x103 // the bond restarted with a new bond id
-	// codeControlStalled closes a connection whose control stream did
-	// not take a message within ctrlWriteTimeout (writeControl).
+	// codeControlStalled closes a connection whose control stream took
+	// part of a message and not the rest within twice ctrlWriteTimeout
+	// (writeControl), or on the concentrator could not send a rule's
+	// result.
 	codeControlStalled = 0x108
 )
 

@@ -57,8 +57,9 @@ const edgeRulePrefix = "edge."
 // adds to them.
 var builtinPolicyLabelKeys = []string{"cost_class"}
 
-// ctrlWriteTimeout bounds one write on a control stream; a stream that
-// does not take a message for this long has its connection closed
+// ctrlWriteTimeout bounds one write on a control stream: a message none
+// of which the stream took in this time is dropped, and one it took part
+// of gets this long once more before the connection is closed
 // (writeControl).
 const ctrlWriteTimeout = 2 * time.Second
 
