@@ -245,8 +245,11 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	concAfter := bed.Conc.Stats()
 	rep := buildReport(bed, sc, o, fs, before, bed.Edge.Stats())
-	tx, rx, rx0 := rep.fecAfter(before, bed.Edge.Stats()), bed.Conc.Stats().FEC, concBefore.FEC
+	// Duplicates are filtered where the flow arrives, at the concentrator.
+	rep.Bond.Duplicates = concAfter.Drops[tunnel.DropDuplicate] - concBefore.Drops[tunnel.DropDuplicate]
+	tx, rx, rx0 := rep.fecAfter(before, bed.Edge.Stats()), concAfter.FEC, concBefore.FEC
 	rep.Scheduler, rep.Seed, rep.ExtraLossPct, rep.RateControl = o.Scheduler, o.Seed, o.LossPct, o.RateControl
 	if rep.RateControl == "" {
 		rep.RateControl = RateControlBondd
@@ -311,7 +314,7 @@ func buildReport(bed *Bed, sc emu.Scenario, o Options, fs *demoFlow, before, aft
 	rep := demoReport{
 		Mode: bed.Mode, DurationS: o.Duration.Seconds(), RateMbps: o.RateMbps,
 		OWDms: owd, GoodputMbps: goodput, PacketsSent: sent, PacketsReceived: recvd,
-		Bond: &bondSummary{Duplicates: after.Drops[tunnel.DropDuplicate], NoPath: after.Drops[tunnel.DropNoPath] - before.Drops[tunnel.DropNoPath]},
+		Bond: &bondSummary{NoPath: after.Drops[tunnel.DropNoPath] - before.Drops[tunnel.DropNoPath]},
 	}
 	if sent > 0 {
 		rep.LossRate = 1 - float64(recvd)/float64(sent)
