@@ -45,7 +45,9 @@ const (
 // Errors of writeControl for a write that timed out.
 var (
 	// errControlBusy: nothing of the message went on the stream, which
-	// is intact; the message is dropped.
+	// is intact; the message is dropped (the edge's control writer then
+	// moves to another carrier, the rate reports wait for the next
+	// interval).
 	errControlBusy = errors.New("control stream busy, message dropped")
 	// errControlStalled: part of the message went on the stream and the
 	// rest did not follow; the connection was closed.

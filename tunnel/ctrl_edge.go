@@ -283,11 +283,12 @@ func (e *Edge) routineControlWriter() {
 				return true
 			}
 			if err != nil {
+				// Not a carrier any more, busy or not: the writer moves
+				// to the next live stream at once (the doorbell), and
+				// the new carrier gets everything again.
 				logControlWrite(e.log, e.paths[carrier.path].name, err)
-				if !errors.Is(err, errControlBusy) { // busy: the stream is intact, the message goes again
-					carrier.dead.Store(true)
-					ec.ring()
-				}
+				carrier.dead.Store(true)
+				ec.ring()
 				return false
 			}
 			e.bond.ctlCtr.sent.Add(1)

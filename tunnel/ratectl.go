@@ -201,6 +201,7 @@ func (rc *rateCtl) routineRateFeedback(conn *quic.Conn, str *quic.Stream, wmu *s
 	done := conn.Context().Done()
 	timer := time.NewTimer(rateFeedbackMin)
 	defer timer.Stop()
+	var unsentLost uint32 // lost datagrams of a report the stream had no room for
 	for {
 		select {
 		case <-done:
@@ -233,13 +234,18 @@ func (rc *rateCtl) routineRateFeedback(conn *quic.Conn, str *quic.Stream, wmu *s
 		if !ok {
 			continue
 		}
+		r.Lost = min(r.Lost+unsentLost, ctrlmsg.MaxRateDatagrams)
 		if err := writeControl(conn, str, wmu, feedbackOf(rc.p.name, &r)); err != nil {
 			logControlWrite(rc.p.bond.log, rc.p.name, err)
 			if errors.Is(err, errControlBusy) {
-				continue // the next report comes with the next interval
+				// The next report comes with the next interval and
+				// carries this one's losses.
+				unsentLost = r.Lost
+				continue
 			}
 			return
 		}
+		unsentLost = 0
 		rc.p.bond.ctlCtr.sent.Add(1)
 		rc.sentFb.Add(1)
 		rc.lastFb.Store(&r)

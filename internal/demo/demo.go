@@ -94,8 +94,8 @@ type demoPath struct {
 }
 
 type bondSummary struct {
-	Duplicates uint64 `json:"duplicates_dropped"`
-	QueueDrops uint64 `json:"queue_drops"` // QueueFull + Expired + Deadline
+	Duplicates uint64 `json:"duplicates_dropped"` // the concentrator's, over the run; the other fields are the edge's
+	QueueDrops uint64 `json:"queue_drops"`        // QueueFull + Expired + Deadline
 	QueueFull  uint64 `json:"queue_full_drops"`
 	Expired    uint64 `json:"expired_drops"`  // older than max_queue_delay
 	Deadline   uint64 `json:"deadline_drops"` // past a rule's deadline_ms
