@@ -87,10 +87,16 @@ func writeControl(conn *quic.Conn, str *quic.Stream, wmu *sync.Mutex, v any) err
 		case sent == 0:
 			return fmt.Errorf("%w: %w", errControlBusy, err)
 		case tries > 0:
-			conn.CloseWithError(codeControlStalled, "control stream stalled")
-			return fmt.Errorf("%w: %w", errControlStalled, err)
+			return closeStalled(conn, err)
 		}
 	}
+}
+
+// closeStalled closes conn with codeControlStalled for a control write
+// that failed with err, and returns err wrapped in errControlStalled.
+func closeStalled(conn *quic.Conn, err error) error {
+	conn.CloseWithError(codeControlStalled, "control stream stalled")
+	return fmt.Errorf("%w: %w", errControlStalled, err)
 }
 
 // logControlWrite logs a failed control write on path's stream: a

@@ -13,6 +13,37 @@ import (
 	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
 
+// unreadStream opens a stream on a raw QUIC pair whose peer never reads
+// it; ctx bounds the test (15 s).
+func unreadStream(t *testing.T) (r *rawQUIC, str *quic.Stream, ctx context.Context) {
+	t.Helper()
+	r = newRawQUIC(t)
+	t.Cleanup(r.close)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	t.Cleanup(cancel)
+	str, err := r.client.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, str, ctx
+}
+
+// writeUntilError writes msg on str with writeControl until a write fails
+// (at most max writes) and returns the number of writes before it, how
+// long it took and its error.
+func writeUntilError(conn *quic.Conn, str *quic.Stream, msg any, max int) (n int, took time.Duration, err error) {
+	var wmu sync.Mutex
+	for ; n < max; n++ {
+		start := time.Now()
+		err = writeControl(conn, str, &wmu, msg)
+		took = time.Since(start)
+		if err != nil {
+			break
+		}
+	}
+	return n, took, err
+}
+
 // TestWriteControlStalled: a control stream whose peer stops reading takes
 // messages until its flow-control window is full. A write of which part
 // went on the stream before the window closed gets a second
@@ -20,33 +51,16 @@ import (
 // codeControlStalled. A message too large to encode is not written and
 // leaves the connection alone.
 func TestWriteControlStalled(t *testing.T) {
-	r := newRawQUIC(t)
-	defer r.close()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	str, err := r.client.OpenStreamSync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wmu sync.Mutex
+	r, str, ctx := unreadStream(t)
 	huge := map[string]string{"type": "filler", "pad": strings.Repeat("x", ctrlmsg.MaxMessageLen)}
-	if err := writeControl(r.client, str, &wmu, huge); !errors.Is(err, ctrlmsg.ErrEncode) {
+	if _, _, err := writeUntilError(r.client, str, huge, 1); !errors.Is(err, ctrlmsg.ErrEncode) {
 		t.Fatalf("a message over MaxMessageLen: %v, want ErrEncode", err)
 	}
 	if r.client.Context().Err() != nil {
 		t.Fatal("a message that was not written closed the connection")
 	}
 	msg := map[string]string{"type": "filler", "pad": strings.Repeat("x", ctrlmsg.MaxMessageLen-40)}
-	var took time.Duration
-	n := 0
-	for ; n < 10_000; n++ {
-		start := time.Now()
-		err = writeControl(r.client, str, &wmu, msg)
-		took = time.Since(start)
-		if err != nil {
-			break
-		}
-	}
+	n, took, err := writeUntilError(r.client, str, msg, 10_000)
 	if !errors.Is(err, errControlStalled) {
 		t.Fatalf("after %d messages to a peer that reads none: %v, want errControlStalled", n, err)
 	}
@@ -68,22 +82,9 @@ func TestWriteControlStalled(t *testing.T) {
 // small message that cannot be buffered is dropped after ctrlWriteTimeout
 // with nothing of it on the stream, and the connection stays up.
 func TestWriteControlBusy(t *testing.T) {
-	r := newRawQUIC(t)
-	defer r.close()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	str, err := r.client.OpenStreamSync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wmu sync.Mutex
+	r, str, _ := unreadStream(t)
 	msg := map[string]string{"type": "filler", "pad": strings.Repeat("x", 900)}
-	n := 0
-	for ; n < 100_000; n++ {
-		if err = writeControl(r.client, str, &wmu, msg); err != nil {
-			break
-		}
-	}
+	n, _, err := writeUntilError(r.client, str, msg, 100_000)
 	if !errors.Is(err, errControlBusy) {
 		t.Fatalf("after %d small messages to a peer that reads none: %v, want errControlBusy", n, err)
 	}

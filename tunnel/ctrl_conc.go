@@ -282,8 +282,7 @@ func (c *bondControl) routineServeControl(conn *quic.Conn, str *quic.Stream, p *
 				if errors.Is(err, errControlBusy) {
 					// The edge waits for every result; a new carrier
 					// sends all its rules again.
-					conn.CloseWithError(codeControlStalled, "control stream stalled")
-					err = fmt.Errorf("%w: %w", errControlStalled, err)
+					err = closeStalled(conn, err)
 				}
 				logControlWrite(c.log, p.name, err)
 				return
