@@ -253,12 +253,8 @@ func (c *bondControl) routineServeControl(conn *quic.Conn, str *quic.Stream, p *
 	ctr := &c.bond.ctlCtr
 	var wmu sync.Mutex // the rate feedback writes on str too (ratectl.go)
 	if caps&ctrlmsg.CapRate != 0 {
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		defer wg.Wait()
-		defer close(stop)
 		p.rc.setPeer(caps, time.Now())
-		wg.Go(func() { p.rc.routineRateFeedback(conn, str, &wmu, stop) })
+		defer p.rc.startFeedback(conn, str, &wmu)()
 	}
 	for {
 		msg, why, err := readControl(str, caps, ctrlmsg.FromEdge, ctr)

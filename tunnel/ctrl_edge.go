@@ -103,12 +103,14 @@ func (e *Edge) attachControl(conn *quic.Conn, str *quic.Stream, pathName string,
 	ec.streams = append(ec.streams, cc)
 	ec.mu.Unlock()
 	ec.ring()
+	stopFeedback := func() {}
 	if p := e.paths[idx]; caps&ctrlmsg.CapRate != 0 {
 		p.rc.setPeer(caps, time.Now())
-		e.wg.Go(func() { p.rc.routineRateFeedback(conn, str, &cc.wmu, e.ctx.Done()) })
+		stopFeedback = p.rc.startFeedback(conn, str, &cc.wmu)
 	}
 	e.wg.Go(func() {
 		e.routineControlReader(cc)
+		stopFeedback()
 		ec.mu.Lock()
 		for i, s := range ec.streams {
 			if s == cc {

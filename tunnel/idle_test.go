@@ -66,6 +66,17 @@ func TestIdleBondSleepsAndWakes(t *testing.T) {
 		return n
 	}
 	timersArmed := func(b *Bond) bool { return b.idle.fecExpire.Scheduled() || b.idle.spread.Scheduled() }
+	// feedbackArmed counts the paths whose rate reports' timer is armed.
+	feedbackArmed := func(b *Bond) (n int) {
+		for _, p := range b.paths.Load().paths {
+			p.rc.fbMu.Lock()
+			if p.rc.fbTimer != nil && p.rc.fbTimer.Scheduled() {
+				n++
+			}
+			p.rc.fbMu.Unlock()
+		}
+		return n
+	}
 	e0, c0 := snap(eb), snap(cb)
 	er0, cr0 := reports(eb), reports(cb)
 	ef0, _ := edge.timers.Stats()
@@ -118,6 +129,9 @@ func TestIdleBondSleepsAndWakes(t *testing.T) {
 	if timersArmed(eb) || timersArmed(cb) {
 		t.Errorf("FEC expiry or resequencer timer armed while asleep: edge %v, concentrator %v", timersArmed(eb), timersArmed(cb))
 	}
+	if e, c := feedbackArmed(eb), feedbackArmed(cb); e+c != 0 {
+		t.Errorf("rate report timers armed while asleep: edge %d, concentrator %d paths; want none", e, c)
+	}
 	ef1, _ := edge.timers.Stats()
 	cf1, _ := conc.timers.Stats()
 	for i := range 2 {
@@ -160,6 +174,9 @@ func TestIdleBondSleepsAndWakes(t *testing.T) {
 	}
 	if !timersArmed(eb) || !timersArmed(cb) {
 		t.Errorf("awake, FEC expiry and resequencer timers not armed: edge %v, concentrator %v", timersArmed(eb), timersArmed(cb))
+	}
+	if e, c := feedbackArmed(eb), feedbackArmed(cb); e != 2 || c != 2 {
+		t.Errorf("awake, rate report timers armed on edge %d, concentrator %d paths; want 2 each", e, c)
 	}
 	// Traffic brings the rate reports back.
 	cr := reports(cb)

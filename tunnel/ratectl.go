@@ -11,6 +11,7 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/quicvarint"
 
+	"github.com/bondd/bondd/internal/timerheap"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
@@ -28,7 +29,7 @@ import (
 //  2. The receiver keeps a policy.RateMeter per path (pathConn.routineReceive)
 //     and, every sRTT within 50–250 ms, sends the path's report back as a
 //     PATH_RATE_FEEDBACK on one of the path's control streams
-//     (routineRateFeedback).
+//     (startFeedback, on the node's timer heap).
 //  3. The sender feeds each report to the path's policy.RateEstimator
 //     (onFeedback) and publishes the target; the path's send routine pops
 //     frames from its queue only when the path's policy.Pacer has tokens,
@@ -86,10 +87,16 @@ type rateCtl struct {
 	meter    policy.RateMeter
 	seqLoss  policy.SeqLoss                    // the reports' Lost: reordering tolerated for one interval or policy.SeqLossWindow datagrams
 	lastRxNs atomic.Int64                      // unix ns of the last metered datagram
-	owner    atomic.Pointer[quic.Conn]         // the connection whose routine sends this path's reports
-	bell     chan struct{}                     // capacity 1: the bond woke (ring)
 	sentFb   atomic.Uint64                     // reports sent
 	lastFb   atomic.Pointer[policy.RateReport] // the last report sent, for the status
+
+	// The reports' timer and streams (startFeedback), guarded by fbMu.
+	fbMu       sync.Mutex
+	fbTimer    *timerheap.Timer // in the node's heap; nil until the first stream
+	fbStreams  []*fbStream      // the first carries the reports
+	fbWrite    *fbStream        // the stream a report is being written on, nil when none
+	fbWritten  chan struct{}    // closed when that write ends
+	unsentLost uint32           // lost datagrams of a report the stream had no room for
 
 	// Sender.
 	estMu     sync.Mutex
@@ -117,7 +124,7 @@ type rateCtl struct {
 }
 
 func newRateCtl(p *path, mode string) *rateCtl {
-	rc := &rateCtl{p: p, on: mode == RateControlBondd, bell: make(chan struct{}, 1)}
+	rc := &rateCtl{p: p, on: mode == RateControlBondd}
 	rc.est = policy.NewRateEstimator(policy.RateConfig{LEO: p.state.LEOReconf()})
 	rc.target.Store(math.Float64bits(rc.est.Target()))
 	return rc
@@ -188,67 +195,119 @@ func (rc *rateCtl) report(now time.Time) (policy.RateReport, bool) {
 	return r, true
 }
 
-// routineRateFeedback serves one connection of the path that negotiated
-// the rate capability, until it ends: while it owns the path's feedback it
-// sends the receiver's report every sRTT, within rateFeedbackMin and
-// rateFeedbackMax, on str
-// (whose writes wmu serialises with the control plane's), and it applies
-// the sender's fallback when reports stop coming. While the bond sleeps
-// (idle.go) and there is nothing to report it waits, without a timer,
-// until the bond wakes. It also returns when stop is closed.
-func (rc *rateCtl) routineRateFeedback(conn *quic.Conn, str *quic.Stream, wmu *sync.Mutex, stop <-chan struct{}) {
-	defer rc.owner.CompareAndSwap(conn, nil)
-	done := conn.Context().Done()
-	timer := time.NewTimer(rateFeedbackMin)
-	defer timer.Stop()
-	var unsentLost uint32 // lost datagrams of a report the stream had no room for
-	for {
-		select {
-		case <-done:
-			return
-		case <-stop:
-			return
-		case <-timer.C:
+// fbStream is a control stream of one of the path's connections that
+// negotiated the rate capability: the receiver's reports go on the
+// first of the path's (rateCtl.fbStreams), whose writes wmu serialises
+// with the control plane's.
+type fbStream struct {
+	conn *quic.Conn
+	str  *quic.Stream
+	wmu  *sync.Mutex
+}
+
+// startFeedback adds a connection's control stream to the path's report
+// streams and arms the reports' timer in the node's heap (idle.go):
+// every sRTT, within rateFeedbackMin and rateFeedbackMax, the receiver's
+// report goes on the path's first stream, and the sender's fallback
+// (checkStale) is applied when reports stop coming. The returned stop
+// removes the stream, once its connection's control stream has ended,
+// and waits for a report being written on it. A bond whose timers have
+// not started (no node heap) sends no reports.
+func (rc *rateCtl) startFeedback(conn *quic.Conn, str *quic.Stream, wmu *sync.Mutex) (stop func()) {
+	fs := &fbStream{conn: conn, str: str, wmu: wmu}
+	rc.fbMu.Lock()
+	if rc.fbTimer == nil {
+		rc.fbTimer = rc.p.bond.newTimer(rc.feedbackTick)
+	}
+	t := rc.fbTimer
+	if t != nil {
+		rc.fbStreams = append(rc.fbStreams, fs)
+		t.ResetEarlier(time.Now().Add(rateFeedbackMin))
+	}
+	rc.fbMu.Unlock()
+	if t == nil {
+		return func() {}
+	}
+	return func() {
+		rc.fbMu.Lock()
+		rc.dropStream(fs)
+		var wait chan struct{}
+		if rc.fbWrite == fs {
+			wait = rc.fbWritten
 		}
-		interval := feedbackInterval(rc.p.state.SmoothedRTT())
-		owner := rc.owner.CompareAndSwap(nil, conn) || rc.owner.Load() == conn // else another connection of the path sends the reports
-		now := time.Now()
-		var r policy.RateReport
-		ok := false
-		if owner {
-			rc.checkStale(now)
-			r, ok = rc.report(now)
+		rc.fbMu.Unlock()
+		if wait != nil {
+			<-wait
 		}
-		if !ok && rc.p.bond.asleep() {
-			// Nothing to report and nothing sent: wait for the bond to
-			// wake (idle.go) rather than tick.
-			select {
-			case <-done:
-				return
-			case <-stop:
-				return
-			case <-rc.bell:
-			}
-		}
-		timer.Reset(interval)
-		if !ok {
-			continue
-		}
-		r.Lost = min(r.Lost+unsentLost, ctrlmsg.MaxRateDatagrams)
-		if err := writeControl(conn, str, wmu, feedbackOf(rc.p.name, &r)); err != nil {
-			logControlWrite(rc.p.bond.log, rc.p.name, err)
-			if errors.Is(err, errControlBusy) {
-				// The next report comes with the next interval and
-				// carries this one's losses.
-				unsentLost = r.Lost
-				continue
-			}
+	}
+}
+
+// dropStream removes fs from the report streams; rc.fbMu is held.
+func (rc *rateCtl) dropStream(fs *fbStream) {
+	for i, s := range rc.fbStreams {
+		if s == fs {
+			rc.fbStreams = append(rc.fbStreams[:i], rc.fbStreams[i+1:]...)
 			return
 		}
-		unsentLost = 0
+	}
+}
+
+// feedbackTick is the reports' timer (the node's heap goroutine, at now):
+// it applies the sender's fallback, takes the receiver's report and hands
+// it to writeFeedback on a goroutine of its own, since a control write
+// may wait for the stream (writeControl). While a report is being
+// written the tick is skipped, and the next report covers both
+// intervals. While the bond sleeps (idle.go) and there is nothing to
+// report the timer is not re-armed: ring re-arms it when the bond wakes.
+func (rc *rateCtl) feedbackTick(now, _ time.Time) {
+	rc.fbMu.Lock()
+	defer rc.fbMu.Unlock()
+	if len(rc.fbStreams) == 0 {
+		return // re-armed by the next startFeedback
+	}
+	next := now.Add(feedbackInterval(rc.p.state.SmoothedRTT()))
+	if rc.fbWrite != nil {
+		rc.fbTimer.Reset(next)
+		return
+	}
+	rc.checkStale(now)
+	r, ok := rc.report(now)
+	if !ok {
+		if !rc.p.bond.asleep() {
+			rc.fbTimer.Reset(next)
+		}
+		return
+	}
+	rc.fbTimer.Reset(next)
+	r.Lost = min(r.Lost+rc.unsentLost, ctrlmsg.MaxRateDatagrams)
+	rc.unsentLost = 0
+	fs, done := rc.fbStreams[0], make(chan struct{})
+	rc.fbWrite, rc.fbWritten = fs, done
+	go rc.writeFeedback(fs, &r, done)
+}
+
+// writeFeedback writes report r on fs and closes done. A report the stream
+// had no room for (errControlBusy) is dropped, and the next one carries
+// its losses; a stream that failed otherwise (its connection is closing)
+// is no longer used, and the path's next stream, if any, takes over.
+func (rc *rateCtl) writeFeedback(fs *fbStream, r *policy.RateReport, done chan struct{}) {
+	err := writeControl(fs.conn, fs.str, fs.wmu, feedbackOf(rc.p.name, r))
+	rc.fbMu.Lock()
+	switch {
+	case err == nil:
 		rc.p.bond.ctlCtr.sent.Add(1)
 		rc.sentFb.Add(1)
-		rc.lastFb.Store(&r)
+		rc.lastFb.Store(r)
+	case errors.Is(err, errControlBusy):
+		rc.unsentLost = r.Lost
+	default:
+		rc.dropStream(fs)
+	}
+	rc.fbWrite, rc.fbWritten = nil, nil
+	rc.fbMu.Unlock()
+	close(done)
+	if err != nil {
+		logControlWrite(rc.p.bond.log, rc.p.name, err)
 	}
 }
 
@@ -262,18 +321,19 @@ func feedbackInterval(srtt time.Duration) time.Duration {
 	return min(max(rateFeedbackMin, srtt), rateFeedbackMax)
 }
 
-// ring wakes the path's feedback routine from its wait for the bond to
-// wake, at now; it never blocks. Reports stopped while the bond slept
+// ring re-arms the path's reports when the bond wakes at now; it never
+// waits for a report being written. Reports stopped while the bond slept
 // because nothing was sent: the fallback (checkStale) counts its silence
 // from now.
 func (rc *rateCtl) ring(now time.Time) {
 	rc.estMu.Lock()
 	rc.staleAt, rc.staleSent = now, rc.released.Load()
 	rc.estMu.Unlock()
-	select {
-	case rc.bell <- struct{}{}:
-	default:
+	rc.fbMu.Lock()
+	if rc.fbTimer != nil && len(rc.fbStreams) > 0 {
+		rc.fbTimer.ResetEarlier(now.Add(feedbackInterval(rc.p.state.SmoothedRTT())))
 	}
+	rc.fbMu.Unlock()
 }
 
 func feedbackOf(name string, r *policy.RateReport) *ctrlmsg.RateFeedback {
