@@ -284,6 +284,24 @@ func TestBondPathLoss(t *testing.T) {
 	}
 }
 
+// TestConcentratorPathLastError checks that the concentrator records why
+// an edge's connection ended: an edge that shuts down closes its paths
+// with "shutting down", and the node's path says so once it is down.
+func TestConcentratorPathLastError(t *testing.T) {
+	tb := newTestBond(t, token, 1)
+	tb.waitActive(t, 1)
+	cb := tb.conc.Bond("van-1")
+	if e := cb.Stats().Paths[0].LastError; e != "" {
+		t.Fatalf("path up on its first connection has last error %q, want none", e)
+	}
+	tb.edge.Close()
+	waitFor(t, func() bool { return cb.PathsUp() == 0 })
+	waitFor(t, func() bool { return cb.Stats().Paths[0].LastError != "" })
+	if e := cb.Stats().Paths[0].LastError; !strings.Contains(e, "shutting down") {
+		t.Errorf("concentrator path's last error %q, want the edge's close reason (shutting down)", e)
+	}
+}
+
 func TestBondOversize(t *testing.T) {
 	testkit.CheckLeaks(t)
 	tb := newTestBond(t, token, 1)

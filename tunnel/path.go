@@ -135,6 +135,9 @@ func (p *path) serve(ctx context.Context, conn *quic.Conn, rec *recorder) {
 
 	stopLiveness()
 	last := p.connDown(conn)
+	if last && ctx.Err() == nil && p.bond.ctl != nil {
+		p.setErr(context.Cause(conn.Context())) // why the concentrator's path went down (the edge records its own: edge.go)
+	}
 	pc.publish()
 	p.bond.updateMTU()
 	wg.Wait()

@@ -83,8 +83,12 @@ type PathStats struct {
 	CapacityBps uint64 `json:"capacity_bps"`
 	// Conn is the path's live QUIC connection's own counters (quic-go
 	// ConnectionStats); nil while the path is down.
-	Conn      *ConnStats `json:"conn,omitempty"`
-	LastError string     `json:"last_error,omitempty"`
+	Conn *ConnStats `json:"conn,omitempty"`
+	// LastError is why the path's last connection ended (both ends: the
+	// peer's close, QUIC's idle timeout, a silent peer) or, on the edge,
+	// why its last dial failed; "" while the path's first connection, or
+	// a dial after the error, is up.
+	LastError string `json:"last_error,omitempty"`
 	// Rate is the path's rate control (ratectl.go); nil before the first
 	// report from the peer and without the peer's "rate" capability.
 	Rate *RateStats `json:"rate,omitempty"`

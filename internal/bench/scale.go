@@ -31,11 +31,13 @@ package bench
 // of N bonds is comparable with the single bond's (step N = 1).
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/netip"
@@ -367,7 +369,8 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 				return nil
 			}
 			if now := time.Now(); now.After(tell) { // a long ramp says how far it is
-				fmt.Fprintf(out, "  %5d bonds: %s: %d up after %s (handshakes %+v)\n", n, what, up, now.Sub(t0).Round(time.Second), conc.Handshakes())
+				fmt.Fprintf(out, "  %5d bonds: %s: %d up after %s (handshakes %+v; paths down, why: %s)\n", n, what, up, now.Sub(t0).Round(time.Second),
+					conc.Handshakes(), downReasons(bonds[:n]))
 				tell = now.Add(10 * time.Second)
 			}
 			if err := edges.exited(); err != nil {
@@ -717,4 +720,37 @@ func dropsText(d tunnel.DropCounts) string {
 	}
 	slices.Sort(parts)
 	return strings.Join(parts, ",")
+}
+
+// downReasons tallies why the node's paths that are down now ended their
+// last connection (PathStats.LastError), the most common first, at most
+// four: a ramp that loses bonds it had up says why.
+func downReasons(bonds []*tunnel.Bond) string {
+	count := map[string]int{}
+	for _, b := range bonds {
+		if b.PathsUp() == 2 {
+			continue
+		}
+		for _, p := range b.Stats().Paths {
+			if p.Conn == nil {
+				why := p.LastError
+				if why == "" {
+					why = "never connected"
+				}
+				count[why]++
+			}
+		}
+	}
+	if len(count) == 0 {
+		return "none"
+	}
+	whys := slices.SortedFunc(maps.Keys(count), func(a, b string) int { return cmp.Or(count[b]-count[a], strings.Compare(a, b)) })
+	var sb strings.Builder
+	for i, w := range whys[:min(len(whys), 4)] {
+		if i > 0 {
+			sb.WriteString("; ")
+		}
+		fmt.Fprintf(&sb, "%d %q", count[w], w)
+	}
+	return sb.String()
 }
