@@ -356,6 +356,7 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 	// about 2 % of a core, and the ramp's time is read to within a poll.
 	poll := min(250*time.Millisecond, max(10*time.Millisecond, time.Duration(n)*20*time.Microsecond))
 	allUp := func(what string, t0 time.Time, accepted uint64) error {
+		drops0 := udpRcvbufErrors()
 		upBy := t0.Add(30*time.Second + time.Duration(n)*100*time.Millisecond) // 10 handshakes/s at least
 		tell := t0.Add(10 * time.Second)
 		for {
@@ -369,8 +370,8 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 				return nil
 			}
 			if now := time.Now(); now.After(tell) { // a long ramp says how far it is
-				fmt.Fprintf(out, "  %5d bonds: %s: %d up after %s (handshakes %+v; paths down, why: %s)\n", n, what, up, now.Sub(t0).Round(time.Second),
-					conc.Handshakes(), downReasons(bonds[:n]))
+				fmt.Fprintf(out, "  %5d bonds: %s: %d up after %s (handshakes %+v; paths down, why: %s; UDP receive buffer drops %d)\n", n, what, up,
+					now.Sub(t0).Round(time.Second), conc.Handshakes(), downReasons(bonds[:n]), udpRcvbufErrors()-drops0)
 				tell = now.Add(10 * time.Second)
 			}
 			if err := edges.exited(); err != nil {

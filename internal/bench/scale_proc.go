@@ -59,7 +59,16 @@ func cpuTime() time.Duration {
 // udpDatagramsOut returns the UDP datagrams sent in this network namespace
 // (OutDatagrams of /proc/net/snmp; 0 if unknown). On the bench's loopback
 // every datagram is sent once and received once, by the node or an edge.
-func udpDatagramsOut() uint64 {
+func udpDatagramsOut() uint64 { return udpCounter("OutDatagrams") }
+
+// udpRcvbufErrors returns the UDP datagrams this network namespace dropped
+// because a socket's receive buffer was full (RcvbufErrors of
+// /proc/net/snmp; 0 if unknown): on the bench's loopback, datagrams the
+// node or an edge did not read in time.
+func udpRcvbufErrors() uint64 { return udpCounter("RcvbufErrors") }
+
+// udpCounter returns the Udp counter name of /proc/net/snmp, 0 if unknown.
+func udpCounter(name string) uint64 {
 	b, err := os.ReadFile("/proc/net/snmp")
 	if err != nil {
 		return 0
@@ -75,7 +84,7 @@ func udpDatagramsOut() uint64 {
 			continue
 		}
 		for i, n := range names {
-			if n == "OutDatagrams" && i < len(f) {
+			if n == name && i < len(f) {
 				v, _ := strconv.ParseUint(f[i], 10, 64)
 				return v
 			}
