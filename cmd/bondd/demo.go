@@ -30,6 +30,7 @@ func newDemoCmd() *cobra.Command {
 		o          demo.Options
 		retransmit bool
 		webAddr    string
+		ctlPath    string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -48,18 +49,24 @@ the same data path in one process with in-memory TUN devices.`,
 				return fmt.Errorf("--traces %s: expected a folder laid out like shared/data/traces, with cellular/mahimahi and cellular/5gophers", o.Traces)
 			}
 			o.RetransmitOff = !retransmit
-			if webAddr != "" {
-				var stopWeb func()
-				defer func() {
-					if stopWeb != nil {
-						stopWeb()
-					}
-				}()
-				o.Started = func(bed *demo.Bed) error {
-					var err error
-					stopWeb, err = startDemoWeb(webAddr, bed, cmd.OutOrStdout())
-					return err
+			var stops []func()
+			defer func() {
+				for _, stop := range stops {
+					stop()
 				}
+			}()
+			o.Started = func(bed *demo.Bed) error {
+				if ctlPath != "" {
+					stops = append(stops, startDemoStatus(ctlPath, bed, cmd.OutOrStdout()))
+				}
+				if webAddr != "" {
+					stop, err := startDemoWeb(webAddr, bed, cmd.OutOrStdout())
+					if err != nil {
+						return err
+					}
+					stops = append(stops, stop)
+				}
+				return nil
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -81,9 +88,42 @@ the same data path in one process with in-memory TUN devices.`,
 	f.StringVar(&o.Scheduler, "scheduler", policy.SchedulerDefault, "path scheduler: "+strings.Join(policy.Schedulers, ", "))
 	f.Float64Var(&o.LossPct, "loss", 0, "extra random loss on every emulated path, each direction, percent")
 	f.StringVar(&o.RateControl, "rate-control", tunnel.RateControlBondd, "who decides each path's rate: bondd (bondd's controller inside quic-go, the daemon's default) or quic (quic-go's own NewReno, the baseline)")
+	f.StringVar(&ctlPath, "control-socket", defaultControlSocket, "serve the demo edge's status on this Unix socket while the demo runs, for bondd status; skipped with a note when another bondd holds it or it cannot be made; empty: none")
 	f.StringVar(&webAddr, "web", "", "serve the live web page on this address while the demo runs, like 127.0.0.1:8740 (docs/operations.md, \"The web page\")")
 	f.BoolVar(&retransmit, "retransmit", true, "retransmit lost data datagrams (the daemon's default); false: FEC alone repairs loss, as before")
 	return cmd
+}
+
+// demoReport returns the status source of one of the demo's nodes, as
+// bondd run's would be: role, its one bond, the edge's inner address.
+func demoReport(role string, b *tunnel.Bond, started time.Time) func() status.Report {
+	prefix := []netip.Prefix{netip.PrefixFrom(demo.EdgeAddr, 32)}
+	return func() status.Report {
+		return status.Report{Role: role, Version: versionString() + " (demo)", Uptime: time.Since(started),
+			Bonds: []status.Bond{{BondStats: b.Stats(), Addresses: prefix}}}
+	}
+}
+
+// startDemoStatus serves the demo edge's status on the control socket
+// path, so that bondd status (and bondd status --watch) shows the demo's
+// paths live, and returns a func that stops it. A socket another bondd
+// serves, or one that cannot be made (a user without write access to its
+// folder), is skipped with a note: the demo runs without it.
+func startDemoStatus(path string, bed *demo.Bed, out io.Writer) func() {
+	ctl, err := status.Serve(path, demoReport(config.RoleEdge, bed.Edge, time.Now()), nil)
+	if err != nil {
+		fmt.Fprintf(out, "status: not served (%v)\n", err)
+		return func() {}
+	}
+	hint := "bondd status"
+	if path != defaultControlSocket {
+		hint += " --socket " + path
+	}
+	fmt.Fprintf(out, "status: %s (or %s --watch) shows the demo's edge while it runs\n", hint, hint)
+	return func() {
+		ctl.Close()
+		os.Remove(path)
+	}
 }
 
 // startDemoWeb serves the web page of the demo's edge on addr, and the
@@ -94,14 +134,7 @@ the same data path in one process with in-memory TUN devices.`,
 // is skipped, with a note, when its port is taken.
 func startDemoWeb(addr string, bed *demo.Bed, out io.Writer) (func(), error) {
 	started := time.Now()
-	prefix := []netip.Prefix{netip.PrefixFrom(demo.EdgeAddr, 32)}
-	report := func(role string, b *tunnel.Bond) func() status.Report {
-		return func() status.Report {
-			return status.Report{Role: role, Version: versionString() + " (demo)", Uptime: time.Since(started),
-				Bonds: []status.Bond{{BondStats: b.Stats(), Addresses: prefix}}}
-		}
-	}
-	edge, err := web.Start(web.Options{Listen: addr, Source: report(config.RoleEdge, bed.Edge)})
+	edge, err := web.Start(web.Options{Listen: addr, Source: demoReport(config.RoleEdge, bed.Edge, started)})
 	if err != nil {
 		return nil, fmt.Errorf("--web: %w", err)
 	}
@@ -109,7 +142,7 @@ func startDemoWeb(addr string, bed *demo.Bed, out io.Writer) (func(), error) {
 	stop := func() { edge.Close() }
 	a := edge.Addr().(*net.TCPAddr)
 	concAddr := net.JoinHostPort(a.IP.String(), strconv.Itoa(a.Port+1))
-	conc, err := web.Start(web.Options{Listen: concAddr, Source: report(config.RoleConcentrator, bed.Conc)})
+	conc, err := web.Start(web.Options{Listen: concAddr, Source: demoReport(config.RoleConcentrator, bed.Conc, started)})
 	if err != nil {
 		fmt.Fprintf(out, "the concentrator's page is not served: %v\n", err)
 		return stop, nil
