@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -244,11 +245,8 @@ func (rc *rateCtl) startFeedback(conn *quic.Conn, str *quic.Stream, wmu *sync.Mu
 
 // dropStream removes fs from the report streams; rc.fbMu is held.
 func (rc *rateCtl) dropStream(fs *fbStream) {
-	for i, s := range rc.fbStreams {
-		if s == fs {
-			rc.fbStreams = append(rc.fbStreams[:i], rc.fbStreams[i+1:]...)
-			return
-		}
+	if i := slices.Index(rc.fbStreams, fs); i >= 0 {
+		rc.fbStreams = slices.Delete(rc.fbStreams, i, i+1) // clears the tail: a closed connection is not kept
 	}
 }
 
@@ -305,10 +303,10 @@ func (rc *rateCtl) writeFeedback(fs *fbStream, r *policy.RateReport, done chan s
 	}
 	rc.fbWrite, rc.fbWritten = nil, nil
 	rc.fbMu.Unlock()
-	close(done)
 	if err != nil {
-		logControlWrite(rc.p.bond.log, rc.p.name, err)
+		logControlWrite(rc.p.bond.log, rc.p.name, err) // before done: a stop that waits for it may end the logger's life
 	}
+	close(done)
 }
 
 // feedbackInterval is how often the receiver reports on a path whose

@@ -88,11 +88,17 @@ the same data path in one process with in-memory TUN devices.`,
 	f.StringVar(&o.Scheduler, "scheduler", policy.SchedulerDefault, "path scheduler: "+strings.Join(policy.Schedulers, ", "))
 	f.Float64Var(&o.LossPct, "loss", 0, "extra random loss on every emulated path, each direction, percent")
 	f.StringVar(&o.RateControl, "rate-control", tunnel.RateControlBondd, "who decides each path's rate: bondd (bondd's controller inside quic-go, the daemon's default) or quic (quic-go's own NewReno, the baseline)")
-	f.StringVar(&ctlPath, "control-socket", defaultControlSocket, "serve the demo edge's status on this Unix socket while the demo runs, for bondd status; skipped with a note when another bondd holds it or it cannot be made; empty: none")
+	f.StringVar(&ctlPath, "control-socket", demoControlSocket, "serve the demo edge's status on this Unix socket while the demo runs, for bondd status --socket; skipped with a note when another bondd holds it or it cannot be made; empty: none")
 	f.StringVar(&webAddr, "web", "", "serve the live web page on this address while the demo runs, like 127.0.0.1:8740 (docs/operations.md, \"The web page\")")
 	f.BoolVar(&retransmit, "retransmit", true, "retransmit lost data datagrams (the daemon's default); false: FEC alone repairs loss, as before")
 	return cmd
 }
+
+// demoControlSocket is where the demo serves its edge's status: beside
+// the daemon's socket, not on it, so that a bondd run started while a
+// demo runs (a service restart) is not refused its socket, and bondd drain
+// never reaches the demo.
+const demoControlSocket = "/run/bondd/demo.sock"
 
 // demoReport returns the status source of one of the demo's nodes, as
 // bondd run's would be: role, its one bond, the edge's inner address.
@@ -105,7 +111,7 @@ func demoReport(role string, b *tunnel.Bond, started time.Time) func() status.Re
 }
 
 // startDemoStatus serves the demo edge's status on the control socket
-// path, so that bondd status (and bondd status --watch) shows the demo's
+// path, so that bondd status --socket path (and --watch) shows the demo's
 // paths live, and returns a func that stops it. A socket another bondd
 // serves, or one that cannot be made (a user without write access to its
 // folder), is skipped with a note: the demo runs without it.
@@ -115,11 +121,8 @@ func startDemoStatus(path string, bed *demo.Bed, out io.Writer) func() {
 		fmt.Fprintf(out, "status: not served (%v)\n", err)
 		return func() {}
 	}
-	hint := "bondd status"
-	if path != defaultControlSocket {
-		hint += " --socket " + path
-	}
-	fmt.Fprintf(out, "status: %s (or %s --watch) shows the demo's edge while it runs\n", hint, hint)
+	hint := "bondd status --socket " + path
+	fmt.Fprintf(out, "status: %s (add --watch to follow) shows the demo's edge while it runs\n", hint)
 	return func() {
 		ctl.Close()
 		os.Remove(path)

@@ -724,19 +724,24 @@ func dropsText(d tunnel.DropCounts) string {
 }
 
 // downReasons tallies why the node's paths that are down now ended their
-// last connection (PathStats.LastError), the most common first, at most
-// four: a ramp that loses bonds it had up says why.
+// last connection (PathStats.LastError), and the paths of bonds not up
+// that the node has not seen yet, the most common first, at most four: a
+// ramp that loses bonds it had up says why.
 func downReasons(bonds []*tunnel.Bond) string {
 	count := map[string]int{}
 	for _, b := range bonds {
 		if b.PathsUp() == 2 {
 			continue
 		}
-		for _, p := range b.Stats().Paths {
+		paths := b.Stats().Paths
+		if n := 2 - len(paths); n > 0 {
+			count["not dialled yet"] += n // the node makes a path at its first hello
+		}
+		for _, p := range paths {
 			if p.Conn == nil {
 				why := p.LastError
 				if why == "" {
-					why = "never connected"
+					why = "down, no error recorded"
 				}
 				count[why]++
 			}
