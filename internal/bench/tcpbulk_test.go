@@ -27,15 +27,15 @@ func tcpBulk(ctx context.Context, t *testing.T, bed *demo.Bed, d time.Duration, 
 	t.Helper()
 	addr := demo.ConcAddr.String()
 	sink := exec.CommandContext(ctx, "ip", "netns", "exec", bed.ConcNS, "python3", "-c", fmt.Sprintf(`
-import socket
+import socket, time
 l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); l.bind((%q, 5201)); l.listen(1)
 print("ready", flush=True)
-c, _ = l.accept(); n = 0
+c, _ = l.accept(); t0 = time.monotonic(); n = 0
 while True:
     b = c.recv(1 << 20)
     if not b: break
     n += len(b)
-print(n)`, addr))
+print(n, time.monotonic() - t0)`, addr))
 	out, err := sink.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -53,18 +53,25 @@ s = socket.socket(); s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, %q.
 s.connect((%q, 5201)); b = b"x" * 65536; end = time.time() + %f
 while time.time() < end: s.sendall(b)
 s.close()`, cc, addr, d.Seconds()))
-	start := time.Now()
 	if o, err := src.CombinedOutput(); err != nil {
 		t.Fatalf("TCP source: %v\n%s", err, o)
 	}
 	rest, _ := io.ReadAll(out)
 	sink.Wait()
-	el := time.Since(start)
-	n, err := strconv.ParseFloat(strings.TrimSpace(string(rest)), 64)
-	if err != nil {
+	// The sink times the flow from its accept to the end of the stream:
+	// starting two interpreters in the namespaces took up to 2.5 s of an
+	// 8-s run on a loaded CI machine, which timed from before the source
+	// started read as a slow bond.
+	f := strings.Fields(string(rest))
+	if len(f) != 2 {
+		t.Fatalf("TCP sink output %q, want bytes and seconds", rest)
+	}
+	n, err1 := strconv.ParseFloat(f[0], 64)
+	el, err2 := strconv.ParseFloat(f[1], 64)
+	if err1 != nil || err2 != nil || el <= 0 {
 		t.Fatalf("TCP sink output %q", rest)
 	}
-	return n * 8 / el.Seconds() / 1e6
+	return n * 8 / el / 1e6
 }
 
 // tcpCongestionControls returns the TCP congestion controls of ccs this
