@@ -182,7 +182,16 @@ func (c *pathCC) OnRetransmissionTimeout(retransmitted bool) {
 }
 func (c *pathCC) MaybeExitSlowStart() { c.def.MaybeExitSlowStart() }
 
+// CanSend reports whether inFlight bytes leave room for another packet.
+// With nothing in flight either window has room, and the answer needs
+// none of the path's state: quic-go asks before every packet, an idle
+// connection's ACKs included, and in the CPU profile of a node holding
+// 10,000 idle bonds CanSend took 6 % of the samples, most of them loads
+// of the path's rate-control state that was no longer in the cache.
 func (c *pathCC) CanSend(inFlight int64) bool {
+	if inFlight == 0 {
+		return true
+	}
 	if rc := c.rc(); rc != nil {
 		c.update(rc, time.Time{})
 		return inFlight < c.windowNow()
