@@ -86,8 +86,7 @@ type PathStats struct {
 	Conn *ConnStats `json:"conn,omitempty"`
 	// LastError is why the path's last connection ended (both ends: the
 	// peer's close, QUIC's idle timeout, a silent peer) or, on the edge,
-	// why its last dial failed; "" while the path's first connection, or
-	// a dial after the error, is up.
+	// why its last dial failed; "" while a connection of the path is up.
 	LastError string `json:"last_error,omitempty"`
 	// Rate is the path's rate control (ratectl.go); nil before the first
 	// report from the peer and without the peer's "rate" capability.
