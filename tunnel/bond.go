@@ -160,7 +160,7 @@ type bondOptions struct {
 }
 
 func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
-	mtu, picker, popts, fopts, allowed, log := o.mtu, o.picker, o.paths, o.fec, o.allowed, o.log
+	mtu, picker, popts, fopts, allowed, log := o.mtu, o.picker, o.paths, o.fec, o.allowed, orDiscard(o.log)
 	if picker == nil {
 		picker = policy.LowestRTT{}
 	}

@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go"
+
 	"github.com/bondd/bondd/emu"
 	"github.com/bondd/bondd/policy"
+	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
 
 // loadResult is what runLoad counts: datagrams sent and delivered of the
@@ -253,5 +256,94 @@ func TestFeedbackInterval(t *testing.T) {
 		if got := feedbackInterval(c.srtt); got != c.want {
 			t.Errorf("sRTT %v: every %v, want %v", c.srtt, got, c.want)
 		}
+	}
+}
+
+// TestFeedbackStreams drives the path's report timer by hand (a heap that
+// never runs): a report goes on the first of the path's report streams;
+// once that stream's connection has closed, the next report's write
+// fails, the stream is dropped and the path's other connection carries
+// the reports; with no stream left the timer is not re-armed.
+func TestFeedbackStreams(t *testing.T) {
+	p := rateControlledPath(t)
+	p.bond.startTimers(nil)
+	type link struct {
+		r   *rawQUIC
+		str *quic.Stream
+		wmu sync.Mutex
+	}
+	links := make([]*link, 2)
+	for i := range links {
+		r, str, _ := unreadStream(t)
+		links[i] = &link{r: r, str: str}
+	}
+	stops := make([]func(), 2)
+	for i, l := range links {
+		stops[i] = p.rc.startFeedback(l.r.client, l.str, &l.wmu)
+	}
+	// tick makes a report due (a metered datagram) and runs the timer's
+	// callback, then waits for the write it started.
+	seq := uint32(0)
+	tick := func() {
+		t.Helper()
+		h := Header{Type: TypeData, Flags: FlagPathSeq, Seq: uint64(seq) + 1, Timestamp: uint64(time.Now().UnixMicro())}
+		dg := append(AppendHeader(nil, &h), make([]byte, 100)...)
+		StampPathSeq(dg, seq, uint64(time.Now().UnixMicro()))
+		seq++
+		p.rc.onDatagram(dg, time.Now())
+		now := time.Now()
+		p.rc.feedbackTick(now, now)
+		waitFor(t, func() bool {
+			p.rc.fbMu.Lock()
+			defer p.rc.fbMu.Unlock()
+			return p.rc.fbWrite == nil
+		})
+	}
+	// received reads one report from link l's server side.
+	received := func(l *link) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := l.r.server.AcceptStream(ctx)
+		if err != nil {
+			t.Fatalf("no report stream on the connection: %v", err)
+		}
+		typ, _, err := ctrlmsg.Read(s)
+		if err != nil || typ != ctrlmsg.TypeRateFeedback {
+			t.Fatalf("read %q, %v; want a %s", typ, err, ctrlmsg.TypeRateFeedback)
+		}
+	}
+
+	tick()
+	received(links[0])
+	if n := p.rc.sentFb.Load(); n != 1 {
+		t.Fatalf("%d reports sent, want 1", n)
+	}
+	if !p.rc.fbTimer.Scheduled() {
+		t.Fatal("the report timer is not re-armed after a report")
+	}
+
+	links[0].r.client.CloseWithError(0, "")
+	tick() // fails on the closed connection: its stream is dropped
+	p.rc.fbMu.Lock()
+	left := len(p.rc.fbStreams)
+	p.rc.fbMu.Unlock()
+	if left != 1 {
+		t.Fatalf("%d report streams after a failed write, want 1", left)
+	}
+	tick()
+	received(links[1])
+	if n := p.rc.sentFb.Load(); n != 2 {
+		t.Fatalf("%d reports sent, want 2", n)
+	}
+
+	for _, stop := range stops {
+		stop()
+	}
+	p.rc.fbTimer.Stop()
+	now := time.Now()
+	p.rc.feedbackTick(now, now)
+	if p.rc.fbTimer.Scheduled() {
+		t.Error("the report timer re-armed itself with no stream left")
 	}
 }
