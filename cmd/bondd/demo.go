@@ -49,6 +49,7 @@ the same data path in one process with in-memory TUN devices.`,
 				return fmt.Errorf("--traces %s: expected a folder laid out like shared/data/traces, with cellular/mahimahi and cellular/5gophers", o.Traces)
 			}
 			o.RetransmitOff = !retransmit
+			o.BuiltinAsked = cmd.Flags().Changed("traces") && o.Traces == ""
 			var stops []func()
 			defer func() {
 				for _, stop := range stops {

@@ -27,15 +27,19 @@ import (
 
 // Options are the settings of one demo run (the flags of bondd demo).
 type Options struct {
-	Duration  time.Duration // how long the flow runs
-	RateMbps  float64       // flow rate, Mbit/s
-	Traces    string        // traces folder (emu.CellularScenario); empty: built-in models
-	JSONPath  string        // optional: also write the report as JSON here
-	Seed      uint64        // seed of the link emulator
-	Inprocess bool          // in one process even as root
-	FEC       string        // tunnel.FECAdaptive or tunnel.FECOff
-	Scheduler string        // a policy.Schedulers name
-	LossPct   float64       // extra random loss on every emulated path, each direction, %
+	Duration time.Duration // how long the flow runs
+	RateMbps float64       // flow rate, Mbit/s
+	Traces   string        // traces folder (emu.CellularScenario); empty: built-in models
+	// BuiltinAsked says that Traces is empty because the user asked for
+	// the built-in models (bondd demo --traces ""), not because no trace
+	// folder was found: the report says which.
+	BuiltinAsked bool
+	JSONPath     string  // optional: also write the report as JSON here
+	Seed         uint64  // seed of the link emulator
+	Inprocess    bool    // in one process even as root
+	FEC          string  // tunnel.FECAdaptive or tunnel.FECOff
+	Scheduler    string  // a policy.Schedulers name
+	LossPct      float64 // extra random loss on every emulated path, each direction, %
 	// RateControl is RateControlBondd (empty: the default) or
 	// RateControlQUIC, on both ends.
 	RateControl string
@@ -214,8 +218,11 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	}
 	if sc.Source == "builtin" {
 		where := "no trace folder found (looked for ../shared/data/traces from the working directory, the executable's directory and the module root; --traces DIR names one)"
-		if o.Traces != "" {
+		switch {
+		case o.Traces != "":
 			where = o.Traces + " holds no cellular/mahimahi and cellular/5gophers traces"
+		case o.BuiltinAsked:
+			where = `none (--traces "")`
 		}
 		fmt.Fprintf(out, "traces: %s; using the built-in models fitted to the public traces (see docs/emu.md)\n", where)
 	} else {
