@@ -178,9 +178,8 @@ func runTrace(t *testing.T, cfg traceCfg) traceResult {
 				}
 			}
 		}
-		interval := max(modelReport, srtt)
-		if now >= nextRep {
-			nextRep = now + interval
+		if now >= nextRep { // every modelReport, as the tunnel's receiver (rateFeedbackEvery)
+			nextRep = now + modelReport
 			r := meter.Report(uint64(wall.UnixMicro()) + modelOffset)
 			r.Lost = seqLoss.Take()
 			rel, drop := back.Send(now, traceFeedbackLen)
@@ -304,11 +303,13 @@ func TestRateTraceDemoLoad(t *testing.T) {
 
 // TestRateTraceGreedy: a sender that always has more follows the S1
 // cellular links' capacity: over the nine links (three paths, seeds 1–3)
-// it delivers on average ≥ 0.78 × what the trace's delivery opportunities
-// could carry and ≥ 0.6 × on each, and the median of the links' p95
+// it delivers on average ≥ 0.9 × what the trace's delivery opportunities
+// could carry and ≥ 0.7 × on each, and the median of the links' p95
 // one-way delay is ≤ 250 ms (the traces' outages of seconds set some
 // links' p95 whatever the rate). Before the max_bw model: 0.34–0.88,
-// mean 0.62.
+// mean 0.62; with it and reports once per sRTT, 0.74–0.98, mean 0.836;
+// with reports every 50 ms, 0.93–0.99, mean 0.961 (median p95 225 ms,
+// against 194).
 func TestRateTraceGreedy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trace-driven model: 3 × 3 runs of 30 s of virtual time")
@@ -324,8 +325,8 @@ func TestRateTraceGreedy(t *testing.T) {
 			t.Logf("seed %d %s: capacity %.2f Mbit/s, delivered %.2f (%.3f), link drops %.2f %%, owd p50 %v p95 %v, overuses %d",
 				seed, pm.Name, mbps(r.capacity/27), mbps(r.delivered/27), r.util(), 100*float64(r.linkDrops)/float64(max(r.sent, 1)),
 				r.owdQuantile(0.5), r.owdQuantile(0.95), r.est.Overuses)
-			if r.util() < 0.6 {
-				t.Errorf("seed %d %s: delivered %.3f of capacity, want ≥ 0.6", seed, pm.Name, r.util())
+			if r.util() < 0.7 {
+				t.Errorf("seed %d %s: delivered %.3f of capacity, want ≥ 0.7", seed, pm.Name, r.util())
 			}
 			utils = append(utils, r.util())
 			p95s = append(p95s, r.owdQuantile(0.95))
@@ -338,8 +339,8 @@ func TestRateTraceGreedy(t *testing.T) {
 	slices.Sort(p95s)
 	med := p95s[len(p95s)/2]
 	t.Logf("mean delivered/capacity %.3f, median p95 one-way delay %v", mean, med)
-	if mean < 0.78 {
-		t.Errorf("delivered %.3f of capacity on average, want ≥ 0.78", mean)
+	if mean < 0.9 {
+		t.Errorf("delivered %.3f of capacity on average, want ≥ 0.9", mean)
 	}
 	if med > 250*time.Millisecond {
 		t.Errorf("median p95 one-way delay %v, want ≤ 250ms", med)
@@ -352,12 +353,14 @@ func TestRateTraceGreedy(t *testing.T) {
 // `bondd bench capacity` sends; its 100-ms queue), seeds 1–4, 20 s. The
 // trace falls from 70–120 to 2–25 Mbit/s for 100–300 ms every few
 // seconds, and the one-way delay it replays moves by tens of ms each
-// second. Delivered ≥ 0.55 × capacity on average and ≥ 0.4 on each seed.
+// second. Delivered ≥ 0.7 × capacity on average and ≥ 0.6 on each seed.
 // Before any climb, with the traces: 0.668, 0.400, 0.616, 0.188 (mean
 // 0.468); with a climb keyed on the queue emptying 0.693, 0.665, 0.530,
 // 0.736, and 0.698 on average with the outage back-off; with the
 // delivery-keyed climb that replaced it (rate.go) 0.756, 0.680, 0.610,
-// 0.519 (mean 0.641).
+// 0.519 (mean 0.641); reported once per sRTT rather than every 50 ms,
+// 0.799, 0.612, 0.662, 0.706 (mean 0.695); every 50 ms, 0.767, 0.745,
+// 0.774, 0.832 (mean 0.779).
 func TestRateTraceLEO(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trace-driven model: 4 runs of 20 s of virtual time")
@@ -378,14 +381,14 @@ func TestRateTraceLEO(t *testing.T) {
 		r := runTrace(t, traceCfg{link: link, back: back, linkSeed: ls, backSeed: bs, dur: 20 * time.Second, warmup: 2 * time.Second})
 		t.Logf("seed %d: capacity %.1f Mbit/s, delivered %.3f, link drops %.2f %%, owd p50 %v p95 %v, overuses %d",
 			seed, mbps(r.capacity/18), r.util(), 100*float64(r.linkDrops)/float64(max(r.sent, 1)), r.owdQuantile(0.5), r.owdQuantile(0.95), r.est.Overuses)
-		if r.util() < 0.4 {
-			t.Errorf("seed %d: delivered %.3f of capacity, want ≥ 0.4", seed, r.util())
+		if r.util() < 0.6 {
+			t.Errorf("seed %d: delivered %.3f of capacity, want ≥ 0.6", seed, r.util())
 		}
 		mean += r.util() / 4
 	}
 	t.Logf("mean delivered/capacity %.3f", mean)
-	if mean < 0.55 {
-		t.Errorf("delivered %.3f of capacity on average, want ≥ 0.55", mean)
+	if mean < 0.7 {
+		t.Errorf("delivered %.3f of capacity on average, want ≥ 0.7", mean)
 	}
 }
 

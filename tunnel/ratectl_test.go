@@ -245,20 +245,6 @@ func TestPacerBurst(t *testing.T) {
 	}
 }
 
-// TestFeedbackInterval: reports follow the round trip within 50–250 ms.
-func TestFeedbackInterval(t *testing.T) {
-	for _, c := range []struct{ srtt, want time.Duration }{
-		{0, 50 * time.Millisecond},
-		{20 * time.Millisecond, 50 * time.Millisecond},
-		{120 * time.Millisecond, 120 * time.Millisecond},
-		{3700 * time.Millisecond, 250 * time.Millisecond},
-	} {
-		if got := feedbackInterval(c.srtt); got != c.want {
-			t.Errorf("sRTT %v: every %v, want %v", c.srtt, got, c.want)
-		}
-	}
-}
-
 // TestFeedbackStreams drives the path's report timer by hand (a heap that
 // never runs): a report goes on the first of the path's report streams;
 // once that stream's connection has closed, the next report's write
