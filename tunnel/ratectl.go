@@ -72,10 +72,10 @@ const (
 	// delivered 0.695 of the Starlink path's capacity and 0.836 of the
 	// cellular paths' that way, 0.779 and 0.961 at 50 ms.
 	rateFeedbackEvery = 50 * time.Millisecond
-	rateStaleMin    = 500 * time.Millisecond // no report for this long (or 4 sRTT) while sending: fall back
-	rateQuietAfter  = time.Second            // empty reports continue this long after the last datagram
-	lossProbeEvery  = 100 * time.Millisecond // a lossy path gets a copy of one packet this often
-	pacerBurstTime  = 4 * time.Millisecond   // the bucket holds this much at the target rate, at least DefaultPacerBurst
+	rateStaleMin      = 500 * time.Millisecond // no report for this long (or 4 sRTT) while sending: fall back
+	rateQuietAfter    = time.Second            // empty reports continue this long after the last datagram
+	lossProbeEvery    = 100 * time.Millisecond // a lossy path gets a copy of one packet this often
+	pacerBurstTime    = 4 * time.Millisecond   // the bucket holds this much at the target rate, at least DefaultPacerBurst
 )
 
 // rateCtl is one path's rate-control state, on both roles: the receiver's

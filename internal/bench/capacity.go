@@ -125,6 +125,8 @@ type capResult struct {
 	OWDms        *owdStats `json:"owd_ms,omitempty"`      // UDP only
 	LossRate     float64   `json:"loss_rate,omitempty"`   // UDP only: packets not received / sent
 	QueueDrops   uint64    `json:"queue_drops"`           // datagrams dropped from bondd's send queues
+	CodingRate   float64   `json:"coding_rate"`           // the edge's FEC: data / (data + parity) packets of its blocks; 1 without parity
+	ParitySent   uint64    `json:"parity_sent"`           // parity packets the edge sent
 	CPUCores     float64   `json:"cpu_cores"`             // the bench process's CPU time over the traffic time: sender, both bonds and relays
 	PathsMbps    []capPath `json:"paths"`                 // per link of the bed
 	Skipped      string    `json:"skipped,omitempty"`     // why the configuration did not run
@@ -392,6 +394,7 @@ func runCapConfig(ctx context.Context, o Options, sc emu.Scenario, c capConfig, 
 	}
 	res.QueueDrops = run.queueDrops
 	res.CPUCores = run.cpuCores
+	res.CodingRate, res.ParitySent, _ = run.fecDelta()
 	if !c.tcp {
 		if res.Bound, err = fluidBound(bo.Scenario, bo.Seed, from, from+o.Duration, offered, tunnel.DefaultMaxQueueDelay); err != nil {
 			return res, "", err
@@ -419,6 +422,7 @@ func runCapConfig(ctx context.Context, o Options, sc emu.Scenario, c capConfig, 
 	if res.OWDms != nil {
 		line += fmt.Sprintf(", one-way delay p50 %.1f / p95 %.1f / p99 %.1f ms, loss %.2f %%", res.OWDms.P50, res.OWDms.P95, res.OWDms.P99, 100*res.LossRate)
 	}
+	line += fmt.Sprintf(", coding rate %.3f", res.CodingRate)
 	fmt.Fprintln(out, line)
 	return res, run.mode, nil
 }
@@ -574,15 +578,15 @@ func capMarkdown(r *capReport) string {
 		}
 	}
 	if traces {
-		b.WriteString("\n| configuration | runs | Σ capacity Mbit/s | goodput Mbit/s | delivered | fluid bound | OWD p50 ms | p95 ms | p99 ms | loss % | CPU cores | per-path capacity Mbit/s |\n")
-		b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+		b.WriteString("\n| configuration | runs | Σ capacity Mbit/s | goodput Mbit/s | delivered | fluid bound | OWD p50 ms | p95 ms | p99 ms | loss % | coding rate | CPU cores | per-path capacity Mbit/s |\n")
+		b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
 	}
 	for _, c := range r.Configs {
 		if isSteady(c.Name) {
 			continue
 		}
 		if c.Skipped != "" {
-			fmt.Fprintf(&b, "| %s | — | — | — | — | — | — | — | — | — | — | skipped: %s |\n", c.Name, c.Skipped)
+			fmt.Fprintf(&b, "| %s | — | — | — | — | — | — | — | — | — | — | — | skipped: %s |\n", c.Name, c.Skipped)
 			continue
 		}
 		owd, loss := "— | — | —", "—"
@@ -598,8 +602,8 @@ func capMarkdown(r *capReport) string {
 		if c.Bound > 0 {
 			bound = fmt.Sprintf("%.3f", c.Bound)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.2f%s | %.2f%s | %.3f | %s | %s | %s | %.2f | %s |\n", c.Name, max(1, c.Runs), c.CapacityMbps, c.CI95.text("capacity_mbps"),
-			c.GoodputMbps, c.CI95.text("goodput_mbps"), c.Delivered, bound, owd, loss, c.CPUCores, strings.Join(ps, ", "))
+		fmt.Fprintf(&b, "| %s | %d | %.2f%s | %.2f%s | %.3f | %s | %s | %s | %.3f | %.2f | %s |\n", c.Name, max(1, c.Runs), c.CapacityMbps, c.CI95.text("capacity_mbps"),
+			c.GoodputMbps, c.CI95.text("goodput_mbps"), c.Delivered, bound, owd, loss, c.CodingRate, c.CPUCores, strings.Join(ps, ", "))
 	}
 	if traces {
 		b.WriteString(capNote)
