@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -113,10 +115,15 @@ func demoReport(role string, b *tunnel.Bond, started time.Time) func() status.Re
 
 // startDemoStatus serves the demo edge's status on the control socket
 // path, so that bondd status --socket path (and --watch) shows the demo's
-// paths live, and returns a func that stops it. A socket another bondd
-// serves, or one that cannot be made (a user without write access to its
-// folder), is skipped with a note: the demo runs without it.
+// paths live, and returns a func that stops it: it removes the socket, and
+// its folder if the demo made it and nothing else has been put there. A
+// socket another bondd serves, or one that cannot be made (a user without
+// write access to its folder), is skipped with a note: the demo runs
+// without it.
 func startDemoStatus(path string, bed *demo.Bed, out io.Writer) func() {
+	dir := filepath.Dir(path)
+	_, err := os.Stat(dir)
+	made := errors.Is(err, fs.ErrNotExist)
 	ctl, err := status.Serve(path, demoReport(config.RoleEdge, bed.Edge, time.Now()), nil)
 	if err != nil {
 		fmt.Fprintf(out, "status: not served (%v)\n", err)
@@ -127,6 +134,9 @@ func startDemoStatus(path string, bed *demo.Bed, out io.Writer) func() {
 	return func() {
 		ctl.Close()
 		os.Remove(path)
+		if made {
+			os.Remove(dir) // fails, and keeps it, when something else is in it
+		}
 	}
 }
 

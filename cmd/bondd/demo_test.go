@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,9 +17,10 @@ import (
 
 // TestDemoControlSocket: while the demo runs, its edge's status is on the
 // control socket, as bondd run's is, so that bondd status shows its paths;
-// the socket is gone once the demo ends.
+// the socket is gone once the demo ends, and so is the folder the demo
+// made for it.
 func TestDemoControlSocket(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "demo.sock")
+	sock := filepath.Join(t.TempDir(), "run", "demo.sock")
 	cmd := newDemoCmd()
 	var out bytes.Buffer
 	cmd.SetOut(&out)
@@ -51,5 +55,8 @@ func TestDemoControlSocket(t *testing.T) {
 	defer cancel()
 	if _, err := status.Fetch(ctx, sock); err == nil {
 		t.Error("the control socket still answers after the demo ended")
+	}
+	if _, err := os.Stat(filepath.Dir(sock)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the socket's folder, made by the demo, is still there after it ended (%v)", err)
 	}
 }
