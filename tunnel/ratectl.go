@@ -70,7 +70,9 @@ const (
 	// Starlink trace) drained a 100–300-ms capacity dip only after it had
 	// ended: the closed-loop trace models (policy/ratetrace_test.go)
 	// delivered 0.695 of the Starlink path's capacity and 0.836 of the
-	// cellular paths' that way, 0.779 and 0.961 at 50 ms.
+	// cellular paths' that way, 0.775 and 0.965 at 50 ms; `bondd bench
+	// capacity` (bond-udp, seeds 1–2, two runs each) delivered 0.596 of
+	// the links' sum against 0.538.
 	rateFeedbackEvery = 50 * time.Millisecond
 	rateStaleMin      = 500 * time.Millisecond // no report for this long (or 4 sRTT) while sending: fall back
 	rateQuietAfter    = time.Second            // empty reports continue this long after the last datagram
