@@ -442,7 +442,7 @@ func (e *RateEstimator) Update(now time.Time, r *RateReport, s SendStats) {
 	e.sendS += rateSmooth * (sendRate - e.sendS)
 	e.recvS += rateSmooth * (recv - e.recvS)
 	sentThen, rawThen := e.sent.at(now.Add(-s.SRTT), e.sendS, sendRate)
-	e.sent.push(now, e.sendS, sendRate)
+	e.sent.push(now, e.sendS, sendRate, s.SRTT/8)
 	if e.recvLong == 0 {
 		e.recvLong = recv
 	}

@@ -56,8 +56,11 @@ func (m *winMax) update(t time.Time, win time.Duration, v float64) {
 	}
 }
 
-// sendHistLen is how many reports' sending rates sendHistory keeps: 0.8 s
-// of reports at reportMin, several round trips at longer intervals.
+// sendHistLen is how many reports' sending rates sendHistory keeps, at
+// least an eighth of a round trip apart (push): 0.8 s of reports at
+// reportMin on a short path, two round trips on one whose queue stretched
+// its sRTT to seconds (the tunnel reports every 50 ms whatever the round
+// trip).
 const sendHistLen = 16
 
 // sendHistory is the sending rate of the last sendHistLen reports, so that
@@ -72,8 +75,12 @@ type sendHistory struct {
 	head int
 }
 
-// push records the rates of the report at now.
-func (h *sendHistory) push(now time.Time, smooth, raw float64) {
+// push records the rates of the report at now, unless the newest record is
+// less than gap older.
+func (h *sendHistory) push(now time.Time, smooth, raw float64, gap time.Duration) {
+	if last := h.s[h.head].at; last != 0 && now.UnixNano()-last < int64(gap) {
+		return
+	}
 	h.head = (h.head + 1) % sendHistLen
 	h.s[h.head].at, h.s[h.head].smooth, h.s[h.head].raw = now.UnixNano(), smooth, raw
 }

@@ -8,8 +8,8 @@ const SeqLossWindow = 4096
 // reordering tolerated: a gap is counted as lost only at the second Take
 // after the sequence passed it, or once the sequence is SeqLossWindow past
 // it if that comes first, so a datagram may arrive up to one feedback
-// interval (an sRTT within 50–250 ms) or SeqLossWindow datagrams late and still
-// count as received.
+// interval (50–100 ms at the tunnel's 50-ms reports) or SeqLossWindow
+// datagrams late and still count as received.
 // Datagrams of one path can arrive out of order by more than the packet
 // threshold of RFC 9002 §6.1.1 (3): a lost datagram resent behind newer
 // ones, a connection replaced by a redial while the old one's packets are

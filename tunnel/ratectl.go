@@ -28,7 +28,7 @@ import (
 //     it to quic-go. Frames dropped from bondd's own queue never get a
 //     number, so the receiver's gaps are the path's own loss.
 //  2. The receiver keeps a policy.RateMeter per path (pathConn.routineReceive)
-//     and, every sRTT within 50–250 ms, sends the path's report back as a
+//     and, every rateFeedbackEvery (50 ms), sends the path's report back as a
 //     PATH_RATE_FEEDBACK on one of the path's control streams
 //     (startFeedback, on the node's timer heap).
 //  3. The sender feeds each report to the path's policy.RateEstimator

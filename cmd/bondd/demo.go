@@ -116,7 +116,8 @@ func demoReport(role string, b *tunnel.Bond, started time.Time) func() status.Re
 // startDemoStatus serves the demo edge's status on the control socket
 // path, so that bondd status --socket path (and --watch) shows the demo's
 // paths live, and returns a func that stops it: it removes the socket, and
-// its folder if the demo made it and nothing else has been put there. A
+// its folder (the last level only) if the demo made it and nothing else
+// has been put there. A
 // socket another bondd serves, or one that cannot be made (a user without
 // write access to its folder), is skipped with a note: the demo runs
 // without it.
@@ -126,6 +127,9 @@ func startDemoStatus(path string, bed *demo.Bed, out io.Writer) func() {
 	made := errors.Is(err, fs.ErrNotExist)
 	ctl, err := status.Serve(path, demoReport(config.RoleEdge, bed.Edge, time.Now()), nil)
 	if err != nil {
+		if made {
+			os.Remove(dir) // Serve may have made it before it failed
+		}
 		fmt.Fprintf(out, "status: not served (%v)\n", err)
 		return func() {}
 	}

@@ -125,7 +125,7 @@ type capResult struct {
 	OWDms        *owdStats `json:"owd_ms,omitempty"`      // UDP only
 	LossRate     float64   `json:"loss_rate,omitempty"`   // UDP only: packets not received / sent
 	QueueDrops   uint64    `json:"queue_drops"`           // datagrams dropped from bondd's send queues
-	CodingRate   float64   `json:"coding_rate"`           // the edge's FEC: data / (data + parity) packets of its blocks; 1 without parity
+	CodingRate   float64   `json:"coding_rate,omitempty"` // the edge's FEC: data / (data + parity) packets of its blocks; 1 without parity
 	ParitySent   uint64    `json:"parity_sent"`           // parity packets the edge sent
 	CPUCores     float64   `json:"cpu_cores"`             // the bench process's CPU time over the traffic time: sender, both bonds and relays
 	PathsMbps    []capPath `json:"paths"`                 // per link of the bed
@@ -623,4 +623,5 @@ const capNote = "\nCapacity is what the emulator's bottlenecks could serve edgeâ
 	"(about 5 % of a 1200-byte packet) come out of the same capacity. TCP goodput is iperf3's received payload rate. " +
 	"CPU cores is the bench process's CPU time over the traffic time: the sender, both bonds and the relays run in it (iperf3 does not). " +
 	"The fluid bound is the most of the capacity that the constant offered rate could use: an ideal scheduler feeding every link from one " +
-	"queue of up to 200 ms of the offered load, in 10-ms steps (what a link could carry while that queue was empty is lost to any scheduler).\n"
+	"queue of up to 200 ms of the offered load, in 10-ms steps (what a link could carry while that queue was empty is lost to any scheduler). " +
+	"The coding rate is the edge's FEC: data packets over data and parity packets of its blocks (1: no parity); parity comes out of the same capacity.\n"

@@ -11,8 +11,8 @@ const TypeRateFeedback = "path_rate_feedback"
 const CapRate Caps = 1 << 4
 
 // RateFeedback is PATH_RATE_FEEDBACK: what the receiver saw of one path
-// over one interval, about every 50 ms or once per smoothed RTT
-// (draft-ietf-rmcat-gcc-02 §5, RFC 8888 §3 for the feedback cadence). The
+// over one interval, about every 50 ms (draft-ietf-rmcat-gcc-02 §5, RFC
+// 8888 §3 for the feedback cadence). The
 // fields are those of policy.RateReport: times and one-way delays in µs
 // on the receiver's clock (the delays include the unknown clock offset),
 // sequence numbers the path's FlagPathSeq numbers mod 2^32.
