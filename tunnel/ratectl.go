@@ -216,10 +216,10 @@ type fbStream struct {
 }
 
 // startFeedback adds a connection's control stream to the path's report
-// streams and arms the reports' timer in the node's heap (idle.go):
-// every rateFeedbackEvery, the receiver's
-// report goes on the path's first stream, and the sender's fallback
-// (checkStale) is applied when reports stop coming. The returned stop
+// streams and arms the reports' timer in the node's heap (idle.go): every
+// rateFeedbackEvery the receiver's report goes on the path's first stream,
+// and the sender's fallback (checkStale) is applied when reports stop
+// coming. The returned stop
 // removes the stream, once its connection's control stream has ended,
 // and waits for a report being written on it. A bond whose timers have
 // not started (no node heap) sends no reports.

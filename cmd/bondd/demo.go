@@ -117,10 +117,9 @@ func demoReport(role string, b *tunnel.Bond, started time.Time) func() status.Re
 // path, so that bondd status --socket path (and --watch) shows the demo's
 // paths live, and returns a func that stops it: it removes the socket, and
 // its folder (the last level only) if the demo made it and nothing else
-// has been put there. A
-// socket another bondd serves, or one that cannot be made (a user without
-// write access to its folder), is skipped with a note: the demo runs
-// without it.
+// has been put there. A socket another bondd serves, or one that cannot
+// be made (a user without write access to its folder), is skipped with a
+// note: the demo runs without it.
 func startDemoStatus(path string, bed *demo.Bed, out io.Writer) func() {
 	dir := filepath.Dir(path)
 	_, err := os.Stat(dir)
