@@ -219,10 +219,9 @@ type fbStream struct {
 // streams and arms the reports' timer in the node's heap (idle.go): every
 // rateFeedbackEvery the receiver's report goes on the path's first stream,
 // and the sender's fallback (checkStale) is applied when reports stop
-// coming. The returned stop
-// removes the stream, once its connection's control stream has ended,
-// and waits for a report being written on it. A bond whose timers have
-// not started (no node heap) sends no reports.
+// coming. The returned stop removes the stream, once its connection's
+// control stream has ended, and waits for a report being written on it.
+// A bond whose timers have not started (no node heap) sends no reports.
 func (rc *rateCtl) startFeedback(conn *quic.Conn, str *quic.Stream, wmu *sync.Mutex) (stop func()) {
 	fs := &fbStream{conn: conn, str: str, wmu: wmu}
 	rc.fbMu.Lock()
