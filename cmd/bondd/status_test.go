@@ -35,16 +35,30 @@ func TestPrintStatus(t *testing.T) {
 			t.Errorf("no %q in\n%s", want, out)
 		}
 	}
-	// The path rows: share of the bond's datagrams both ways (660 and 340
-	// of 1000), bytes each way, labels.
+	// The path rows, in two tables: share of the bond's datagrams both ways
+	// (660 and 340 of 1000), bytes each way; then drops, labels, peer and
+	// last error.
 	rows := []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^  cell-a +ACTIVE +66\.0 % +45ms +30ms +64000 +11\.4 Mbit/s +10/1000 +60 +58\.6 KiB +600 +703 KiB +3 +1/2/0/0/0/0/0/0/0/0 +cost_class=metered,link_type=cellular +203\.0\.113\.7:41000 \(migrated 2×\) *$`),
-		regexp.MustCompile(`(?m)^  starlink +UNAVAILABLE +34\.0 % +0s +0s +0 +- +0/0 +40 +39\.1 KiB +300 +3\.00 MiB +0 +0/0/0/0/0/0/0/0/0/0 +link_type=satellite +- +timeout: no recent network activity$`),
+		regexp.MustCompile(`(?m)^  cell-a +ACTIVE +66\.0 % +45ms +30ms +64000 +11\.4 Mbit/s +10/1000 +60 +58\.6 KiB +600 +703 KiB +3$`),
+		regexp.MustCompile(`(?m)^  starlink +UNAVAILABLE +34\.0 % +0s +0s +0 +- +0/0 +40 +39\.1 KiB +300 +3\.00 MiB +0$`),
+		regexp.MustCompile(`(?m)^  path drops, in this order: queue_full/expired/deadline/too_large/send_error/receive_queue_full/object_lost/suspect/stale/black_hole$`),
+		regexp.MustCompile(`(?m)^  cell-a +1/2/0/0/0/0/0/0/0/0 +cost_class=metered,link_type=cellular +203\.0\.113\.7:41000 \(migrated 2×\) *$`),
+		regexp.MustCompile(`(?m)^  starlink +0/0/0/0/0/0/0/0/0/0 +link_type=satellite +- +timeout: no recent network activity$`),
 	}
 	for _, re := range rows {
 		if !re.MatchString(out) {
 			t.Errorf("no row matching %s in\n%s", re, out)
 		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "  cell-a ") || strings.HasPrefix(line, "  path ") && strings.Contains(line, "status") {
+			if n := len([]rune(line)); n > 160 {
+				t.Errorf("a path table line of %d characters, want ≤ 160 so that it fits a terminal:\n%s", n, line)
+			}
+		}
+	}
+	if strings.Contains(out, "  path  status") {
+		t.Errorf("a bond without paths prints the path tables' headers:\n%s", out)
 	}
 }
 

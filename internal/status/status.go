@@ -245,14 +245,25 @@ func Print(w io.Writer, r *Report, now time.Time) {
 		for _, p := range b.Paths {
 			total += p.TxPackets + p.RxPackets
 		}
+		if len(b.Paths) == 0 {
+			continue
+		}
+		// Two tables, so that a line fits a terminal: the path's traffic,
+		// then its drops, labels, peer and last error.
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  path\tstatus\tshare\tsrtt\tmin rtt\tcwnd\tcapacity\tlost/sent\ttx pkts\ttx bytes\trx pkts\trx bytes\tqueue\tdrops "+pathDropsHeader+"\tlabels\tpeer\tlast error")
+		fmt.Fprintln(tw, "  path\tstatus\tshare\tsrtt\tmin rtt\tcwnd\tcapacity\tlost/sent\ttx pkts\ttx bytes\trx pkts\trx bytes\tqueue")
 		for _, p := range b.Paths {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%d\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Name, formatStatus(p),
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%d\t%s\t%d\t%s\t%d\n", p.Name, formatStatus(p),
 				formatShare(p.TxPackets+p.RxPackets, total),
 				p.SmoothedRTT.Round(10*time.Microsecond), p.MinRTT.Round(10*time.Microsecond), p.CongestionWindow,
-				formatRate(p.CapacityBps), p.PacketsLost, p.PacketsSent, p.TxPackets, formatBytes(p.TxBytes), p.RxPackets, formatBytes(p.RxBytes), p.QueueLen,
-				formatPathDrops(p.Drops), formatLabels(p.Labels), formatPeer(p), p.LastError)
+				formatRate(p.CapacityBps), p.PacketsLost, p.PacketsSent, p.TxPackets, formatBytes(p.TxBytes), p.RxPackets, formatBytes(p.RxBytes), p.QueueLen)
+		}
+		tw.Flush()
+		fmt.Fprintf(w, "  path drops, in this order: %s\n", pathDropsHeader)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  path\tdrops\tlabels\tpeer\tlast error")
+		for _, p := range b.Paths {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", p.Name, formatPathDrops(p.Drops), formatLabels(p.Labels), formatPeer(p), p.LastError)
 		}
 		tw.Flush()
 		writeResends(w, b.Paths)
