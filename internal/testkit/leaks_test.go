@@ -1,9 +1,26 @@
 package testkit
 
 import (
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
+
+// settle waits until no goroutine has ended for 50 ms (at most 2 s): a
+// subtest's goroutine that is still exiting when the next one takes its
+// count would hide the next one's leak (CheckLeaks counts goroutines).
+func settle() {
+	n, still := runtime.NumGoroutine(), 0
+	for end := time.Now().Add(2 * time.Second); still < 5 && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+		if m := runtime.NumGoroutine(); m == n {
+			still++
+		} else {
+			n, still = m, 0
+		}
+	}
+}
 
 // recorder is a testing.TB that records Errorf and runs cleanups on demand.
 type recorder struct {
@@ -34,6 +51,7 @@ func TestCheckLeaks(t *testing.T) {
 		}
 	})
 	t.Run("leak", func(t *testing.T) {
+		settle()
 		r := &recorder{TB: t}
 		CheckLeaks(r)
 		stop := make(chan struct{})
