@@ -21,7 +21,12 @@ import (
 //     keepalive (policy.Path.SetIdle);
 //   - no path MTU ticks, no rate feedback (ratectl.go), no path state
 //     reports beyond one per idle keepalive (ctrl_edge.go), no FEC expiry
-//     or resequencer timers (fec.go, reseq_stage.go).
+//     or resequencer timers (fec.go, reseq_stage.go);
+//   - no send routine: a path's routineSend (send.go) returns once it
+//     finds the bond asleep and its queue empty, and the wake starts it
+//     again before the waking packet is queued. A frame queued while the
+//     bond sleeps without waking it (none is: data wakes the bond first)
+//     would wait for the next wake.
 //
 // The first data packet sent or received wakes the bond at once
 // (Bond.touch): every path is checked every livenessTick again and sends
@@ -96,6 +101,7 @@ func (b *Bond) wake(now time.Time) {
 			t.Reset(now)
 		}
 		p.rc.ring(now)
+		p.pc.resumeSend()
 	}
 	if bi.check != nil {
 		bi.check.Reset(now.Add(IdleAfter))
@@ -122,6 +128,7 @@ func (b *Bond) idleCheck(now, _ time.Time) {
 	bi.sleeps.Add(1)
 	for _, p := range b.paths.Load().paths {
 		p.state.SetIdle(b.popts.IdleKeepalive, now)
+		p.queue.ring() // the send routine finds the bond asleep and exits (pathConn.idleExit)
 	}
 	// touch stores lastData before it reads asleep; this stored asleep
 	// before it reads lastData: a packet that raced with the sleep is

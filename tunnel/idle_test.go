@@ -22,7 +22,8 @@ import (
 // silent past the idle bound and no keepalive goes unanswered on either
 // end (a moment of SUSPECT while a slow ACK comes is counted), and the
 // node's timer heap fires a few times per path per keepalive rather than
-// every livenessTick; one packet wakes both ends at once and is delivered.
+// every livenessTick; no path keeps a send routine; one packet wakes both
+// ends at once and is delivered, and their send routines run again.
 func TestIdleBondSleepsAndWakes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for the bond to sleep three times: about 20 s")
@@ -76,6 +77,24 @@ func TestIdleBondSleepsAndWakes(t *testing.T) {
 			p.rc.fbMu.Unlock()
 		}
 		return n
+	}
+	// sending counts the paths whose send routine runs.
+	sending := func(b *Bond) (n int) {
+		for _, p := range b.paths.Load().paths {
+			p.pc.sendMu.Lock()
+			if p.pc.sendOn {
+				n++
+			}
+			p.pc.sendMu.Unlock()
+		}
+		return n
+	}
+	// The send routines find the bond asleep and exit (a moment after
+	// the sleep: each has to be woken from its wait).
+	for end := time.Now().Add(time.Second); sending(eb)+sending(cb) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("asleep, send routines still run on edge %d, concentrator %d paths; want none", sending(eb), sending(cb))
+		}
 	}
 	e0, c0 := snap(eb), snap(cb)
 	er0, cr0 := reports(eb), reports(cb)
@@ -132,6 +151,9 @@ func TestIdleBondSleepsAndWakes(t *testing.T) {
 	if e, c := feedbackArmed(eb), feedbackArmed(cb); e+c != 0 {
 		t.Errorf("rate report timers armed while asleep: edge %d, concentrator %d paths; want none", e, c)
 	}
+	if e, c := sending(eb), sending(cb); e+c != 0 {
+		t.Errorf("send routines started while asleep on edge %d, concentrator %d paths; want none", e, c)
+	}
 	ef1, _ := edge.timers.Stats()
 	cf1, _ := conc.timers.Stats()
 	for i := range 2 {
@@ -177,6 +199,9 @@ func TestIdleBondSleepsAndWakes(t *testing.T) {
 	}
 	if e, c := feedbackArmed(eb), feedbackArmed(cb); e != 2 || c != 2 {
 		t.Errorf("awake, rate report timers armed on edge %d, concentrator %d paths; want 2 each", e, c)
+	}
+	if e, c := sending(eb), sending(cb); e != 2 || c != 2 {
+		t.Errorf("awake, send routines run on edge %d, concentrator %d paths; want 2 each", e, c)
 	}
 	// Traffic brings the rate reports back.
 	cr := reports(cb)

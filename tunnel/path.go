@@ -118,8 +118,7 @@ func (p *path) serve(ctx context.Context, conn *quic.Conn, rec *recorder) {
 	p.bond.updateMTU()
 	p.setErr(nil)
 
-	var wg sync.WaitGroup
-	wg.Go(func() { pc.routineSend(conn) })
+	pc.startSend(conn)
 	stopLiveness := pc.startLiveness(conn) // on the node's timer heap (liveness.go)
 	shutdown := make(chan struct{})
 	stopShutdown := context.AfterFunc(ctx, func() { // shutdown, even if it raced with this connection's dial
@@ -140,7 +139,7 @@ func (p *path) serve(ctx context.Context, conn *quic.Conn, rec *recorder) {
 	}
 	pc.publish()
 	p.bond.updateMTU()
-	wg.Wait()
+	pc.stopSend()
 	if now := time.Now(); last && p.bond.otherActive(p, now) {
 		rec.held.resendAll(p, now) // unacknowledged when the path went down (resend.go)
 	}

@@ -55,6 +55,73 @@ type pathConn struct {
 	// wakeProbe asks its next check for a probe: the bond woke (idle.go).
 	live      atomic.Pointer[timerheap.Timer]
 	wakeProbe atomic.Bool
+
+	// The send routine (routineSend) of the connection serving the path.
+	// It exits while the bond sleeps with nothing queued, and the bond's
+	// waking starts it again (startSend): an asleep bond keeps no send
+	// routine (idle.go). sendMu guards sendConn and sendOn.
+	sendMu   sync.Mutex
+	sendConn *quic.Conn // the connection served; nil once serve stopped sending
+	sendOn   bool       // a send routine runs for sendConn
+	sendWG   sync.WaitGroup
+}
+
+// startSend starts the send routine for conn and makes conn the one later
+// wakes restart it for (serve, before its receive routine).
+func (pc *pathConn) startSend(conn *quic.Conn) {
+	pc.sendMu.Lock()
+	defer pc.sendMu.Unlock()
+	pc.sendConn = conn
+	pc.runSendLocked()
+}
+
+// resumeSend starts the send routine again if it exited while the bond
+// slept (Bond.wake); a no-op while it runs or no connection is served.
+func (pc *pathConn) resumeSend() {
+	pc.sendMu.Lock()
+	defer pc.sendMu.Unlock()
+	pc.runSendLocked()
+}
+
+func (pc *pathConn) runSendLocked() {
+	if pc.sendOn || pc.sendConn == nil {
+		return
+	}
+	pc.sendOn = true
+	conn := pc.sendConn
+	pc.sendWG.Go(func() { pc.routineSend(conn) })
+}
+
+// stopSend keeps wakes from starting the send routine again and waits
+// until it has returned (serve, once the connection ended).
+func (pc *pathConn) stopSend() {
+	pc.sendMu.Lock()
+	pc.sendConn = nil
+	pc.sendMu.Unlock()
+	pc.sendWG.Wait()
+}
+
+// idleExit reports whether the send routine may exit now because the bond
+// sleeps and nothing is queued; it then counts as stopped, and the bond's
+// next wake starts it again. The lock orders this against resumeSend: a
+// wake that cleared the bond's sleep before this check keeps the routine,
+// one after it finds the routine stopped and starts it.
+func (pc *pathConn) idleExit() bool {
+	pc.sendMu.Lock()
+	defer pc.sendMu.Unlock()
+	if !pc.path.bond.asleep() || pc.path.queue.queued() > 0 {
+		return false
+	}
+	pc.sendOn = false
+	return true
+}
+
+// sendExited marks the send routine stopped when it returns for any other
+// reason than idleExit (the connection ended or failed).
+func (pc *pathConn) sendExited() {
+	pc.sendMu.Lock()
+	pc.sendOn = false
+	pc.sendMu.Unlock()
 }
 
 // onMetrics records the connection's congestion controller state and

@@ -254,6 +254,13 @@ func (q *sendQueue) requeue(f frame) {
 	q.ring()
 }
 
+// queued returns the frames queued and parked.
+func (q *sendQueue) queued() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n + q.parked.n
+}
+
 // ringIfQueued rings the doorbell when frames are waiting.
 func (q *sendQueue) ringIfQueued() {
 	q.mu.Lock()

@@ -44,7 +44,7 @@ import (
 //  2. pathConn.routineSend, one per live path connection (pathconn.go),
 //     pops frames, highest priority first, and hands them to
 //     quic.Conn.SendDatagram, which copies them; the buffer then goes back
-//     to the pool.
+//     to the pool. It exits while the bond sleeps (idle.go).
 
 // routineReadTUN reads dev until it is closed. route maps an inner packet to
 // its bond, or nil to drop it (counted by the caller's route function).
@@ -236,10 +236,18 @@ func (b *Bond) replyTooBig(pkt []byte, mtu int) {
 // connection, until conn ends. It pops from the path's queue when quic-go
 // can take a datagram without holding it back (pathConn.mayHand). When
 // SendDatagram fails the connection is going away: the path is marked down
-// and its frames move to other paths.
+// and its frames move to other paths. While the bond sleeps with nothing
+// queued it returns early (pathConn.idleExit); the bond's wake starts it
+// again (pathConn.resumeSend).
 func (pc *pathConn) routineSend(conn *quic.Conn) {
 	p := pc.path
 	done := conn.Context().Done()
+	idle := false
+	defer func() {
+		if !idle {
+			pc.sendExited()
+		}
+	}()
 	// Whoever stops taking frames passes the doorbell on, so that a push
 	// that woke this routine is not lost to the next connection's.
 	defer p.queue.ringIfQueued()
@@ -277,6 +285,10 @@ func (pc *pathConn) routineSend(conn *quic.Conn) {
 		}
 		f, ok, more := p.queue.pop(time.Now().UnixNano())
 		if !ok {
+			if p.bond.asleep() && pc.idleExit() {
+				idle = true
+				return
+			}
 			if !p.queue.wait(done) {
 				return
 			}
