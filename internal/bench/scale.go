@@ -99,6 +99,10 @@ type scaleStep struct {
 	HandshakeS     float64 `json:"handshake_s"`      // child started → last path up
 	HandshakesPerS float64 `json:"handshakes_per_s"` // 2·bonds / handshake_s
 	HandshakeCPUms float64 `json:"handshake_cpu_ms"` // the node's CPU over the fresh handshakes, per handshake
+	// FreshResumedShare is the share of the fresh handshakes that resumed
+	// a TLS session: an edge's second path may resume the ticket its
+	// first one got, no edge another's (each has its own session cache).
+	FreshResumedShare float64 `json:"fresh_resumed_share"`
 	// HandshakesPerSResumed is the rate when every edge redials at once
 	// (at most --dialing connecting) with its TLS session ticket;
 	// ResumedCPUms the node's CPU per such handshake; ResumedShare the
@@ -387,6 +391,7 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 		}
 	}
 	// Fresh handshakes: every edge's first connection.
+	hf := conc.Handshakes()
 	t0, c0 := time.Now(), cpuTime()
 	stopProf := startCPUProfile(o.Profile, "cpu-handshake", n)
 	if err := allUp("fresh handshakes", t0, 0); err != nil {
@@ -399,6 +404,9 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 	freshCPU, freshWall := cpuTime()-c0, time.Since(t0)
 	// Resumed handshakes: every edge redials with its session ticket.
 	h0 := conc.Handshakes()
+	if d := h0.Accepted - hf.Accepted; d > 0 {
+		st.FreshResumedShare = float64(h0.Resumed-hf.Resumed) / float64(d)
+	}
 	t0, c0 = time.Now(), cpuTime()
 	if err := edges.send("redial"); err != nil {
 		return st, err
@@ -544,8 +552,8 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 		addDrops(st.ConcDrops, bonds[i].Stats())
 	}
 	st.LoadAvg = loadAvg()
-	fmt.Fprintf(out, "  %5d bonds: handshakes fresh %.0f/s (node CPU %.2f ms each), resumed %.0f/s (%.2f ms, %.3f resumed)\n",
-		n, st.HandshakesPerS, st.HandshakeCPUms, st.HandshakesPerSResumed, st.ResumedCPUms, st.ResumedShare)
+	fmt.Fprintf(out, "  %5d bonds: handshakes fresh %.0f/s (node CPU %.2f ms each, %.3f resumed), resumed %.0f/s (%.2f ms, %.3f resumed)\n",
+		n, st.HandshakesPerS, st.HandshakeCPUms, st.FreshResumedShare, st.HandshakesPerSResumed, st.ResumedCPUms, st.ResumedShare)
 	fmt.Fprintf(out, "  %5d bonds: %.0f handshakes/s; per idle bond %.3f MiB RSS (%.3f MiB heap, of it %.3f stacks and %.3f live objects; %.1f goroutines), per active bond %.3f MiB; idle CPU %.1f %% (%.0f datagrams/s, %.0f wakeups/s); %.0f packets/s: %.1f µs/packet (marginal %.1f), min share %.3f; drops edge %s, concentrator %s, TUN %d; load %s\n",
 		n, st.HandshakesPerS, st.RSSMiBPerIdle, st.HeapMiBPerIdle, st.StackMiBPerIdle, st.LiveMiBPerIdle, st.GoroutinesPerIdle, st.RSSMiBPerActive, st.IdleCPUPct, st.IdleDatagramsPerS, st.IdleWakeupsPerS, st.DeliveredPPS, st.CPUUsPerPacket,
 		st.CPUUsPerPacketTx, st.MinShare, dropsText(st.EdgeDrops), dropsText(st.ConcDrops), st.TUNDrops, st.LoadAvg)

@@ -132,10 +132,6 @@ func scaleEdgesMain(cfg string, in io.Reader, out io.Writer) error {
 	if c.Lo < 0 || c.Hi > c.Bonds || c.Lo >= c.Hi {
 		return fmt.Errorf("config: edges %d..%d of %d", c.Lo, c.Hi, c.Bonds)
 	}
-	tlsConf, err := tunnel.ClientTLS("concentrator.scale", nil, c.Pin, nil)
-	if err != nil {
-		return err
-	}
 	// edges[j] and devs[j] are edge Lo + j; the late edge, if any, last.
 	n := c.Hi - c.Lo
 	total := n
@@ -157,6 +153,14 @@ func scaleEdgesMain(cfg string, in io.Reader, out io.Writer) error {
 		i := c.Lo + j
 		if j == n {
 			i = c.Late
+		}
+		// Each edge its own TLS configuration, so its own session cache,
+		// as each vehicle has: edges sharing one cache would resume the
+		// first edge's session ticket, and the fresh handshakes would be
+		// resumed ones.
+		tlsConf, err := tunnel.ClientTLS("concentrator.scale", nil, c.Pin, nil)
+		if err != nil {
+			return err
 		}
 		devs[j] = tuntest.New(demoMTU(), 8)
 		bind := scaleEdgeBind(i)
