@@ -23,10 +23,12 @@ import (
 //     reports beyond one per idle keepalive (ctrl_edge.go), no FEC expiry
 //     or resequencer timers (fec.go, reseq_stage.go);
 //   - no send routine: a path's routineSend (send.go) returns once it
-//     finds the bond asleep and its queue empty, and the wake starts it
-//     again before the waking packet is queued. A frame queued while the
-//     bond sleeps without waking it (none is: data wakes the bond first)
-//     would wait for the next wake.
+//     finds the bond asleep and nothing queued or parked (one waiting for
+//     room in quic-go's queue, or on a gated path, returns once that
+//     wait ends and it finds the same). The wake starts it again before
+//     the waking packet is queued, and so does any frame queued while it
+//     is stopped (a resend, a rescue from a path that died while the bond
+//     slept: sendQueue.added, pathConn.kick).
 //
 // The first data packet sent or received wakes the bond at once
 // (Bond.touch): every path is checked every livenessTick again and sends
@@ -128,7 +130,7 @@ func (b *Bond) idleCheck(now, _ time.Time) {
 	bi.sleeps.Add(1)
 	for _, p := range b.paths.Load().paths {
 		p.state.SetIdle(b.popts.IdleKeepalive, now)
-		p.queue.ring() // the send routine finds the bond asleep and exits (pathConn.idleExit)
+		p.queue.ring() // a send routine waiting on its queue finds the bond asleep and exits (pathConn.idleExit)
 	}
 	// touch stores lastData before it reads asleep; this stored asleep
 	// before it reads lastData: a packet that raced with the sleep is

@@ -81,11 +81,9 @@ func TestIdleBondSleepsAndWakes(t *testing.T) {
 	// sending counts the paths whose send routine runs.
 	sending := func(b *Bond) (n int) {
 		for _, p := range b.paths.Load().paths {
-			p.pc.sendMu.Lock()
-			if p.pc.sendOn {
+			if p.pc.sendOn.Load() {
 				n++
 			}
-			p.pc.sendMu.Unlock()
 		}
 		return n
 	}
@@ -235,6 +233,31 @@ func TestIdleBondSleepsAndWakes(t *testing.T) {
 	}
 	if n := len(cb.Stats().Paths); n != 2 {
 		t.Errorf("concentrator has %d paths, want 2", n)
+	}
+
+	// Asleep, a frame queued by something other than a packet that wakes
+	// the bond (a resend, a rescue) starts the stopped send routine.
+	for end := time.Now().Add(time.Second); sending(eb) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("asleep, send routines still run on %d edge paths", sending(eb))
+		}
+	}
+	pkt = udp4(edgeAddr, srvAddr, []byte("queued while asleep"))
+	buf := getBuf()
+	n := copy(buf[Headroom:], pkt)
+	h := Header{Type: TypeData, Seq: eb.seq.Add(1) - 1, Timestamp: uint64(time.Now().UnixMicro())}
+	off := Headroom - HeaderLen(&h)
+	AppendHeader(buf[off:off], &h)
+	handOver(eb.paths.Load().paths[0], frame{buf: buf, off: off, end: Headroom + n, enqueued: time.Now().UnixNano()})
+	for timeout := time.After(2 * time.Second); ; {
+		select {
+		case got := <-concDev.Outbound(): // the ICMP answer to the oversize packet above comes first
+			if string(got) == string(pkt) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("a frame queued on an asleep bond's path was not sent (edge asleep %v, send routines %d)", eb.asleep(), sending(eb))
+		}
 	}
 }
 

@@ -69,6 +69,7 @@ func newPath(b *Bond, name string, labels map[string]string) *path {
 	p.pmtu.init(b.mtu+HeaderBudget, b.popts, time.Now())
 	p.fit = newFitScratch()
 	p.pc = pathConn{path: p, bell: make(chan struct{}, 1)}
+	p.queue.kick = p.pc.kick // frames added while the send routine is stopped start it (idle.go)
 	return p
 }
 

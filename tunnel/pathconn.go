@@ -57,17 +57,18 @@ type pathConn struct {
 	wakeProbe atomic.Bool
 
 	// The send routine (routineSend) of the connection serving the path.
-	// It exits while the bond sleeps with nothing queued, and the bond's
-	// waking starts it again (startSend): an asleep bond keeps no send
-	// routine (idle.go). sendMu guards sendConn and sendOn.
+	// It exits while the bond sleeps with nothing queued (idleExit); the
+	// bond's wake (resumeSend) and frames added to the queue (kick) start
+	// it again: an asleep bond keeps no send routine (idle.go). sendMu
+	// guards sendConn and the changes of sendOn.
 	sendMu   sync.Mutex
-	sendConn *quic.Conn // the connection served; nil once serve stopped sending
-	sendOn   bool       // a send routine runs for sendConn
+	sendConn *quic.Conn  // the connection served; nil once serve stopped sending
+	sendOn   atomic.Bool // a send routine runs for sendConn
 	sendWG   sync.WaitGroup
 }
 
 // startSend starts the send routine for conn and makes conn the one later
-// wakes restart it for (serve, before its receive routine).
+// wakes and kicks restart it for (serve, before its receive routine).
 func (pc *pathConn) startSend(conn *quic.Conn) {
 	pc.sendMu.Lock()
 	defer pc.sendMu.Unlock()
@@ -76,24 +77,39 @@ func (pc *pathConn) startSend(conn *quic.Conn) {
 }
 
 // resumeSend starts the send routine again if it exited while the bond
-// slept (Bond.wake); a no-op while it runs or no connection is served.
+// slept (Bond.wake); a no-op while it runs, when no connection is served,
+// or when the connection is shutting down or has ended (serve then
+// rescues what is queued).
 func (pc *pathConn) resumeSend() {
 	pc.sendMu.Lock()
 	defer pc.sendMu.Unlock()
 	pc.runSendLocked()
 }
 
+// kick starts the send routine if it exited while the bond slept: frames
+// were added to the queue (sendQueue.added) by something other than a
+// packet that woke the bond (a rescue, a resend, a reroute). An atomic
+// load while the routine runs. A frame added as the routine checks its
+// queue in idleExit is seen by one of the two: idleExit clears sendOn
+// before it reads the queue, and the queue counts the frame before kick
+// reads sendOn.
+func (pc *pathConn) kick() {
+	if !pc.sendOn.Load() {
+		pc.resumeSend()
+	}
+}
+
 func (pc *pathConn) runSendLocked() {
-	if pc.sendOn || pc.sendConn == nil {
+	if pc.sendOn.Load() || pc.sendConn == nil || pc.draining.Load() || pc.sendConn.Context().Err() != nil {
 		return
 	}
-	pc.sendOn = true
+	pc.sendOn.Store(true)
 	conn := pc.sendConn
 	pc.sendWG.Go(func() { pc.routineSend(conn) })
 }
 
-// stopSend keeps wakes from starting the send routine again and waits
-// until it has returned (serve, once the connection ended).
+// stopSend keeps wakes and kicks from starting the send routine again and
+// waits until it has returned (serve, once the connection ended).
 func (pc *pathConn) stopSend() {
 	pc.sendMu.Lock()
 	pc.sendConn = nil
@@ -102,17 +118,19 @@ func (pc *pathConn) stopSend() {
 }
 
 // idleExit reports whether the send routine may exit now because the bond
-// sleeps and nothing is queued; it then counts as stopped, and the bond's
-// next wake starts it again. The lock orders this against resumeSend: a
-// wake that cleared the bond's sleep before this check keeps the routine,
-// one after it finds the routine stopped and starts it.
+// sleeps and nothing is queued or parked; it then counts as stopped, and
+// the bond's next wake, or the next frame queued, starts it again. The
+// lock orders this against resumeSend: a wake that cleared the bond's
+// sleep before this check keeps the routine, one after it finds the
+// routine stopped and starts it.
 func (pc *pathConn) idleExit() bool {
 	pc.sendMu.Lock()
 	defer pc.sendMu.Unlock()
+	pc.sendOn.Store(false) // before reading the queue: see kick
 	if !pc.path.bond.asleep() || pc.path.queue.queued() > 0 {
+		pc.sendOn.Store(true)
 		return false
 	}
-	pc.sendOn = false
 	return true
 }
 
@@ -120,7 +138,7 @@ func (pc *pathConn) idleExit() bool {
 // reason than idleExit (the connection ended or failed).
 func (pc *pathConn) sendExited() {
 	pc.sendMu.Lock()
-	pc.sendOn = false
+	pc.sendOn.Store(false)
 	pc.sendMu.Unlock()
 }
 

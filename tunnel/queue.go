@@ -80,6 +80,10 @@ type sendQueue struct {
 	bell   chan struct{}            // doorbell, capacity 1: never blocks the pusher
 	onLen  func(packets, bytes int) // reports the depth after each change
 	drops  *dropCounters            // the path's; counts what the queue drops
+	// kick, when set, is called after frames were added: it starts the
+	// path's send routine if it exited while the bond slept
+	// (pathConn.kick). One atomic load while the routine runs.
+	kick func()
 
 	mu       sync.Mutex // guards all following
 	bands    [queueBands]bandFIFO
@@ -225,7 +229,7 @@ func (q *sendQueue) push(f frame) (queued bool) {
 	n, b := q.n, q.bytes
 	q.mu.Unlock()
 	q.onLen(n, b)
-	q.ring()
+	q.added()
 	return true
 }
 
@@ -251,7 +255,7 @@ func (q *sendQueue) requeue(f frame) {
 	n, b := q.n, q.bytes
 	q.mu.Unlock()
 	q.onLen(n, b)
-	q.ring()
+	q.added()
 }
 
 // queued returns the frames queued and parked.
@@ -268,6 +272,15 @@ func (q *sendQueue) ringIfQueued() {
 	q.mu.Unlock()
 	if n > 0 {
 		q.ring()
+	}
+}
+
+// added rings the doorbell after frames were added, and kicks the path's
+// send routine.
+func (q *sendQueue) added() {
+	q.ring()
+	if q.kick != nil {
+		q.kick()
 	}
 }
 
@@ -486,7 +499,7 @@ func (q *sendQueue) unpark() int {
 	n, b := q.n, q.bytes
 	q.mu.Unlock()
 	q.onLen(n, b)
-	q.ring()
+	q.added()
 	return k
 }
 

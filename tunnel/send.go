@@ -237,8 +237,8 @@ func (b *Bond) replyTooBig(pkt []byte, mtu int) {
 // can take a datagram without holding it back (pathConn.mayHand). When
 // SendDatagram fails the connection is going away: the path is marked down
 // and its frames move to other paths. While the bond sleeps with nothing
-// queued it returns early (pathConn.idleExit); the bond's wake starts it
-// again (pathConn.resumeSend).
+// queued it returns early (pathConn.idleExit); the bond's wake or a frame
+// queued later starts it again (pathConn.resumeSend, pathConn.kick).
 func (pc *pathConn) routineSend(conn *quic.Conn) {
 	p := pc.path
 	done := conn.Context().Done()
