@@ -13,10 +13,10 @@ package bench
 //   - memory per idle bond: the process's resident set (VmRSS) and Go heap
 //     in use after a forced GC, with all N bonds up and quiet, minus the
 //     same before the concentrator was built, over N; the idle CPU over
-//     the window before that. By default the bonds first sleep
-//     (tunnel.IdleAfter) and pass one idle keepalive, so that what
-//     follows a (re)connect (the old connections' close, the control
-//     plane's first reports) is over, and the window is one idle
+//     the window before that, after the fresh handshakes and before the
+//     resumed ones. By default the bonds first sleep (tunnel.IdleAfter)
+//     and pass one idle keepalive, so that what follows a connect (the
+//     control plane's first reports) is over, and the window is one idle
 //     keepalive, 15 s: a parked fleet's steady state. A shorter
 //     Options.Settle (the smoke test) measures what it has time for;
 //   - memory per active bond: the idle figure plus the growth while 10 %
@@ -402,30 +402,17 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 	st.HandshakeS = time.Since(t0).Seconds()
 	st.HandshakesPerS = float64(2*n) / st.HandshakeS
 	freshCPU, freshWall := cpuTime()-c0, time.Since(t0)
-	// Resumed handshakes: every edge redials with its session ticket.
-	h0 := conc.Handshakes()
-	if d := h0.Accepted - hf.Accepted; d > 0 {
-		st.FreshResumedShare = float64(h0.Resumed-hf.Resumed) / float64(d)
+	if h := conc.Handshakes(); h.Accepted > hf.Accepted {
+		st.FreshResumedShare = float64(h.Resumed-hf.Resumed) / float64(h.Accepted-hf.Accepted)
 	}
-	t0, c0 = time.Now(), cpuTime()
-	if err := edges.send("redial"); err != nil {
-		return st, err
-	}
-	if err := allUp("resumed handshakes", t0, h0.Accepted+uint64(2*n)); err != nil {
-		return st, err
-	}
-	resumedS := time.Since(t0).Seconds()
-	h1 := conc.Handshakes()
-	st.HandshakesPerSResumed = float64(h1.Accepted-h0.Accepted) / resumedS
-	resumedCPU, resumedWall, resumedN := cpuTime()-c0, time.Since(t0), h1.Accepted-h0.Accepted
-	st.ResumedShare = float64(h1.Resumed-h0.Resumed) / float64(h1.Accepted-h0.Accepted)
-	st.AuthFailures = conc.AuthFailures()
 
-	// Idle: every bond up and quiet. A run with the default settle waits
-	// until the bonds sleep (tunnel.IdleAfter) and their paths have sent
-	// one idle keepalive, past what follows the redial above (the old
-	// connections' close, the first state reports), then takes the idle
-	// CPU over one idle keepalive, an idle bond's whole cycle; a
+	// Idle: every bond up and quiet, after the fresh ramp and before the
+	// resumed redial (a redial of 10,000 edges co-located with the node
+	// on 2 cores may collapse, and the idle figures stand without it). A
+	// run with the default settle waits until the bonds sleep
+	// (tunnel.IdleAfter) and their paths have sent one idle keepalive,
+	// past what follows the ramp (the first state reports), then takes
+	// the idle CPU over one idle keepalive, an idle bond's whole cycle; a
 	// shortened settle (the smoke test) measures what it has time for.
 	settle, window := o.Settle, o.Settle
 	if o.Settle >= benchSettle {
@@ -475,6 +462,25 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 	st.StackMiBPerIdle = (float64(idle.stack) - float64(base.stack)) / float64(n) / mib
 	st.LiveMiBPerIdle = (float64(idle.live) - float64(base.live)) / float64(n) / mib
 	st.GoroutinesPerIdle = (float64(idle.goroutines) - float64(base.goroutines)) / float64(n)
+	fmt.Fprintf(out, "  %5d bonds: idle: per bond %.3f MiB RSS (%.3f MiB heap, of it %.3f stacks and %.3f live objects; %.1f goroutines); CPU %.1f %% of a core (%.0f datagrams/s, %.0f wakeups/s)\n",
+		n, st.RSSMiBPerIdle, st.HeapMiBPerIdle, st.StackMiBPerIdle, st.LiveMiBPerIdle, st.GoroutinesPerIdle, st.IdleCPUPct, st.IdleDatagramsPerS, st.IdleWakeupsPerS)
+
+	// Resumed handshakes: every edge redials with its session ticket.
+	h0 := conc.Handshakes()
+	t0, c0 = time.Now(), cpuTime()
+	if err := edges.send("redial"); err != nil {
+		return st, err
+	}
+	if err := allUp("resumed handshakes", t0, h0.Accepted+uint64(2*n)); err != nil {
+		return st, err
+	}
+	resumedS := time.Since(t0).Seconds()
+	h1 := conc.Handshakes()
+	st.HandshakesPerSResumed = float64(h1.Accepted-h0.Accepted) / resumedS
+	resumedCPU, resumedWall, resumedN := cpuTime()-c0, time.Since(t0), h1.Accepted-h0.Accepted
+	st.ResumedShare = float64(h1.Resumed-h0.Resumed) / float64(h1.Accepted-h0.Accepted)
+	st.AuthFailures = conc.AuthFailures()
+
 	// The node's CPU per handshake, less what its idle bonds used over the
 	// same time (all of them during the redial, half on average while
 	// they came up).
