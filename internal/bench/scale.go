@@ -10,17 +10,18 @@ package bench
 //   - handshakes per second: 2N path connections (QUIC handshake + hello)
 //     over the time from the child's "started" to the last path up, as the
 //     concentrator sees it;
-//   - idle CPU, over a window after the fresh handshakes: by default the
-//     bonds first sleep (tunnel.IdleAfter) and pass one idle keepalive,
-//     so that what follows a connect (the control plane's first reports)
-//     is over, and the window is one idle keepalive, 15 s: a parked
-//     fleet's steady state. A shorter Options.Settle (the smoke test)
-//     measures what it has time for;
 //   - memory per idle bond: the process's resident set (VmRSS) and Go heap
 //     in use after a forced GC, with all N bonds up and quiet, minus the
-//     same before the concentrator was built, over N: after the fresh
-//     handshakes, and (the headline figure) after the resumed ones and
-//     the same settle;
+//     same before the concentrator was built, over N; the idle CPU over
+//     the window before that. Both come after every edge has redialled
+//     (resumed handshakes); by default the bonds first sleep
+//     (tunnel.IdleAfter) and pass one idle keepalive, so that what
+//     follows a (re)connect (the old connections' close, the control
+//     plane's first reports) is over, and the window is one idle
+//     keepalive, 15 s: a parked fleet's steady state. A shorter
+//     Options.Settle (the smoke test) measures what it has time for. The
+//     memory is also taken once the bonds sleep after the fresh ramp,
+//     before the redial (a fallback when the redial fails);
 //   - memory per active bond: the idle figure plus the growth while 10 %
 //     of the bonds carried traffic, over the active bonds;
 //   - CPU per packet: the process's user + system time (getrusage) while
@@ -116,9 +117,10 @@ type scaleStep struct {
 	RSSMiBPerIdle         float64 `json:"rss_mib_per_idle_bond"`
 	RSSMiBPerActive       float64 `json:"rss_mib_per_active_bond"`
 	HeapMiBPerIdle        float64 `json:"heap_mib_per_idle_bond"` // Go heap in use + goroutine stacks
-	// RSSMiBPerIdleFresh and HeapMiBPerIdleFresh are the same after the
-	// fresh ramp, before the resumed redial (RSSMiBPerIdle and the rest
-	// are taken after it): they stand when the redial fails.
+	// RSSMiBPerIdleFresh and HeapMiBPerIdleFresh are the same once the
+	// bonds sleep after the fresh ramp, before the resumed redial
+	// (RSSMiBPerIdle and the rest are taken after it): they stand when the
+	// redial fails.
 	RSSMiBPerIdleFresh  float64 `json:"rss_mib_per_idle_bond_fresh"`
 	HeapMiBPerIdleFresh float64 `json:"heap_mib_per_idle_bond_fresh"`
 	HeapMiBPerActive    float64 `json:"heap_mib_per_active_bond"` // the same, active bonds
@@ -413,19 +415,48 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 		st.FreshResumedShare = float64(h.Resumed-hf.Resumed) / float64(h.Accepted-hf.Accepted)
 	}
 
-	// Idle: every bond up and quiet, after the fresh ramp and before the
-	// resumed redial (a redial of 10,000 edges co-located with the node
-	// on 2 cores may collapse, and the idle CPU stands without it). A
-	// run with the default settle waits until the bonds sleep
-	// (tunnel.IdleAfter) and their paths have sent one idle keepalive,
-	// past what follows the ramp (the first state reports), then takes
-	// the idle CPU over one idle keepalive, an idle bond's whole cycle; a
-	// shortened settle (the smoke test) measures what it has time for.
-	settle, window := o.Settle, o.Settle
+	// Memory after the fresh ramp, once the bonds sleep (tunnel.IdleAfter):
+	// a fallback for when the resumed redial below fails (10,000 edges
+	// co-located with the node on 2 cores may starve). The headline
+	// figures are taken after the redial, as before: its garbage leaves
+	// more free room in the heap's spans (a node whose edges have
+	// reconnected).
+	settle, window, early := o.Settle, o.Settle, o.Settle
 	if o.Settle >= benchSettle {
 		settle = max(o.Settle, tunnel.IdleAfter+tunnel.DefaultIdleKeepalive+2*time.Second)
 		window = max(o.Settle, tunnel.DefaultIdleKeepalive)
+		early = max(o.Settle, tunnel.IdleAfter+2*time.Second)
 	}
+	if err := sleepUntil(ctx, time.Now().Add(early), nil); err != nil {
+		return st, err
+	}
+	fresh := sampleMemory()
+	st.RSSMiBPerIdleFresh = (float64(fresh.rss) - float64(base.rss)) / float64(n) / mib
+	st.HeapMiBPerIdleFresh = (float64(fresh.heap) - float64(base.heap)) / float64(n) / mib
+	fmt.Fprintf(out, "  %5d bonds: after the fresh ramp: per idle bond %.3f MiB RSS (%.3f MiB heap)\n", n, st.RSSMiBPerIdleFresh, st.HeapMiBPerIdleFresh)
+
+	// Resumed handshakes: every edge redials with its session ticket.
+	h0 := conc.Handshakes()
+	t0, c0 = time.Now(), cpuTime()
+	if err := edges.send("redial"); err != nil {
+		return st, err
+	}
+	if err := allUp("resumed handshakes", t0, h0.Accepted+uint64(2*n)); err != nil {
+		return st, err
+	}
+	resumedS := time.Since(t0).Seconds()
+	h1 := conc.Handshakes()
+	st.HandshakesPerSResumed = float64(h1.Accepted-h0.Accepted) / resumedS
+	resumedCPU, resumedWall, resumedN := cpuTime()-c0, time.Since(t0), h1.Accepted-h0.Accepted
+	st.ResumedShare = float64(h1.Resumed-h0.Resumed) / float64(h1.Accepted-h0.Accepted)
+	st.AuthFailures = conc.AuthFailures()
+
+	// Idle: every bond up and quiet. A run with the default settle waits
+	// until the bonds sleep (tunnel.IdleAfter) and their paths have sent
+	// one idle keepalive, past what follows the redial above (the old
+	// connections' close, the first state reports), then takes the idle
+	// CPU over one idle keepalive, an idle bond's whole cycle; a
+	// shortened settle (the smoke test) measures what it has time for.
 	if err := sleepUntil(ctx, time.Now().Add(settle), nil); err != nil {
 		return st, err
 	}
@@ -454,41 +485,6 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 		pprof.StopCPUProfile()
 	}
 	st.IdleCPUPct = 100 * idleRate
-	// The memory after the fresh ramp; the headline figures below are
-	// taken again after the resumed redial, whose garbage leaves more
-	// free room in the heap's spans (a node that has seen its edges
-	// reconnect). When the redial fails (co-located edges at 10,000 may
-	// starve), these stand.
-	fresh := sampleMemory()
-	st.RSSMiBPerIdleFresh = (float64(fresh.rss) - float64(base.rss)) / float64(n) / mib
-	st.HeapMiBPerIdleFresh = (float64(fresh.heap) - float64(base.heap)) / float64(n) / mib
-	st.StackMiBPerIdle = (float64(fresh.stack) - float64(base.stack)) / float64(n) / mib
-	st.LiveMiBPerIdle = (float64(fresh.live) - float64(base.live)) / float64(n) / mib
-	st.GoroutinesPerIdle = (float64(fresh.goroutines) - float64(base.goroutines)) / float64(n)
-	fmt.Fprintf(out, "  %5d bonds: idle after the fresh ramp: per bond %.3f MiB RSS (%.3f MiB heap, of it %.3f stacks and %.3f live objects; %.1f goroutines); CPU %.1f %% of a core (%.0f datagrams/s, %.0f wakeups/s)\n",
-		n, st.RSSMiBPerIdleFresh, st.HeapMiBPerIdleFresh, st.StackMiBPerIdle, st.LiveMiBPerIdle, st.GoroutinesPerIdle, st.IdleCPUPct, st.IdleDatagramsPerS, st.IdleWakeupsPerS)
-
-	// Resumed handshakes: every edge redials with its session ticket.
-	h0 := conc.Handshakes()
-	t0, c0 = time.Now(), cpuTime()
-	if err := edges.send("redial"); err != nil {
-		return st, err
-	}
-	if err := allUp("resumed handshakes", t0, h0.Accepted+uint64(2*n)); err != nil {
-		return st, err
-	}
-	resumedS := time.Since(t0).Seconds()
-	h1 := conc.Handshakes()
-	st.HandshakesPerSResumed = float64(h1.Accepted-h0.Accepted) / resumedS
-	resumedCPU, resumedWall, resumedN := cpuTime()-c0, time.Since(t0), h1.Accepted-h0.Accepted
-	st.ResumedShare = float64(h1.Resumed-h0.Resumed) / float64(h1.Accepted-h0.Accepted)
-	st.AuthFailures = conc.AuthFailures()
-
-	// Memory per idle bond after the redial, once the bonds sleep again
-	// and the old connections are gone (the same settle as above).
-	if err := sleepUntil(ctx, time.Now().Add(settle), nil); err != nil {
-		return st, err
-	}
 	idle := sampleMemory()
 	if o.Profile != "" {
 		if err := writeHeapProfile(fmt.Sprintf("%s.heap.%d", o.Profile, n)); err != nil {
