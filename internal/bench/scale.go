@@ -116,14 +116,14 @@ type scaleStep struct {
 	AuthFailures          uint64  `json:"auth_failures"`
 	RSSMiBPerIdle         float64 `json:"rss_mib_per_idle_bond"`
 	RSSMiBPerActive       float64 `json:"rss_mib_per_active_bond"`
-	HeapMiBPerIdle        float64 `json:"heap_mib_per_idle_bond"` // Go heap in use + goroutine stacks
-	// RSSMiBPerIdleFresh and HeapMiBPerIdleFresh are the same once the
-	// bonds sleep after the fresh ramp, before the resumed redial
-	// (RSSMiBPerIdle and the rest are taken after it): they stand when the
+	HeapMiBPerIdle        float64 `json:"heap_mib_per_idle_bond"`   // Go heap in use + goroutine stacks
+	HeapMiBPerActive      float64 `json:"heap_mib_per_active_bond"` // the same, active bonds
+	// RSSMiBPerIdleFresh and HeapMiBPerIdleFresh are RSSMiBPerIdle and
+	// HeapMiBPerIdle once the bonds sleep after the fresh ramp, before
+	// the resumed redial (those are taken after it): they stand when the
 	// redial fails.
 	RSSMiBPerIdleFresh  float64 `json:"rss_mib_per_idle_bond_fresh"`
 	HeapMiBPerIdleFresh float64 `json:"heap_mib_per_idle_bond_fresh"`
-	HeapMiBPerActive    float64 `json:"heap_mib_per_active_bond"` // the same, active bonds
 	// StackMiBPerIdle is the part of HeapMiBPerIdle in goroutine stacks,
 	// LiveMiBPerIdle the heap objects reachable (runtime/metrics
 	// /gc/heap/live:bytes: what HeapMiBPerIdle holds less the stacks and
