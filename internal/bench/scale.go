@@ -415,19 +415,18 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 		st.FreshResumedShare = float64(h.Resumed-hf.Resumed) / float64(h.Accepted-hf.Accepted)
 	}
 
-	// Memory after the fresh ramp, once the bonds sleep (tunnel.IdleAfter):
-	// a fallback for when the resumed redial below fails (10,000 edges
-	// co-located with the node on 2 cores may starve). The headline
-	// figures are taken after the redial, as before: its garbage leaves
-	// more free room in the heap's spans (a node whose edges have
-	// reconnected).
-	settle, window, early := o.Settle, o.Settle, o.Settle
+	// Memory after the fresh ramp, after the same settle as the figures
+	// after the redial: a fallback for when the resumed redial below
+	// fails (10,000 edges co-located with the node on 2 cores may
+	// starve). The headline figures are taken after the redial, as
+	// before: its garbage leaves more free room in the heap's spans (a
+	// node whose edges have reconnected).
+	settle, window := o.Settle, o.Settle
 	if o.Settle >= benchSettle {
 		settle = max(o.Settle, tunnel.IdleAfter+tunnel.DefaultIdleKeepalive+2*time.Second)
 		window = max(o.Settle, tunnel.DefaultIdleKeepalive)
-		early = max(o.Settle, tunnel.IdleAfter+2*time.Second)
 	}
-	if err := sleepUntil(ctx, time.Now().Add(early), nil); err != nil {
+	if err := sleepUntil(ctx, time.Now().Add(settle), nil); err != nil {
 		return st, err
 	}
 	fresh := sampleMemory()
