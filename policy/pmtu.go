@@ -274,18 +274,14 @@ func (m *PMTU) State() PMTUState { return m.state }
 // now: [PMTUSample].Lost counts the datagrams lost with above < size <=
 // upTo. In SEARCH_COMPLETE those are the data datagrams larger than Base
 // that the budget allows (black-hole detection); while probing, the
-// probes: in BASE and SEARCH the candidate's size alone. The budget there
-// is at most the candidate, so a larger datagram declared lost is data
-// sent at an earlier, larger budget (after a black hole, datagrams just under
-// the smallest size it was seen to lose are lost too, and QUIC declares
-// them lost as much as a round trip later): it tells nothing about the
-// candidate.
+// probes (size >= the candidate).
 func (m *PMTU) Watch() (above, upTo int) {
 	switch {
 	case m.state == PMTUSearchComplete && !m.raising:
 		return m.cfg.Base, m.lo
 	case m.state == PMTUBase || m.state == PMTUSearch:
-		return m.cand - 1, min(m.cand, m.hi-1, m.cfg.Max)
+		// Sizes known to fail (data still in flight) tell nothing new.
+		return m.cand - 1, min(m.hi, m.cfg.Max+1) - 1
 	}
 	return m.cand - 1, 1 << 16
 }

@@ -389,38 +389,3 @@ func TestPMTUConfirmedDuringSearch(t *testing.T) {
 		t.Fatalf("after Max failed: state %s, budget %d, confirmed %d", m.State(), m.Budget(), m.Confirmed())
 	}
 }
-
-// TestPMTUWatchProbesOnly: while probing (BASE after a black hole, then
-// SEARCH), only the candidate's size counts as a probe lost. Data sent at
-// the earlier, larger budget and declared lost later (datagrams just under
-// the smallest size the black hole was seen to lose are lost too) would
-// otherwise fail the Base probe and put the path in ERROR: seen once,
-// under the race detector, in TestMTUBlackHoleDownlink.
-func TestPMTUWatchProbesOnly(t *testing.T) {
-	const base, maxSize, srtt = 1163, 1322, 10 * time.Millisecond
-	now := time.Unix(1_700_000_000, 0)
-	m := NewPMTU(PMTUConfig{Base: base, Max: maxSize}, now)
-	tick := func(s PMTUSample) int {
-		now = now.Add(5 * time.Millisecond)
-		return m.Tick(now, srtt, s)
-	}
-	tick(PMTUSample{Acked: true, DeliveredMax: 300})
-	tick(PMTUSample{Acked: true, Lost: 4, LostMin: 1250})
-	now = now.Add(2 * srtt) // the run's hold
-	tick(PMTUSample{Acked: true, Lost: 1, LostMin: 1250})
-	if m.State() != PMTUBase {
-		t.Fatalf("state %s after a run of large losses, want BASE", m.State())
-	}
-	if above, upTo := m.Watch(); above != base-1 || upTo != base {
-		t.Fatalf("BASE watches sizes (%d, %d], want (%d, %d]: the Base probes alone", above, upTo, base-1, base)
-	}
-	tick(PMTUSample{Acked: true, DeliveredMax: base}) // Base confirmed: SEARCH
-	if m.State() != PMTUSearch {
-		t.Fatalf("state %s after Base was acknowledged, want SEARCH", m.State())
-	}
-	if p := tick(PMTUSample{Acked: true, DeliveredMax: 300}); p > 0 {
-		if above, upTo := m.Watch(); above != p-1 || upTo != p {
-			t.Fatalf("SEARCH probing %d watches sizes (%d, %d], want (%d, %d]", p, above, upTo, p-1, p)
-		}
-	}
-}
