@@ -126,7 +126,7 @@ func (e *Edge) Start() {
 	// the bond's heap, and a packet from TUN wakes the bond's timers.
 	e.timers.Start()
 	e.bond.idle.onWake = e.ctl.ring // path state reports resume (ctrl_edge.go)
-	e.bond.startTimers(e.timers, false)
+	e.bond.startTimers(e.timers)
 	for i, p := range e.paths {
 		u := e.opts.Uplinks[i]
 		e.wg.Go(func() { e.routineDial(e.ctx, p, u, &e.kicks[i]) })

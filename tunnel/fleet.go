@@ -270,10 +270,10 @@ func sameAuth(a, b EdgeAuth) bool {
 
 // startBond starts the timers of e's bond (idle.go; its resequencer's
 // flush among them) until e leaves the edge list (e.stop) or the
-// concentrator closes. The bond starts asleep: it has carried nothing.
+// concentrator closes.
 func (c *Concentrator) startBond(e *edgeEntry) {
 	e.stop = e.bond.stopTimers
-	e.bond.startTimers(c.timers, true)
+	e.bond.startTimers(c.timers)
 }
 
 // SetEdges replaces the edge list, as a reload of the configuration does

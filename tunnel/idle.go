@@ -140,14 +140,10 @@ func (b *Bond) idleCheck(now, _ time.Time) {
 	}
 }
 
-// startTimers creates the bond's timers in heap h. The bond starts awake,
-// its timers armed, or, if asleep, asleep with none armed until the first
-// data packet wakes it: a concentrator's bonds, made from its edge list
-// before any edge connects, have carried nothing, and would otherwise all
-// tick for IdleAfter at once, just as a restarted node's edges dial back
-// (docs/performance.md, "How much one node holds"). A nil h makes a heap
-// that never runs (unit tests that drive the bond by hand).
-func (b *Bond) startTimers(h *timerheap.Heap, asleep bool) {
+// startTimers creates the bond's timers in heap h and arms them: the bond
+// starts awake. A nil h makes a heap that never runs (unit tests that
+// drive the bond by hand).
+func (b *Bond) startTimers(h *timerheap.Heap) {
 	if h == nil {
 		h = timerheap.New()
 	}
@@ -163,10 +159,6 @@ func (b *Bond) startTimers(h *timerheap.Heap, asleep bool) {
 		b.fecTx.flush.Store(bi.fecFlush)
 	}
 	b.reseq.startFlush(h, b.reseqWrite)
-	if asleep {
-		bi.asleep.Store(true)
-		return
-	}
 	bi.check.Reset(now.Add(IdleAfter))
 	bi.fecExpire.Reset(now.Add(fecExpireInterval))
 	bi.spread.Reset(now)

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -355,49 +354,5 @@ func TestIdleBlackholeThenTraffic(t *testing.T) {
 	}
 	if len(arrivals) < sent*9/10 {
 		t.Errorf("%d of %d packets delivered, want at least 90 %%", len(arrivals), sent)
-	}
-}
-
-// TestConcentratorBondsStartAsleep checks that a concentrator's bonds,
-// made from its edge list before any edge connects, start asleep with no
-// timer armed: a node (re)started with many edges does not tick each of
-// their bonds for IdleAfter while the edges dial back.
-func TestConcentratorBondsStartAsleep(t *testing.T) {
-	testkit.CheckLeaks(t)
-	const edges = 100
-	auths := make([]EdgeAuth, edges)
-	for i := range auths {
-		auths[i] = EdgeAuth{ID: "van-" + strconv.Itoa(i), Token: token,
-			AllowedPrefixes: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 77, byte(i), 0}), 24)}}
-	}
-	cert, _, err := SelfSignedCert("concentrator.test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conc, err := NewConcentrator(ConcentratorOptions{Device: tuntest.New(testMTU, 8), MTU: testMTU, Conn: pc, TLS: ServerTLS(cert, nil), Edges: auths})
-	if err != nil {
-		pc.Close()
-		t.Fatal(err)
-	}
-	if err := conc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer conc.Close()
-	f0, _ := conc.timers.Stats()
-	time.Sleep(500 * time.Millisecond)
-	f1, _ := conc.timers.Stats()
-	for _, a := range auths {
-		if b := conc.Bond(a.ID); b == nil || !b.asleep() {
-			t.Fatalf("bond of %s: asleep %v, want a bond asleep from the start", a.ID, b != nil && b.asleep())
-		}
-	}
-	// Awake, each bond's FEC expiry and resequencer hint would tick every
-	// 50 ms: about 2,000 callbacks in this half second.
-	if n := f1 - f0; n > edges/10 {
-		t.Errorf("the timer heap ran %d callbacks in 500 ms with %d bonds and no edge connected, want at most %d", n, edges, edges/10)
 	}
 }

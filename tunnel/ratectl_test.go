@@ -252,7 +252,7 @@ func TestPacerBurst(t *testing.T) {
 // the reports; with no stream left the timer is not re-armed.
 func TestFeedbackStreams(t *testing.T) {
 	p := rateControlledPath(t)
-	p.bond.startTimers(nil, false)
+	p.bond.startTimers(nil)
 	type link struct {
 		r   *rawQUIC
 		str *quic.Stream
