@@ -429,9 +429,11 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 	if err := sleepUntil(ctx, time.Now().Add(settle), nil); err != nil {
 		return st, err
 	}
+	// perBond is what a sample holds above base, per bond, in MiB.
+	perBond := func(v, b uint64) float64 { return (float64(v) - float64(b)) / float64(n) / mib }
 	fresh := sampleMemory()
-	st.RSSMiBPerIdleFresh = (float64(fresh.rss) - float64(base.rss)) / float64(n) / mib
-	st.HeapMiBPerIdleFresh = (float64(fresh.heap) - float64(base.heap)) / float64(n) / mib
+	st.RSSMiBPerIdleFresh = perBond(fresh.rss, base.rss)
+	st.HeapMiBPerIdleFresh = perBond(fresh.heap, base.heap)
 	fmt.Fprintf(out, "  %5d bonds: after the fresh ramp: per idle bond %.3f MiB RSS (%.3f MiB heap)\n", n, st.RSSMiBPerIdleFresh, st.HeapMiBPerIdleFresh)
 
 	// Resumed handshakes: every edge redials with its session ticket.
@@ -494,10 +496,10 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 		}
 	}
 	st.RSSMiB = float64(idle.rss) / mib
-	st.RSSMiBPerIdle = (float64(idle.rss) - float64(base.rss)) / float64(n) / mib
-	st.HeapMiBPerIdle = (float64(idle.heap) - float64(base.heap)) / float64(n) / mib
-	st.StackMiBPerIdle = (float64(idle.stack) - float64(base.stack)) / float64(n) / mib
-	st.LiveMiBPerIdle = (float64(idle.live) - float64(base.live)) / float64(n) / mib
+	st.RSSMiBPerIdle = perBond(idle.rss, base.rss)
+	st.HeapMiBPerIdle = perBond(idle.heap, base.heap)
+	st.StackMiBPerIdle = perBond(idle.stack, base.stack)
+	st.LiveMiBPerIdle = perBond(idle.live, base.live)
 	st.GoroutinesPerIdle = (float64(idle.goroutines) - float64(base.goroutines)) / float64(n)
 
 	// The node's CPU per handshake, less what its idle bonds used over the
