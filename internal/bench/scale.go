@@ -106,6 +106,10 @@ type scaleStep struct {
 	// a TLS session: an edge's second path may resume the ticket its
 	// first one got, no edge another's (each has its own session cache).
 	FreshResumedShare float64 `json:"fresh_resumed_share"`
+	// FreshFull counts the fresh ramp's handshakes that did not resume:
+	// at least one per edge (its first has no ticket), whatever else
+	// redialled.
+	FreshFull uint64 `json:"fresh_full"`
 	// HandshakesPerSResumed is the rate when every edge redials at once
 	// (at most --dialing connecting) with its TLS session ticket;
 	// ResumedCPUms the node's CPU per such handshake; ResumedShare the
@@ -413,6 +417,7 @@ func runScaleStep(ctx context.Context, o Options, n int, pps, frac float64, floo
 	freshCPU, freshWall := cpuTime()-c0, time.Since(t0)
 	if h := conc.Handshakes(); h.Accepted > hf.Accepted {
 		st.FreshResumedShare = float64(h.Resumed-hf.Resumed) / float64(h.Accepted-hf.Accepted)
+		st.FreshFull = (h.Accepted - hf.Accepted) - (h.Resumed - hf.Resumed)
 	}
 
 	// Memory after the fresh ramp, after the same settle as the figures
