@@ -106,10 +106,7 @@ type scaleStep struct {
 	// a TLS session: an edge's second path may resume the ticket its
 	// first one got, no edge another's (each has its own session cache).
 	FreshResumedShare float64 `json:"fresh_resumed_share"`
-	// FreshFull counts the fresh ramp's handshakes that did not resume:
-	// at least one per edge (its first has no ticket), whatever else
-	// redialled.
-	FreshFull uint64 `json:"fresh_full"`
+	FreshFull         uint64  `json:"fresh_full"` // the fresh ramp's handshakes that did not resume: at least one per edge
 	// HandshakesPerSResumed is the rate when every edge redials at once
 	// (at most --dialing connecting) with its TLS session ticket;
 	// ResumedCPUms the node's CPU per such handshake; ResumedShare the
