@@ -63,9 +63,12 @@ import (
 // before its hello named the path) it is quic-go's own NewReno (def),
 // the baseline that the "quic" setting measures, through the same hook.
 //
-// Either way it reports packets that quic-go's probe timeout abandoned
-// (RFC 9002 §6.2: a packet of DATAGRAM frames is never retransmitted and no
-// loss event names it) as lost to the connection's recorder, so the path's
+// Either way it hands the connection's recorder (tracer.go) every packet
+// sent, acknowledged, lost or received, the DATAGRAM frames each carried
+// (congestion.Observer) and the datagrams quic-go dropped, so that quic-go
+// builds no qlog events for bondd; and it reports packets that quic-go's
+// probe timeout abandoned (RFC 9002 §6.2: a packet of DATAGRAM frames is
+// never retransmitted and no loss event names it) as lost, so the path's
 // loss, its resends and its path MTU search see them (sentring.go).
 type pathCC struct {
 	rec *recorder
@@ -76,10 +79,16 @@ type pathCC struct {
 	pacer   policy.Pacer
 	rate    uint64 // the float64 bits of the rate the pacer was last set to, bytes/s
 	window  int64  // the window at the last decision, bytes
+	// inFlight is the connection's bytes in flight: as quic-go reported
+	// with the last packet sent, less what was acknowledged, lost or
+	// abandoned since.
+	inFlight int64
 	// appLimited is the path's policy.RateEstimate.AppLimited at the last
 	// decision.
 	appLimited bool
 }
+
+var _ congestion.Observer = (*pathCC)(nil) // quic-go finds it by a type assertion
 
 // Controller constants.
 const (
@@ -158,23 +167,55 @@ func (c *pathCC) update(rc *rateCtl, now time.Time) {
 // its control stream, whose rate reports the sender's target depends on.
 func (c *pathCC) OnPacketSent(t time.Time, inFlight, pn, n int64, eliciting bool) {
 	c.def.OnPacketSent(t, inFlight, pn, n, eliciting)
+	c.inFlight = inFlight
+	c.rec.sent(t, pn, eliciting)
 	if rc := c.rc(); rc != nil && eliciting {
 		c.update(rc, t)
 		c.pacer.Consume(t, int(n))
+	}
+	if eliciting {
+		c.metrics()
 	}
 }
 
 func (c *pathCC) OnPacketAcked(pn, n, prior int64, t time.Time) {
 	c.rec.acked(pn)
 	c.def.OnPacketAcked(pn, n, prior, t)
+	c.inFlight = max(min(c.inFlight, prior)-n, 0)
+	c.metrics()
 }
 
-func (c *pathCC) OnPacketLost(pn, n, prior int64) { c.def.OnPacketLost(pn, n, prior) }
+// OnPacketLost hears of a packet loss detection declared lost; n 0 is a
+// persistent congestion (no packet).
+func (c *pathCC) OnPacketLost(pn, n, prior int64) {
+	if n > 0 {
+		c.rec.lost(pn, time.Now())
+		c.inFlight = max(min(c.inFlight, prior)-n, 0)
+	}
+	c.def.OnPacketLost(pn, n, prior)
+}
 
 func (c *pathCC) OnPacketAbandoned(pn, n int64) {
 	c.rec.abandoned(pn, time.Now())
+	c.inFlight = max(c.inFlight-n, 0)
 	c.def.OnPacketAbandoned(pn, n)
 }
+
+// metrics hands the connection's RTT, window and bytes in flight to its
+// path (pathConn.onMetrics), after each ack-eliciting packet sent and each
+// packet acknowledged.
+func (c *pathCC) metrics() {
+	if pc := c.rec.pc.Load(); pc != nil {
+		pc.onMetrics(c.rtt.SmoothedRTT(), c.rtt.MinRTT(), int(c.CongestionWindow()), int(c.inFlight))
+	}
+}
+
+// The congestion.Observer side: what quic-go reports of the connection's
+// packets besides congestion control, for its recorder (tracer.go).
+
+func (c *pathCC) OnDatagramSent(pn, n int64)               { c.rec.datagramSent(pn, int(n)) }
+func (c *pathCC) OnDatagramDropped(received bool, n int64) { c.rec.datagramDropped(received, int(n)) }
+func (c *pathCC) OnPacketReceived()                        { c.rec.received(time.Now()) }
 
 func (c *pathCC) OnSpuriousLoss(pn int64) { c.def.OnSpuriousLoss(pn) }
 func (c *pathCC) OnRetransmissionTimeout(retransmitted bool) {

@@ -174,7 +174,9 @@ func TestPathCCAbandoned(t *testing.T) {
 }
 
 // BenchmarkPathCC is the controller's cost per packet under bondd's rate
-// control: sent, the window and pacer asked, acknowledged.
+// control: the window and pacer asked, the packet's DATAGRAM frame and the
+// packet sent (with the recorder's part, tracer.go), acknowledged, and a
+// packet received.
 func BenchmarkPathCC(b *testing.B) {
 	cc, _, _ := newTestCC(true, 1.25e8, 20*time.Millisecond, false)
 	now := time.Now()
@@ -184,9 +186,10 @@ func BenchmarkPathCC(b *testing.B) {
 		now = now.Add(10 * time.Microsecond)
 		cc.CanSend(100_000)
 		cc.HasPacingBudget(now)
-		cc.rec.noteSent(pn, false, 1200)
+		cc.OnDatagramSent(pn, 1200)
 		cc.OnPacketSent(now, 100_000, pn, 1252, true)
 		cc.OnPacketAcked(pn, 1252, 100_000, now)
+		cc.OnPacketReceived()
 	}
 }
 
@@ -199,9 +202,10 @@ func TestPathCCAllocs(t *testing.T) {
 		cc.CanSend(100_000)
 		cc.HasPacingBudget(now)
 		cc.TimeUntilSend(100_000)
-		cc.rec.noteSent(pn, false, 1200)
+		cc.OnDatagramSent(pn, 1200)
 		cc.OnPacketSent(now, 100_000, pn, 1252, true)
 		cc.OnPacketAcked(pn, 1252, 100_000, now)
+		cc.OnPacketReceived()
 		pn++
 	}); a != 0 {
 		t.Errorf("%v allocations per packet", a)

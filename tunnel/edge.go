@@ -370,7 +370,7 @@ const datagramReceiveQueue = 1024
 // its recorder, or nil on the concentrator, where the connection's context
 // carries it.
 func quicConfig(o PathOptions, rec *recorder) *quic.Config {
-	return &quic.Config{
+	c := &quic.Config{
 		EnableDatagrams: true,
 		// bondd sends the keepalives (liveness.go, idle.go); quic-go's
 		// idle timeout is a backstop past an idle bond's keepalive.
@@ -390,15 +390,16 @@ func quicConfig(o PathOptions, rec *recorder) *quic.Config {
 		// A burst the TUN reader hands over faster than this end reads
 		// must not overflow quic-go's receive queue (upstream: 128).
 		DatagramReceiveQueueLen: datagramReceiveQueue,
-		CongestionControl:       ccFactory(rec), // cc.go
-		Tracer: func(ctx context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
-			r := rec
-			if r == nil {
-				r, _ = ctx.Value(recorderKey{}).(*recorder)
-			}
-			return withQlogFile(r, o.QlogDir, isClient, odcid)
-		},
+		// The controller also hears each packet sent and received for the
+		// connection's recorder (tracer.go): no qlog events to build.
+		CongestionControl: ccFactory(rec), // cc.go
 	}
+	if o.QlogDir != "" {
+		c.Tracer = func(_ context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
+			return &qlogFile{dir: o.QlogDir, isClient: isClient, odcid: odcid}
+		}
+	}
+	return c
 }
 
 // quicConfigFor returns the QUIC configuration of a path connection to

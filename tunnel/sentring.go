@@ -11,8 +11,8 @@ import "time"
 // delivered, for resends (resend.go).
 //
 // Losses quic-go does not report as such. quic-go reports a lost packet
-// (a qlog.PacketLost event) when its loss detection declares it lost (RFC
-// 9002 §6.1). But when the probe timeout fires (§6.2) it takes the oldest
+// to the controller (OnPacketLost) when its loss detection declares it
+// lost (RFC 9002 §6.1). But when the probe timeout fires (§6.2) it takes the oldest
 // outstanding packet out of flight to resend its frames without declaring
 // it lost, and a packet of DATAGRAM frames (RFC 9221 §5.2: never
 // retransmitted) is then gone with no event. That is what a path MTU black

@@ -11,22 +11,32 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
-	"github.com/quic-go/quic-go/qlog"
 	"github.com/quic-go/quic-go/qlogwriter"
 )
 
-// recorder turns one connection's qlog events into plain calls on the state
-// of its path: MetricsUpdated → the connection's congestion state and the
-// path's (pathconn.go), PacketLost (RFC 9002 loss detection) →
-// policy.Path.OnLoss, PacketSent → OnSent and the connection's count of
-// datagrams left in quic-go's send queue, PacketReceived → OnReceive; lost
-// and sent packets also feed the path's FEC loss-interval estimator.
-// Acknowledged packets and those quic-go's probe timeout abandoned reach it
-// from the connection's congestion controller instead (cc.go, sentring.go). It
-// implements both qlogwriter.Trace and qlogwriter.Recorder. On the
-// concentrator the path is only known after the hello, so events before
-// that are ignored. RecordEvent runs on quic-go's goroutines: it only
-// stores atomics (and takes LossIntervals' small mutex on a loss).
+// recorder turns what quic-go tells one connection's congestion controller
+// (cc.go: congestion.Controller and congestion.Observer, the quic-go fork's
+// hook) into plain calls on the state of its path:
+//
+//   - a packet sent → policy.Path.OnSent, OnAckEliciting, the path's FEC
+//     loss-interval estimator, the connection's count of datagrams left in
+//     quic-go's send queue (pathconn.go), and the ring of sent packets
+//     (sentring.go) with the largest DATAGRAM frame each carried, which
+//     quic-go reports frame by frame just before (datagramSent);
+//   - a packet acknowledged, lost (RFC 9002 loss detection) or abandoned
+//     at a probe timeout → the ring, resends (resend.go), path MTU
+//     discovery (pmtu.go) and policy.Path.OnLoss (sentring.go);
+//   - a packet received → liveness (path.heard);
+//   - a DATAGRAM frame dropped → the path's drop counters.
+//
+// quic-go thus builds no qlog event for bondd: it builds them only for a
+// connection with a tracer, which a path connection has only when the
+// operator asks for qlog files (PathOptions.QlogDir, qlogFile), and each
+// event is a few allocations per packet. On the concentrator the path is
+// only known after the hello, so events before that are ignored. The
+// methods run on the connection's goroutine: the pending fields need no
+// lock, and the rest are atomics (and LossIntervals' small mutex on a
+// loss).
 type recorder struct {
 	pc atomic.Pointer[pathConn]
 	// early counts receive-queue overflows inside quic-go before the path
@@ -47,6 +57,10 @@ type recorder struct {
 	// held keeps the data datagrams handed to the connection until their
 	// packet is settled, and resends the lost ones (resend.go).
 	held resendState
+	// The DATAGRAM frames reported for packet pendPN, not yet sent: how
+	// many and the largest's payload, bytes.
+	pendPN             int64
+	pendN, pendLargest int
 }
 
 // attach makes pc the path connection whose state the events feed, and
@@ -56,112 +70,100 @@ func (r *recorder) attach(pc *pathConn) {
 	pc.path.drops.addN(DropReceiveQueueFull, r.early.Swap(0))
 }
 
-func (r *recorder) AddProducer() qlogwriter.Recorder { return r }
-func (r *recorder) Close() error                     { return nil }
+// datagramSent handles a DATAGRAM frame of n payload bytes in packet pn,
+// which quic-go reports before the packet (sent). Allocation-free.
+func (r *recorder) datagramSent(pn int64, n int) {
+	if r.pendN > 0 && r.pendPN != pn {
+		r.pendN, r.pendLargest = 0, 0 // a packet that never reached sent
+	}
+	first := r.pendN == 0
+	r.pendPN = pn
+	r.pendN++
+	r.pendLargest = max(r.pendLargest, n)
+	if r.pc.Load() != nil {
+		r.held.packed(pn, n, first)
+	}
+}
 
-func (r *recorder) RecordEvent(ev qlogwriter.Event) {
+// sent handles packet pn, sent at now, ack-eliciting (RFC 9002 §2) or not,
+// with the DATAGRAM frames datagramSent reported for it. Allocation-free.
+func (r *recorder) sent(now time.Time, pn int64, eliciting bool) {
+	n, size := 0, 0
+	if r.pendN > 0 && r.pendPN == pn {
+		n, size = r.pendN, r.pendLargest
+	}
+	r.pendN, r.pendLargest = 0, 0
 	pc := r.pc.Load()
-	switch e := ev.(type) {
-	case qlog.DatagramDropped:
-		if e.Direction == qlog.DirectionSending { // too large for the packet after all
-			r.held.dropped(e.Raw.Length)
-			if pc != nil {
-				pc.onDatagramsSent(1)
-				pc.path.drops.add(DropTooLarge)
-			}
-			return
+	if pc == nil {
+		return
+	}
+	p := pc.path
+	p.state.OnSent()
+	if !p.rc.active() {
+		p.loss.OnSent(1)
+	}
+	// A path MTU probe of bondd's (pmtu.go) is marked by its size.
+	probe := size > 0 && int64(size) == pc.probeSize.Load() && pc.probeSize.CompareAndSwap(int64(size), 0)
+	r.noteSent(pn, probe, size)
+	if size > pmtuBase && !probe && p.pmtu.bigSince.Load() == 0 {
+		p.pmtu.bigSince.CompareAndSwap(0, now.UnixNano())
+	}
+	if eliciting && !probe { // a probe too large for the path is lost by design (RFC 8899)
+		p.state.OnAckEliciting(now)
+	}
+	if n > 0 {
+		pc.onDatagramsSent(n)
+	}
+}
+
+// lost handles packet pn, which quic-go's loss detection declared lost at
+// now (RFC 9002 §6.1).
+func (r *recorder) lost(pn int64, now time.Time) {
+	pc := r.pc.Load()
+	if pc == nil {
+		return
+	}
+	size, probe, news := r.noteLost(pn)
+	if !news {
+		if _, _, known := r.sizeOf(pn); known {
+			return // acknowledged, or abandoned at a probe timeout (sentring.go)
 		}
+	} else {
+		r.held.lost(pn, pc.path, now)
+	}
+	pc.path.datagramLost(size, probe)
+}
+
+// received handles a packet received from the peer at now.
+func (r *recorder) received(now time.Time) {
+	if pc := r.pc.Load(); pc != nil {
+		pc.path.heard(now) // liveness.go
+	} else if !r.answered.Load() {
+		r.answered.Store(true)
+	}
+}
+
+// datagramDropped handles a DATAGRAM frame of n payload bytes that quic-go
+// dropped: received while its receive queue was full, or, to send, too
+// large for the packet after all.
+func (r *recorder) datagramDropped(received bool, n int) {
+	pc := r.pc.Load()
+	if !received {
+		r.held.dropped(n)
 		if pc != nil {
-			pc.path.drops.add(DropReceiveQueueFull)
-		} else {
-			r.early.Add(1)
+			pc.onDatagramsSent(1)
+			pc.path.drops.add(DropTooLarge)
 		}
-	case qlog.MetricsUpdated:
-		if pc != nil {
-			pc.onMetrics(e.SmoothedRTT, e.MinRTT, e.CongestionWindow, e.BytesInFlight)
-		}
-	case qlog.PacketLost:
-		if pc != nil && !e.IsMTUProbePacket {
-			size, probe := 0, false
-			if e.Header.PacketType == qlog.PacketType1RTT {
-				pn := int64(e.Header.PacketNumber)
-				var news bool
-				if size, probe, news = r.noteLost(pn); !news {
-					if _, _, known := r.sizeOf(pn); known {
-						return // acknowledged, or abandoned at a probe timeout (sentring.go)
-					}
-				}
-				if news {
-					r.held.lost(pn, pc.path, time.Now())
-				}
-			}
-			pc.path.datagramLost(size, probe)
-		}
-	case qlog.PacketSent:
-		if pc != nil {
-			pc.path.state.OnSent()
-			if !pc.path.rc.active() {
-				pc.path.loss.OnSent(1)
-			}
-			n, eliciting, size := 0, false, 0
-			oneRTT := e.Header.PacketType == qlog.PacketType1RTT
-			for _, f := range e.Frames {
-				switch df := f.Frame.(type) {
-				case *qlog.DatagramFrame:
-					if oneRTT {
-						r.held.packed(int64(e.Header.PacketNumber), int(df.Length), n == 0)
-					}
-					n++
-					eliciting = true
-					size = max(size, int(df.Length))
-				case *qlog.AckFrame, *qlog.ConnectionCloseFrame:
-				default:
-					eliciting = true // RFC 9002 §2: all other frames elicit an ACK
-				}
-			}
-			// A path MTU probe of bondd's (pmtu.go) is marked by its size.
-			probe := size > 0 && int64(size) == pc.probeSize.Load() && pc.probeSize.CompareAndSwap(int64(size), 0)
-			now := time.Now()
-			if oneRTT {
-				r.noteSent(int64(e.Header.PacketNumber), probe, size)
-			}
-			if size > pmtuBase && !probe && pc.path.pmtu.bigSince.Load() == 0 {
-				pc.path.pmtu.bigSince.CompareAndSwap(0, now.UnixNano())
-			}
-			if eliciting && !e.IsMTUProbePacket && !probe { // a probe too large for the path is lost by design (RFC 8899)
-				pc.path.state.OnAckEliciting(now)
-			}
-			if n > 0 {
-				pc.onDatagramsSent(n)
-			}
-		}
-	case qlog.PacketReceived:
-		if pc != nil {
-			pc.path.heard(time.Now()) // liveness.go
-		} else if !r.answered.Load() {
-			r.answered.Store(true)
-		}
+		return
+	}
+	if pc != nil {
+		pc.path.drops.add(DropReceiveQueueFull)
+	} else {
+		r.early.Add(1)
 	}
 }
 
 type recorderKey struct{}
-
-// withQlogFile returns the trace of one connection: rec alone when dir is
-// empty, as without qlog; otherwise rec and a qlog file in dir, fanned out.
-// rec may be nil (a concentrator connection made outside ConnContext).
-func withQlogFile(rec *recorder, dir string, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
-	if dir == "" {
-		if rec == nil {
-			return nil // no typed nil: quic-go checks the interface
-		}
-		return rec
-	}
-	file := &qlogFile{dir: dir, isClient: isClient, odcid: odcid}
-	if rec == nil {
-		return file
-	}
-	return fanoutTrace{rec, file}
-}
 
 // qlogFile is a connection's qlog written to <dir>/<odcid>_<client|server>.sqlog
 // in JSON-SEQ by quic-go's qlogwriter.FileSeq. Both ends of a connection
@@ -210,34 +212,3 @@ type bufferedFile struct {
 }
 
 func (b bufferedFile) Close() error { return errors.Join(b.Flush(), b.f.Close()) }
-
-// fanoutTrace sends a connection's events to several traces: the recorder
-// that feeds policy and fec, and a qlog file.
-type fanoutTrace []qlogwriter.Trace
-
-func (t fanoutTrace) AddProducer() qlogwriter.Recorder {
-	rs := make(fanoutRecorder, 0, len(t))
-	for _, tr := range t {
-		if r := tr.AddProducer(); r != nil {
-			rs = append(rs, r)
-		}
-	}
-	return rs
-}
-
-// fanoutRecorder records each event into every recorder, in order.
-type fanoutRecorder []qlogwriter.Recorder
-
-func (rs fanoutRecorder) RecordEvent(ev qlogwriter.Event) {
-	for _, r := range rs {
-		r.RecordEvent(ev)
-	}
-}
-
-func (rs fanoutRecorder) Close() error {
-	var errs []error
-	for _, r := range rs {
-		errs = append(errs, r.Close())
-	}
-	return errors.Join(errs...)
-}

@@ -383,3 +383,81 @@ func TestDatagramQueueLens(t *testing.T) {
 		})
 	}
 }
+
+// observed is a fixed controller that is also a congestion.Observer: it
+// records the DATAGRAM frames reported sent (payload length, and whether
+// the packet that carried it was not reported sent before it), the
+// packets received and the frames dropped.
+type observed struct {
+	fixed
+	omu         sync.Mutex
+	lastSentPN  int64
+	lengths     []int64
+	outOfOrder  int
+	receivedPkt atomic.Int64
+	droppedRcv  atomic.Int64
+}
+
+func (o *observed) OnPacketSent(t time.Time, inFlight, pn, n int64, eliciting bool) {
+	o.omu.Lock()
+	o.lastSentPN = pn
+	o.omu.Unlock()
+	o.fixed.OnPacketSent(t, inFlight, pn, n, eliciting)
+}
+
+func (o *observed) OnDatagramSent(pn, n int64) {
+	o.omu.Lock()
+	defer o.omu.Unlock()
+	if pn <= o.lastSentPN {
+		o.outOfOrder++
+	}
+	o.lengths = append(o.lengths, n)
+}
+
+func (o *observed) OnDatagramDropped(received bool, n int64) {
+	if received {
+		o.droppedRcv.Add(1)
+	}
+}
+
+func (o *observed) OnPacketReceived() { o.receivedPkt.Add(1) }
+
+// TestHookObserver: a controller that is also a congestion.Observer hears
+// each DATAGRAM frame sent, in order and before its packet, each packet
+// received, and each received frame the full receive queue drops.
+func TestHookObserver(t *testing.T) {
+	cli, srv := &observed{lastSentPN: -1}, &observed{lastSentPN: -1}
+	scfg := config(func(context.Context, congestion.Controller, congestion.RTTStats) congestion.Controller { return srv })
+	scfg.DatagramReceiveQueueLen = 4
+	p := dial(t, time.Millisecond, config(func(context.Context, congestion.Controller, congestion.RTTStats) congestion.Controller {
+		return cli
+	}), scfg, false)
+	const n = 20
+	for i := range n {
+		if err := p.client.SendDatagram(make([]byte, 100+i)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for srv.droppedRcv.Load() < n-4 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cli.omu.Lock()
+	lengths, outOfOrder := cli.lengths, cli.outOfOrder
+	cli.omu.Unlock()
+	if len(lengths) != n || outOfOrder != 0 {
+		t.Fatalf("DATAGRAM frames reported sent: %v (%d after their packet), want %d", lengths, outOfOrder, n)
+	}
+	for i, l := range lengths {
+		if l != int64(100+i) {
+			t.Errorf("frame %d: %d bytes reported, want %d", i, l, 100+i)
+		}
+	}
+	if got := srv.droppedRcv.Load(); got != n-4 {
+		t.Errorf("the server's receive queue of 4 dropped %d of %d frames, want %d", got, n, n-4)
+	}
+	if cli.receivedPkt.Load() == 0 || srv.receivedPkt.Load() < n {
+		t.Errorf("packets received: client %d, server %d (want ≥ 1 and ≥ %d)", cli.receivedPkt.Load(), srv.receivedPkt.Load(), n)
+	}
+}

@@ -10,7 +10,16 @@ func (c *Conn) congestionHook() func(congestion.SendAlgorithmWithDebugInfos) con
 		return nil
 	}
 	return func(def congestion.SendAlgorithmWithDebugInfos) congestion.SendAlgorithmWithDebugInfos {
-		return congestion.Hook(f, c.ctx, def, c.rttStats)
+		s := congestion.Hook(f, c.ctx, def, c.rttStats)
+		c.datagramQueue.observer = congestion.ObserverOf(s)
+		return s
+	}
+}
+
+// dropped tells the observer of a DATAGRAM frame of n bytes dropped.
+func (h *datagramQueue) dropped(received bool, n int) {
+	if h.observer != nil {
+		h.observer.OnDatagramDropped(received, int64(n))
 	}
 }
 

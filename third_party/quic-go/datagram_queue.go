@@ -33,6 +33,8 @@ type datagramQueue struct {
 	// sendLen and rcvLen bound the queues (Config.DatagramSendQueueLen,
 	// Config.DatagramReceiveQueueLen).
 	sendLen, rcvLen int
+	// observer hears of the frames dropped (congestion.Observer).
+	observer interface{ OnDatagramDropped(bool, int64) }
 
 	logger  utils.Logger
 	qlogger qlogwriter.Recorder
@@ -125,6 +127,7 @@ func (h *datagramQueue) HandleDatagramFrame(f *wire.DatagramFrame) {
 	h.rcvMx.Unlock()
 
 	if !queued {
+		h.dropped(true, len(f.Data))
 		if h.logger.Debug() {
 			h.logger.Debugf("Discarding received DATAGRAM frame (%d bytes payload)", len(f.Data))
 		}

@@ -61,6 +61,22 @@ type Controller interface {
 	InRecovery() bool
 }
 
+// Observer, when a Controller also implements it, hears what quic-go
+// otherwise tells only a qlog tracer, so that an application needs no
+// tracer on the per-packet path (quic-go builds qlog events only for one).
+type Observer interface {
+	// OnDatagramSent is called, before OnPacketSent, for each DATAGRAM
+	// frame (RFC 9221) packet pn carries, in order: its payload, bytes.
+	OnDatagramSent(pn int64, length int64)
+	// OnDatagramDropped is called for a DATAGRAM frame quic-go dropped: a
+	// received one when the receive queue was full (received), or one to
+	// send that no packet could fit.
+	OnDatagramDropped(received bool, length int64)
+	// OnPacketReceived is called for each packet received from the peer,
+	// once its frames were handled.
+	OnPacketReceived()
+}
+
 // RTTStats is the connection's RTT estimate (RFC 9002 §5). Read it from the
 // Controller's methods only: quic-go updates it on the same goroutine.
 type RTTStats interface {

@@ -292,6 +292,9 @@ func (h *sentPacketHandler) ReceivedBytes(n protocol.ByteCount, t monotime.Time)
 
 func (h *sentPacketHandler) ReceivedPacket(l protocol.EncryptionLevel, t monotime.Time) {
 	h.connStats.PacketsReceived.Add(1)
+	if o := congestion.ObserverOf(h.congestion); o != nil {
+		o.OnPacketReceived()
+	}
 	if h.perspective == protocol.PerspectiveServer && l == protocol.EncryptionHandshake && !h.peerAddressValidated {
 		h.peerAddressValidated = true
 		h.setLossDetectionTimer(t)
@@ -349,6 +352,13 @@ func (h *sentPacketHandler) SentPacket(
 		p.includedInBytesInFlight = true
 		if h.numProbesToSend > 0 {
 			h.numProbesToSend--
+		}
+	}
+	if o := congestion.ObserverOf(h.congestion); o != nil {
+		for _, f := range frames {
+			if d, ok := f.Frame.(*wire.DatagramFrame); ok {
+				o.OnDatagramSent(int64(pn), int64(len(d.Data)))
+			}
 		}
 	}
 	h.congestion.OnPacketSent(t, h.bytesInFlight, pn, size, isAckEliciting)

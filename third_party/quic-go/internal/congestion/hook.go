@@ -31,6 +31,16 @@ type Abandoner interface {
 	OnPacketAbandoned(protocol.PacketNumber, protocol.ByteCount)
 }
 
+// ObserverOf returns the application's controller behind s as a
+// pub.Observer, or nil.
+func ObserverOf(s SendAlgorithmWithDebugInfos) pub.Observer {
+	if h, ok := s.(hooked); ok {
+		o, _ := h.c.(pub.Observer)
+		return o
+	}
+	return nil
+}
+
 // exported is quic-go's own controller as a pub.Controller.
 type exported struct{ s SendAlgorithmWithDebugInfos }
 
