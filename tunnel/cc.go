@@ -168,7 +168,7 @@ func (c *pathCC) update(rc *rateCtl, now time.Time) {
 func (c *pathCC) OnPacketSent(t time.Time, inFlight, pn, n int64, eliciting bool) {
 	c.def.OnPacketSent(t, inFlight, pn, n, eliciting)
 	c.inFlight = inFlight
-	c.rec.sent(t, pn, eliciting)
+	c.rec.sent(pn, eliciting)
 	if rc := c.rc(); rc != nil && eliciting {
 		c.update(rc, t)
 		c.pacer.Consume(t, int(n))
@@ -185,29 +185,42 @@ func (c *pathCC) OnPacketAcked(pn, n, prior int64, t time.Time) {
 	c.metrics()
 }
 
-// OnPacketLost hears of a packet loss detection declared lost; n 0 is a
-// persistent congestion (no packet).
+// OnPacketLost hears of a packet loss detection declared lost; n 0 is an
+// ACK frame's ECN congestion report (no packet).
 func (c *pathCC) OnPacketLost(pn, n, prior int64) {
 	if n > 0 {
 		c.rec.lost(pn, time.Now())
 		c.inFlight = max(min(c.inFlight, prior)-n, 0)
 	}
 	c.def.OnPacketLost(pn, n, prior)
+	if n > 0 {
+		c.metrics()
+	}
 }
 
 func (c *pathCC) OnPacketAbandoned(pn, n int64) {
 	c.rec.abandoned(pn, time.Now())
 	c.inFlight = max(c.inFlight-n, 0)
 	c.def.OnPacketAbandoned(pn, n)
+	c.metrics()
 }
 
 // metrics hands the connection's RTT, window and bytes in flight to its
 // path (pathConn.onMetrics), after each ack-eliciting packet sent and each
-// packet acknowledged.
+// packet acknowledged, lost or abandoned. Before the connection's first RTT sample (min RTT
+// 0) the RTT is 0, which holds the window back (pathConn.publish); after a
+// migration (a NAT rebinding) it is quic-go's initial 100 ms until the
+// first sample on the new path.
 func (c *pathCC) metrics() {
-	if pc := c.rec.pc.Load(); pc != nil {
-		pc.onMetrics(c.rtt.SmoothedRTT(), c.rtt.MinRTT(), int(c.CongestionWindow()), int(c.inFlight))
+	pc := c.rec.pc.Load()
+	if pc == nil {
+		return
 	}
+	srtt, minRTT := c.rtt.SmoothedRTT(), c.rtt.MinRTT()
+	if minRTT <= 0 {
+		srtt = 0
+	}
+	pc.onMetrics(srtt, minRTT, int(c.CongestionWindow()), int(c.inFlight))
 }
 
 // The congestion.Observer side: what quic-go reports of the connection's

@@ -173,6 +173,42 @@ func TestPathCCAbandoned(t *testing.T) {
 	}
 }
 
+// TestPathCCMetrics: the path's view of the connection (pathConn.onMetrics)
+// follows every packet: the bytes in flight quic-go reports with a packet
+// sent, less each packet acknowledged, lost or abandoned since (an ECN
+// congestion report, with no packet, takes nothing); the RTT is 0 before
+// the first sample.
+func TestPathCCMetrics(t *testing.T) {
+	cc, _, p := newTestCC(true, 1.25e6, 20*time.Millisecond, false)
+	now := time.Now()
+	steps := []struct {
+		name string
+		do   func()
+		want int64
+	}{
+		{"sent", func() { cc.OnPacketSent(now, 3000, 1, 1000, true) }, 3000},
+		{"acked", func() { cc.OnPacketAcked(1, 1000, 3000, now) }, 2000},
+		{"lost", func() { cc.OnPacketLost(2, 1000, 2000) }, 1000},
+		{"ECN congestion", func() { cc.OnPacketLost(2, 0, 1000) }, 1000},
+		{"abandoned", func() { cc.OnPacketAbandoned(3, 1000) }, 0},
+		{"sent again", func() { cc.OnPacketSent(now, 1200, 4, 1200, true) }, 1200},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := p.pc.inflight.Load(); got != s.want {
+			t.Errorf("after %s: %d bytes in flight, want %d", s.name, got, s.want)
+		}
+	}
+	if srtt := p.pc.srtt.Load(); srtt != int64(20*time.Millisecond) {
+		t.Errorf("srtt %v, want the connection's 20ms", time.Duration(srtt))
+	}
+	cc.rtt = fakeRTT{0}
+	cc.OnPacketAcked(4, 1200, 1200, now)
+	if srtt := p.pc.srtt.Load(); srtt != 0 {
+		t.Errorf("srtt %v before the first RTT sample, want 0", time.Duration(srtt))
+	}
+}
+
 // BenchmarkPathCC is the controller's cost per packet under bondd's rate
 // control: the window and pacer asked, the packet's DATAGRAM frame and the
 // packet sent (with the recorder's part, tracer.go), acknowledged, and a

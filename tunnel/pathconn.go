@@ -32,13 +32,13 @@ const (
 
 // pathConn is the path's QUIC connection slot: the connection serving the
 // path now (nil while it is down), its congestion controller's view (fed
-// by the connection's tracer) and the datagrams handed to quic-go and not
+// by the connection's controller, cc.go) and the datagrams handed to quic-go and not
 // yet packed into a packet. It outlives the connections it serves.
 type pathConn struct {
 	path *path
 
 	conn atomic.Pointer[quic.Conn]
-	rec  atomic.Pointer[recorder] // the current connection's tracer
+	rec  atomic.Pointer[recorder] // the current connection's recorder (tracer.go)
 
 	// serveMu serialises the path's connections: a new one waits until
 	// the previous one's routines have stopped.

@@ -20,11 +20,11 @@ import (
 // packets, ACKs and liveness probes still pass. Each path keeps a
 // datagram budget, decided by a policy.PMTU:
 //
-//  1. Every connection's recorder (tracer.go) remembers, by 1-RTT packet
-//     number, the datagram size of the last pmtuRing packets sent
-//     (sentring.go). QUIC's ACKs (PacketReceived) and loss detection
-//     (PacketLost, RFC 9002 §6, and the losses quic-go's probe timeout
-//     leaves unreported, which the recorder infers from the ACKs) then say
+//  1. Every connection's recorder (tracer.go) remembers, by packet number,
+//     the datagram size of the last pmtuRing packets sent (sentring.go).
+//     QUIC's acknowledgments and loss detection (RFC 9002 §6, and the
+//     packets quic-go's probe timeout abandons without a loss), which the
+//     controller hook reports packet by packet (cc.go), then say
 //     which sizes arrive: the path gathers, per tick, the largest
 //     datagram acknowledged and the datagrams lost in the size range the
 //     machine watches (path.pmtu).

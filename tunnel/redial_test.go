@@ -253,3 +253,72 @@ func TestDialAttemptWaitsForAnswer(t *testing.T) {
 	}
 	t.Logf("answering node: up; silent node: %v after %s", err, took.Round(time.Millisecond))
 }
+
+// TestDialRetryIsAnAnswer: a concentrator under load answers an Initial
+// with a QUIC Retry (conc_admit.go); that is its answer within the attempt,
+// and the dial waits for the rest of the handshake, however slow, instead
+// of giving the node up as silent and sending another Initial without a
+// token, which would get another Retry.
+func TestDialRetryIsAnAnswer(t *testing.T) {
+	testkit.CheckLeaks(t)
+	const attempt, hold = 300 * time.Millisecond, 1500 * time.Millisecond
+	popts := PathOptions{RedialMin: time.Hour, RedialMax: time.Hour}
+	cert, pin, err := SelfSignedCert("concentrator.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conc, err := NewConcentrator(ConcentratorOptions{
+		Device: tuntest.New(testMTU, 8), MTU: testMTU, Conn: pc, TLS: ServerTLS(cert, nil), Paths: popts,
+		Edges:      []EdgeAuth{{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}}},
+		Handshakes: HandshakeOptions{RetryAbove: RetryAlways},
+	})
+	if err != nil {
+		pc.Close()
+		t.Fatal(err)
+	}
+	if err := conc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conc.Close() })
+	tlsConf, err := ClientTLS("concentrator.test", nil, pin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var direct atomic.Bool // the test's own dial; the edge's routine finds no carrier
+	e, err := NewEdge(EdgeOptions{
+		ID: "van-1", Device: tuntest.New(testMTU, 8), MTU: testMTU, Concentrator: pc.LocalAddr().String(), TLS: tlsConf, Token: token,
+		Paths:   popts,
+		Uplinks: []UplinkOptions{{Name: "up0", Bind: netip.MustParseAddr("127.0.0.1")}},
+		Listen: func(ctx context.Context, u UplinkOptions) (net.PacketConn, error) {
+			if !direct.Load() {
+				return nil, errors.New("uplink has no carrier")
+			}
+			c, err := ListenUplink(ctx, u)
+			if err != nil {
+				return nil, err
+			}
+			return &holdConn{PacketConn: c, release: time.Now().Add(hold)}, nil // the Retry passes, the rest waits
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Start()
+	t.Cleanup(func() { e.Close() })
+	time.Sleep(200 * time.Millisecond) // the edge's own dial has failed; the next is an hour away
+	direct.Store(true)
+	start := time.Now()
+	conn, closeConn, _, err := e.dial(e.ctx, e.opts.Uplinks[0], attempt, make(chan struct{}))
+	if err != nil {
+		t.Fatalf("dial of a concentrator that answered with a Retry failed after %s with attempt %s: %v", time.Since(start), attempt, err)
+	}
+	conn.CloseWithError(codeShutdown, "test done")
+	closeConn()
+	if r := conc.Handshakes().Retries; r == 0 {
+		t.Error("the concentrator sent no Retry")
+	}
+}

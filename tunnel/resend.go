@@ -27,11 +27,12 @@ import (
 // not: a late parity shard repairs nothing the retransmitted data does not.
 //
 // Matching datagrams to packets. quic-go packs the datagrams of a
-// connection in the order SendDatagram took them, and its PacketSent event
-// lists each packet's DATAGRAM frames with their lengths. The path records
-// every datagram it hands over, kept or not, in the connection's handed
-// FIFO before it calls SendDatagram; each DATAGRAM frame of a PacketSent
-// event takes the FIFO's head when the lengths agree, and the head moves to
+// connection in the order SendDatagram took them, and its controller hook
+// reports each packet's DATAGRAM frames with their lengths before the
+// packet (congestion.Observer, cc.go). The path records every datagram it
+// hands over, kept or not, in the connection's handed FIFO before it calls
+// SendDatagram; each DATAGRAM frame reported takes the FIFO's head when
+// the lengths agree, and the head moves to
 // the packet number's slot of the held ring. A frame of a length no entry
 // has is one the path did not hand (a liveness probe, a path MTU probe) and
 // leaves the FIFO as it is; one that matches a later entry takes it and

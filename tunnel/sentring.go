@@ -2,7 +2,7 @@ package tunnel
 
 import "time"
 
-// The recorder's ring of sent 1-RTT packets (tracer.go): for each of the
+// The recorder's ring of sent packets (tracer.go): for each of the
 // last pmtuRing packet numbers, the largest DATAGRAM frame the packet
 // carried (bytes), whether it was a path MTU probe (pmtu.go), and whether
 // it was since acknowledged or lost. quic-go's loss detection tells the
@@ -24,7 +24,7 @@ import "time"
 // like a reported loss. Each packet is counted at most once, whichever
 // says it first.
 
-// pmtuRing is how many sent 1-RTT packets a recorder remembers (a power
+// pmtuRing is how many sent packets a recorder remembers (a power
 // of two).
 const pmtuRing = 1024
 
@@ -55,7 +55,7 @@ func slotHolds(v uint32, pn int64) bool {
 	return v != 0 && v>>slotPNShift == uint32(pn&slotPNMask)
 }
 
-// pmtuSlot packs a 1-RTT packet number, a probe flag and the packet's
+// pmtuSlot packs a packet number, a probe flag and the packet's
 // largest datagram size (bytes) into one ring entry.
 func pmtuSlot(pn int64, probe bool, size int) uint32 {
 	v := slotPN(pn) | uint32(min(size, slotSizeMask))
@@ -65,7 +65,7 @@ func pmtuSlot(pn int64, probe bool, size int) uint32 {
 	return v
 }
 
-// noteSent remembers 1-RTT packet pn, whose largest datagram was size bytes
+// noteSent remembers packet pn, whose largest datagram was size bytes
 // (0: none).
 func (r *recorder) noteSent(pn int64, probe bool, size int) {
 	if pn < 0 || pn >= slotMaxPN {
@@ -125,7 +125,7 @@ type lossSink interface {
 	datagramLost(size int, probe bool)
 }
 
-// acked handles 1-RTT packet pn, newly acknowledged (cc.go: quic-go's
+// acked handles packet pn, newly acknowledged (cc.go: quic-go's
 // loss detection calls the controller once per packet, RFC 9002 §6).
 func (r *recorder) acked(pn int64) {
 	if pc := r.pc.Load(); pc != nil {
@@ -148,7 +148,7 @@ func (r *recorder) onAcked(pn int64, pm *pathPMTU) {
 	}
 }
 
-// abandoned handles 1-RTT packet pn, which quic-go's probe timeout took
+// abandoned handles packet pn, which quic-go's probe timeout took
 // out of flight at now without declaring it lost (cc.go).
 func (r *recorder) abandoned(pn int64, now time.Time) {
 	if pc := r.pc.Load(); pc != nil {

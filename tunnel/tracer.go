@@ -51,7 +51,7 @@ type recorder struct {
 	// answered is set on the edge when the concentrator's first packet
 	// arrives during the handshake (Edge.dial).
 	answered atomic.Bool
-	// sizes remembers the last pmtuRing 1-RTT packets sent, by packet
+	// sizes remembers the last pmtuRing packets sent, by packet
 	// number: datagram size and flags (sentring.go).
 	sizes [pmtuRing]atomic.Uint32
 	// held keeps the data datagrams handed to the connection until their
@@ -85,9 +85,13 @@ func (r *recorder) datagramSent(pn int64, n int) {
 	}
 }
 
-// sent handles packet pn, sent at now, ack-eliciting (RFC 9002 §2) or not,
-// with the DATAGRAM frames datagramSent reported for it. Allocation-free.
-func (r *recorder) sent(now time.Time, pn int64, eliciting bool) {
+// sent handles packet pn, ack-eliciting (RFC 9002 §2) or not, with the
+// DATAGRAM frames datagramSent reported for it. It reads the clock itself,
+// and only when it needs it: the times it stores are compared with
+// time.Now's, and the hook's are the process's start plus monotonic time,
+// which a step of the wall clock since the start would put apart.
+// Allocation-free.
+func (r *recorder) sent(pn int64, eliciting bool) {
 	n, size := 0, 0
 	if r.pendN > 0 && r.pendPN == pn {
 		n, size = r.pendN, r.pendLargest
@@ -105,10 +109,15 @@ func (r *recorder) sent(now time.Time, pn int64, eliciting bool) {
 	// A path MTU probe of bondd's (pmtu.go) is marked by its size.
 	probe := size > 0 && int64(size) == pc.probeSize.Load() && pc.probeSize.CompareAndSwap(int64(size), 0)
 	r.noteSent(pn, probe, size)
+	var now time.Time
 	if size > pmtuBase && !probe && p.pmtu.bigSince.Load() == 0 {
+		now = time.Now()
 		p.pmtu.bigSince.CompareAndSwap(0, now.UnixNano())
 	}
 	if eliciting && !probe { // a probe too large for the path is lost by design (RFC 8899)
+		if now.IsZero() {
+			now = time.Now()
+		}
 		p.state.OnAckEliciting(now)
 	}
 	if n > 0 {

@@ -43,13 +43,12 @@ func TestRecorderSent(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rec, state, pc := newTestRecorder("a")
 			pc.probeSize.Store(c.probeSize)
-			now := time.Now()
 			for _, p := range c.pkts {
 				for _, n := range p.frames {
 					rec.datagramSent(p.pn, n)
 				}
 				if !p.skipSent {
-					rec.sent(now, p.pn, p.eliciting)
+					rec.sent(p.pn, p.eliciting)
 				}
 			}
 			size, probe, ok := rec.sizeOf(c.wantPN)

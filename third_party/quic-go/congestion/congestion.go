@@ -26,8 +26,8 @@ type Controller interface {
 	// flight before the frame was processed.
 	OnPacketAcked(pn int64, bytes int64, priorInFlight int64, ackTime time.Time)
 	// OnPacketLost is called for each packet loss detection declares lost
-	// (RFC 9002 §6.1), and once with bytes 0 for a persistent congestion
-	// (§7.6) with pn the largest acknowledged.
+	// (RFC 9002 §6.1), and with bytes 0 and pn the largest acknowledged
+	// when an ACK frame's ECN counts report congestion (§7.1).
 	OnPacketLost(pn int64, bytes int64, priorInFlight int64)
 	// OnPacketAbandoned is called when the probe timeout (RFC 9002 §6.2)
 	// takes an outstanding packet out of the bytes in flight to resend its
@@ -73,7 +73,7 @@ type Observer interface {
 	// send that no packet could fit.
 	OnDatagramDropped(received bool, length int64)
 	// OnPacketReceived is called for each packet received from the peer,
-	// once its frames were handled.
+	// once its frames were handled, and for a Retry (RFC 9000 §17.2.5).
 	OnPacketReceived()
 }
 

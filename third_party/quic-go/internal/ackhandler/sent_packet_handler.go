@@ -1213,6 +1213,9 @@ func (h *sentPacketHandler) queueFramesForRetransmission(p *packet) {
 }
 
 func (h *sentPacketHandler) ResetForRetry(now monotime.Time) {
+	if o := congestion.ObserverOf(h.congestion); o != nil {
+		o.OnPacketReceived() // the Retry
+	}
 	h.bytesInFlight = 0
 	var firstPacketSendTime monotime.Time
 	// Only Initial and 0-RTT packets can have been sent before a Retry.
