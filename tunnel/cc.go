@@ -207,10 +207,10 @@ func (c *pathCC) OnPacketAbandoned(pn, n int64) {
 
 // metrics hands the connection's RTT, window and bytes in flight to its
 // path (pathConn.onMetrics), after each ack-eliciting packet sent and each
-// packet acknowledged, lost or abandoned. Before the connection's first RTT sample (min RTT
-// 0) the RTT is 0, which holds the window back (pathConn.publish); after a
-// migration (a NAT rebinding) it is quic-go's initial 100 ms until the
-// first sample on the new path.
+// packet acknowledged, lost or abandoned. Before the connection's first
+// RTT sample (min RTT 0) the RTT is 0, which holds the window back
+// (pathConn.publish); after a migration (a NAT rebinding) it is quic-go's
+// initial 100 ms until the first sample on the new path.
 func (c *pathCC) metrics() {
 	pc := c.rec.pc.Load()
 	if pc == nil {
