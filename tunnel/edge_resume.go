@@ -54,7 +54,7 @@ func (r *resumeState) tlsFor(base *tls.Config, node string) *tls.Config {
 		clear(r.byNode)
 	}
 	c := base.Clone()
-	c.ClientSessionCache = nodeSessionCache{node: node, c: base.ClientSessionCache}
+	c.ClientSessionCache = &nodeSessionCache{node: node, c: base.ClientSessionCache, fails: map[string]int{}}
 	r.byNode[node] = c
 	return c
 }
@@ -92,18 +92,48 @@ func (r *reusableTokens) Put(key string, t *quic.ClientToken) {
 	r.m[key] = t
 }
 
-// nodeSessionCache prefixes the keys of a shared session cache with a node.
+// ticketKeepFailures is how many handshakes in a row may fail while
+// resuming before an edge lets crypto/tls forget the node's session
+// ticket (nodeSessionCache).
+const ticketKeepFailures = 3
+
+// nodeSessionCache prefixes the keys of a shared session cache with a
+// node, and keeps the node's ticket through handshakes that fail.
+// crypto/tls deletes the session (a Put of nil) after any error of a
+// handshake that offered it (RFC 5077 §3.2), a dial that timed out or was
+// cancelled included, so the next handshake is a full one: under load,
+// where handshakes time out, every failure made the next one costlier for
+// the node (a 10,000-edge redial on one node resumed 0.27 of its
+// handshakes, docs/performance.md). A deletion takes effect only at the
+// ticketKeepFailures-th in a row without a new ticket between: a ticket
+// the node does refuse (RFC 8446 §4.2.11: a server aborts on a binder it
+// cannot verify) is still dropped after that many. Safe for concurrent
+// use.
 type nodeSessionCache struct {
 	node string
 	c    tls.ClientSessionCache
+
+	mu    sync.Mutex
+	fails map[string]int // deletions asked in a row, by key
 }
 
-func (n nodeSessionCache) Get(key string) (*tls.ClientSessionState, bool) {
+func (n *nodeSessionCache) Get(key string) (*tls.ClientSessionState, bool) {
 	return n.c.Get(n.node + "\x00" + key)
 }
 
-func (n nodeSessionCache) Put(key string, cs *tls.ClientSessionState) {
-	n.c.Put(n.node+"\x00"+key, cs)
+func (n *nodeSessionCache) Put(key string, cs *tls.ClientSessionState) {
+	k := n.node + "\x00" + key
+	n.mu.Lock()
+	if cs != nil {
+		delete(n.fails, k)
+	} else if n.fails[k]++; n.fails[k] < ticketKeepFailures {
+		n.mu.Unlock()
+		return // kept: crypto/tls checks its expiry at each use
+	} else {
+		delete(n.fails, k)
+	}
+	n.mu.Unlock()
+	n.c.Put(k, cs)
 }
 
 // nodeTokenStore prefixes the keys of a shared token store with a node.
