@@ -100,13 +100,23 @@ rules:
 				}
 			}
 			// The fast path carries the probe (a loaded machine may make it
-			// SUSPECT for an instant: wait until it is ACTIVE again).
+			// SUSPECT for an instant: wait until it is ACTIVE again). A
+			// stall of the machine in a window (the race detector's, on 2
+			// cores) can move the probe for a few tens of milliseconds: one
+			// window of three must show it on the fast path.
 			send(200 * time.Millisecond)
-			waitFor(t, func() bool { return tb.edge.Bond().Stats().Paths[0].StatusReason == "" })
-			before := tb.edge.Bond().Stats().Paths
-			send(200 * time.Millisecond)
-			after := tb.edge.Bond().Stats().Paths
-			if d0, d1 := after[0].TxPackets-before[0].TxPackets, after[1].TxPackets-before[1].TxPackets; d0 < 50 || d1 > d0/4 {
+			var d0, d1 uint64
+			for range 3 {
+				waitFor(t, func() bool { return tb.edge.Bond().Stats().Paths[0].StatusReason == "" })
+				before := tb.edge.Bond().Stats().Paths
+				send(200 * time.Millisecond)
+				after := tb.edge.Bond().Stats().Paths
+				if d0, d1 = after[0].TxPackets-before[0].TxPackets, after[1].TxPackets-before[1].TxPackets; d0 >= 50 && d1 <= d0/4 {
+					break
+				}
+				t.Logf("a window with %d datagrams on the fast path, %d on the other: again", d0, d1)
+			}
+			if d0 < 50 || d1 > d0/4 {
 				t.Fatalf("the fast path did not carry the probe: %d datagrams on it, %d on the other", d0, d1)
 			}
 			start := count()
