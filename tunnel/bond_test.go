@@ -99,8 +99,9 @@ func newTestBondDevices(t testing.TB, edgeToken []byte, uplinks int, edgeTun, co
 // loopback UDP socket, with a fresh self-signed certificate for
 // "concentrator.test", TUN dev and path options popts, and closes it at
 // cleanup. It returns the concentrator, its address and the edge's TLS
-// config, which pins the certificate.
-func startTestConcentrator(t testing.TB, dev tun.Device, popts PathOptions, ea EdgeAuth) (*Concentrator, string, *tls.Config) {
+// config, which pins the certificate. mods change the options before the
+// concentrator is made.
+func startTestConcentrator(t testing.TB, dev tun.Device, popts PathOptions, ea EdgeAuth, mods ...func(*ConcentratorOptions)) (*Concentrator, string, *tls.Config) {
 	t.Helper()
 	cert, pin, err := SelfSignedCert("concentrator.test")
 	if err != nil {
@@ -110,9 +111,11 @@ func startTestConcentrator(t testing.TB, dev tun.Device, popts PathOptions, ea E
 	if err != nil {
 		t.Fatal(err)
 	}
-	conc, err := NewConcentrator(ConcentratorOptions{
-		Device: dev, MTU: testMTU, Conn: pc, TLS: ServerTLS(cert, nil), Paths: popts, Edges: []EdgeAuth{ea},
-	})
+	co := ConcentratorOptions{Device: dev, MTU: testMTU, Conn: pc, TLS: ServerTLS(cert, nil), Paths: popts, Edges: []EdgeAuth{ea}}
+	for _, m := range mods {
+		m(&co)
+	}
+	conc, err := NewConcentrator(co)
 	if err != nil {
 		pc.Close()
 		t.Fatal(err)

@@ -1,9 +1,7 @@
 package tunnel
 
 import (
-	"context"
 	"crypto/tls"
-	"errors"
 	"net"
 	"net/netip"
 	"sync/atomic"
@@ -54,32 +52,15 @@ func TestNodeSessionCacheKeepsTicket(t *testing.T) {
 // one, which costs the node its certificate signature.
 func TestDialResumesAfterFailedHandshake(t *testing.T) {
 	testkit.CheckLeaks(t)
-	popts := PathOptions{RedialMin: time.Hour, RedialMax: time.Hour}
-	_, concAddr, tlsConf := startTestConcentrator(t, tuntest.New(testMTU, 8), popts,
+	_, concAddr, tlsConf := startTestConcentrator(t, tuntest.New(testMTU, 8), dialTestPaths,
 		EdgeAuth{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}})
-	var direct, hold atomic.Bool // the test's own dials; the edge's routine finds no carrier
-	e, err := NewEdge(EdgeOptions{
-		ID: "van-1", Device: tuntest.New(testMTU, 8), MTU: testMTU, Concentrator: concAddr, TLS: tlsConf, Token: token,
-		Paths:   popts,
-		Uplinks: []UplinkOptions{{Name: "up0", Bind: netip.MustParseAddr("127.0.0.1")}},
-		Listen: func(ctx context.Context, u UplinkOptions) (net.PacketConn, error) {
-			if !direct.Load() {
-				return nil, errors.New("uplink has no carrier")
-			}
-			c, err := ListenUplink(ctx, u)
-			if err != nil || !hold.Load() {
-				return c, err
-			}
-			return &holdConn{PacketConn: c, release: time.Now().Add(time.Second)}, nil // the first packet passes, the rest waits
-		},
+	var hold atomic.Bool
+	e := dialTestEdge(t, concAddr, tlsConf, func(c net.PacketConn) net.PacketConn {
+		if !hold.Load() {
+			return c
+		}
+		return &holdConn{PacketConn: c, release: time.Now().Add(time.Second)} // the first packet passes, the rest waits
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.Start()
-	t.Cleanup(func() { e.Close() })
-	time.Sleep(200 * time.Millisecond) // the edge's own dial has failed; the next is an hour away
-	direct.Store(true)
 	u := e.opts.Uplinks[0]
 	dial := func(kick <-chan struct{}) (resumed bool, err error) {
 		conn, closeConn, _, err := e.dial(e.ctx, u, time.Second, kick)

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/netip"
@@ -177,29 +178,17 @@ func (c *holdConn) ReadFrom(b []byte) (int, net.Addr, error) {
 	return n, a, err
 }
 
-// TestDialAttemptWaitsForAnswer: a dial's attempt (the short one of a fast
-// redial) bounds only the wait for the concentrator's first packet. A
-// concentrator that answers within it keeps its handshake and hello up to
-// DefaultHandshakeTimeout, however slow the rest is (a loaded node: cutting
-// its handshakes short makes a retry storm); a silent one is given up at
-// the attempt.
-func TestDialAttemptWaitsForAnswer(t *testing.T) {
-	testkit.CheckLeaks(t)
-	const attempt, hold = 300 * time.Millisecond, 1500 * time.Millisecond
-	popts := PathOptions{RedialMin: time.Hour, RedialMax: time.Hour}
-	_, concAddr, tlsConf := startTestConcentrator(t, tuntest.New(testMTU, 8), popts,
-		EdgeAuth{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}})
-	silent, err := net.ListenPacket("udp", "127.0.0.1:0") // takes the Initials, answers nothing
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
-
-	var direct atomic.Bool // the test's own dials; the edge's routine finds no carrier
+// dialTestEdge starts an edge "van-1" of one uplink to concAddr for a test
+// that calls Edge.dial itself: the edge's own first dial finds no carrier
+// (and its next is an hour away), and the test's dials then get a
+// loopback socket, wrapped by wrap when it is not nil.
+func dialTestEdge(t *testing.T, concAddr string, tlsConf *tls.Config, wrap func(net.PacketConn) net.PacketConn) *Edge {
+	t.Helper()
+	var direct atomic.Bool
 	noCarrier := make(chan struct{}, 1)
 	e, err := NewEdge(EdgeOptions{
 		ID: "van-1", Device: tuntest.New(testMTU, 8), MTU: testMTU, Concentrator: concAddr, TLS: tlsConf, Token: token,
-		Paths:   popts,
+		Paths:   dialTestPaths,
 		Uplinks: []UplinkOptions{{Name: "up0", Bind: netip.MustParseAddr("127.0.0.1")}},
 		Listen: func(ctx context.Context, u UplinkOptions) (net.PacketConn, error) {
 			if !direct.Load() {
@@ -210,10 +199,10 @@ func TestDialAttemptWaitsForAnswer(t *testing.T) {
 				return nil, errors.New("uplink has no carrier")
 			}
 			c, err := ListenUplink(ctx, u)
-			if err != nil {
-				return nil, err
+			if err != nil || wrap == nil {
+				return c, err
 			}
-			return &holdConn{PacketConn: c, release: time.Now().Add(hold)}, nil
+			return wrap(c), nil
 		},
 	})
 	if err != nil {
@@ -221,12 +210,38 @@ func TestDialAttemptWaitsForAnswer(t *testing.T) {
 	}
 	e.Start()
 	t.Cleanup(func() { e.Close() })
-	select { // the edge's own dial has failed: it waits an hour before the next
+	select {
 	case <-noCarrier:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the edge did not dial its uplink within 5 s")
 	}
 	direct.Store(true)
+	return e
+}
+
+// dialTestPaths are the path options of dialTestEdge and its concentrator:
+// no redial of the edge's own within the test.
+var dialTestPaths = PathOptions{RedialMin: time.Hour, RedialMax: time.Hour}
+
+// TestDialAttemptWaitsForAnswer: a dial's attempt (the short one of a fast
+// redial) bounds only the wait for the concentrator's first packet. A
+// concentrator that answers within it keeps its handshake and hello up to
+// DefaultHandshakeTimeout, however slow the rest is (a loaded node: cutting
+// its handshakes short makes a retry storm); a silent one is given up at
+// the attempt.
+func TestDialAttemptWaitsForAnswer(t *testing.T) {
+	testkit.CheckLeaks(t)
+	const attempt, hold = 300 * time.Millisecond, 1500 * time.Millisecond
+	_, concAddr, tlsConf := startTestConcentrator(t, tuntest.New(testMTU, 8), dialTestPaths,
+		EdgeAuth{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}})
+	silent, err := net.ListenPacket("udp", "127.0.0.1:0") // takes the Initials, answers nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	e := dialTestEdge(t, concAddr, tlsConf, func(c net.PacketConn) net.PacketConn {
+		return &holdConn{PacketConn: c, release: time.Now().Add(hold)}
+	})
 	u := e.opts.Uplinks[0]
 
 	start := time.Now()
@@ -262,55 +277,12 @@ func TestDialAttemptWaitsForAnswer(t *testing.T) {
 func TestDialRetryIsAnAnswer(t *testing.T) {
 	testkit.CheckLeaks(t)
 	const attempt, hold = 300 * time.Millisecond, 1500 * time.Millisecond
-	popts := PathOptions{RedialMin: time.Hour, RedialMax: time.Hour}
-	cert, pin, err := SelfSignedCert("concentrator.test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conc, err := NewConcentrator(ConcentratorOptions{
-		Device: tuntest.New(testMTU, 8), MTU: testMTU, Conn: pc, TLS: ServerTLS(cert, nil), Paths: popts,
-		Edges:      []EdgeAuth{{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}}},
-		Handshakes: HandshakeOptions{RetryAbove: RetryAlways},
+	conc, concAddr, tlsConf := startTestConcentrator(t, tuntest.New(testMTU, 8), dialTestPaths,
+		EdgeAuth{ID: "van-1", Token: token, AllowedPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/24")}},
+		func(o *ConcentratorOptions) { o.Handshakes = HandshakeOptions{RetryAbove: RetryAlways} })
+	e := dialTestEdge(t, concAddr, tlsConf, func(c net.PacketConn) net.PacketConn {
+		return &holdConn{PacketConn: c, release: time.Now().Add(hold)} // the Retry passes, the rest waits
 	})
-	if err != nil {
-		pc.Close()
-		t.Fatal(err)
-	}
-	if err := conc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conc.Close() })
-	tlsConf, err := ClientTLS("concentrator.test", nil, pin, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var direct atomic.Bool // the test's own dial; the edge's routine finds no carrier
-	e, err := NewEdge(EdgeOptions{
-		ID: "van-1", Device: tuntest.New(testMTU, 8), MTU: testMTU, Concentrator: pc.LocalAddr().String(), TLS: tlsConf, Token: token,
-		Paths:   popts,
-		Uplinks: []UplinkOptions{{Name: "up0", Bind: netip.MustParseAddr("127.0.0.1")}},
-		Listen: func(ctx context.Context, u UplinkOptions) (net.PacketConn, error) {
-			if !direct.Load() {
-				return nil, errors.New("uplink has no carrier")
-			}
-			c, err := ListenUplink(ctx, u)
-			if err != nil {
-				return nil, err
-			}
-			return &holdConn{PacketConn: c, release: time.Now().Add(hold)}, nil // the Retry passes, the rest waits
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.Start()
-	t.Cleanup(func() { e.Close() })
-	time.Sleep(200 * time.Millisecond) // the edge's own dial has failed; the next is an hour away
-	direct.Store(true)
 	start := time.Now()
 	conn, closeConn, _, err := e.dial(e.ctx, e.opts.Uplinks[0], attempt, make(chan struct{}))
 	if err != nil {
