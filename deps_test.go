@@ -11,8 +11,8 @@ import (
 // layer is each bondd package's place in the import order: a package may
 // import only bondd packages of a strictly lower layer (see docs/design.md).
 var layer = map[string]int{
-	"classify": 0, "classify/capture": 0, "fec": 0, "tun": 0, "tun/tuntest": 0, "emu": 0, "internal/testbed": 0, "internal/yamlfile": 0, "internal/fleet": 0, "internal/testkit": 0, "internal/timerheap": 0,
-	"rules": 1, "internal/emuconfig": 1,
+	"classify": 0, "classify/capture": 0, "fec": 0, "tun": 0, "tun/tuntest": 0, "emu": 0, "internal/testbed": 0, "internal/yamlfile": 0, "internal/fleet": 0, "internal/testkit": 0, "internal/monoclock": 0,
+	"rules": 1, "internal/emuconfig": 1, "internal/timerheap": 1,
 	"policy": 2, "tunnel/ctrlmsg": 2,
 	"tunnel": 3, "internal/usage": 3,
 	"internal/config": 4, "internal/demo": 4, "internal/status": 5,

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/bondd/bondd/classify"
+	"github.com/bondd/bondd/internal/monoclock"
 )
 
 // Object names the object a packet belongs to (docs/rules.md: the unit a
@@ -50,7 +51,7 @@ type History struct {
 type historyEntry struct {
 	key  classify.Key
 	id   uint64
-	at   int64 // unix ns of the last assignment; 0: empty
+	at   int64 // monoclock ns of the last assignment; 0: empty
 	path *Path
 }
 
@@ -62,7 +63,7 @@ func historySet(o Object) int {
 // Lookup returns the path recorded for o, or nil when o is not in the
 // history or its entry is older than HistoryMaxAge at now.
 func (h *History) Lookup(o Object, now time.Time) *Path {
-	t := now.UnixNano()
+	t := monoclock.Nanos(now)
 	set := h.slots[historySet(o):][:historyWays]
 	for i := range set {
 		if e := &set[i]; e.at != 0 && e.id == o.ID && e.key == o.Key {
@@ -77,7 +78,7 @@ func (h *History) Lookup(o Object, now time.Time) *Path {
 
 // Record notes that object o was sent on path p at now.
 func (h *History) Record(o Object, p *Path, now time.Time) {
-	t := now.UnixNano()
+	t := monoclock.Nanos(now)
 	set := h.slots[historySet(o):][:historyWays]
 	victim := 0
 	for i := range set {

@@ -1,6 +1,10 @@
 package policy
 
-import "time"
+import (
+	"time"
+
+	"github.com/bondd/bondd/internal/monoclock"
+)
 
 // The pending I-frame budget (MoMQ §4.1, rule R1 and eq. 1). An I-frame
 // larger than the congestion window drains over k = ⌈S_I / cwnd⌉ rounds,
@@ -42,7 +46,7 @@ type iframeState struct {
 	id    uint64 // frame id of the tracked I-frame
 	size  int64  // S_I: its bytes queued on the path, bytes
 	used  int64  // P-frame bytes admitted into its slack
-	until int64  // unix ns: in flight until then
+	until int64  // monoclock ns: in flight until then
 }
 
 // iframeInitialRTT stands in for the smoothed RTT before the first sample:
@@ -56,7 +60,7 @@ const iframeInitialRTT = 333 * time.Millisecond
 // allocation-free.
 func (p *Path) OnIFramePacket(id uint64, n int, now time.Time) {
 	f := &p.iframe
-	t := now.UnixNano()
+	t := monoclock.Nanos(now)
 	if f.until <= t || f.id != id {
 		*f = iframeState{id: id}
 	}
@@ -76,7 +80,7 @@ func (p *Path) OnIFramePacket(id uint64, n int, now time.Time) {
 
 // IFramePending reports whether an I-frame is in flight on the path at now
 // (see OnIFramePacket for what "in flight" approximates).
-func (p *Path) IFramePending(now time.Time) bool { return p.iframe.until > now.UnixNano() }
+func (p *Path) IFramePending(now time.Time) bool { return p.iframe.until > monoclock.Nanos(now) }
 
 // IFrameSlack returns the pending I-frame's slack budget B of MoMQ eq. 1 in
 // bytes, ⌈S_I / cwnd⌉ · cwnd − S_I with the path's current congestion

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"time"
+
+	"github.com/bondd/bondd/internal/monoclock"
 )
 
 // Liveness: a path turns SUSPECT when bondd has been sending on it and the
@@ -62,7 +64,7 @@ func (p *Path) SuspectAfter() time.Duration {
 // peer was last heard is kept. Allocation-free; safe for concurrent use.
 func (p *Path) OnAckEliciting(now time.Time) {
 	if p.unanswered.Load() == 0 {
-		p.unanswered.CompareAndSwap(0, now.UnixNano())
+		p.unanswered.CompareAndSwap(0, monoclock.Nanos(now))
 	}
 }
 
@@ -74,6 +76,6 @@ func (p *Path) Suspect(now time.Time) (suspect bool, silent time.Duration) {
 	if since == 0 {
 		return false, 0
 	}
-	silent = time.Duration(now.UnixNano() - since)
+	silent = time.Duration(monoclock.Nanos(now) - since)
 	return silent > p.SuspectAfter(), silent
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bondd/bondd/internal/testkit"
 	"github.com/bondd/bondd/rules"
 )
 
@@ -142,5 +143,35 @@ func TestSelectAvoidsSuspect(t *testing.T) {
 	a.OnReceive(t0.Add(160 * time.Millisecond))
 	if n := Select(LowestRTT{}, &dir, Object{}, paths, t0.Add(170*time.Millisecond), out, sc); n != 1 || out[0] != 0 {
 		t.Fatalf("restored: picks %v, want path a", out[:n])
+	}
+}
+
+// TestLivenessWallStep: a step of the wall clock (NTP or GPS setting a
+// vehicle's clock after boot) between two instants moves neither silence
+// nor suspicion; only the monotonic time between them counts.
+func TestLivenessWallStep(t *testing.T) {
+	cases := []struct {
+		name string
+		step time.Duration
+		ms   int // monotonic time after the last packet received, then sent
+		want Status
+	}{
+		{"forward 56 years, 50 ms later: still heard", 56 * 365 * 24 * time.Hour, 50, StatusActive},
+		{"forward 1 h, 50 ms later: still heard", time.Hour, 50, StatusActive},
+		{"back 1 h, 50 ms later: still heard", -time.Hour, 50, StatusActive},
+		{"back 1 h, 2 s later: silent", -time.Hour, 2000, StatusDegraded},
+		{"back 56 years, 2 s later: silent", -56 * 365 * 24 * time.Hour, 2000, StatusDegraded},
+	}
+	for _, tc := range cases {
+		t0 := time.Now()
+		p := NewPath("a", nil, 64)
+		p.SetConnected(true, t0)
+		p.OnMetrics(10*time.Millisecond, 10*time.Millisecond, 0, 0)
+		p.OnReceive(t0)
+		p.OnAckEliciting(t0)
+		now := testkit.StepWall(t, t0.Add(time.Duration(tc.ms)*time.Millisecond), tc.step)
+		if got := p.Status(now); got != tc.want {
+			t.Errorf("%s: status %v (silence %v), want %v", tc.name, got, p.Silence(now), tc.want)
+		}
 	}
 }

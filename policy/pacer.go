@@ -3,6 +3,8 @@ package policy
 import (
 	"math"
 	"time"
+
+	"github.com/bondd/bondd/internal/monoclock"
 )
 
 // DefaultPacerBurst is the token bucket depth a [Pacer] uses when SetRate
@@ -27,7 +29,7 @@ type Pacer struct {
 	rate    float64 // bytes/s
 	depth   float64 // bytes
 	tokens  float64 // bytes, may go negative after an oversized frame
-	last    int64   // unix ns of the last refill
+	last    int64   // monoclock ns of the last refill
 	waiting bool    // the last Delay asked the frame to wait
 
 	sent    uint64
@@ -56,7 +58,7 @@ func (p *Pacer) SetRate(now time.Time, rate float64, burst int) {
 func (p *Pacer) Rate() float64 { return p.rate }
 
 func (p *Pacer) refill(now time.Time) {
-	t := now.UnixNano()
+	t := monoclock.Nanos(now)
 	if p.last == 0 {
 		p.last, p.tokens = t, p.depth
 		return

@@ -3,6 +3,8 @@ package policy
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/bondd/bondd/internal/monoclock"
 )
 
 // Status is a path's health as the scheduler sees it.
@@ -68,14 +70,14 @@ type Path struct {
 	sent      atomic.Uint64
 	queueLen  atomic.Int64 // packets
 	queueB    atomic.Int64 // bytes
-	lastRecv  atomic.Int64 // unix ns of the last packet received from the peer
+	lastRecv  atomic.Int64 // monoclock ns of the last packet received from the peer
 	// Idle keepalive (SetIdle): idleBound (ns) is, while > 0, the
-	// shortest silence that makes the path DEGRADED; silentFrom (unix ns)
+	// shortest silence that makes the path DEGRADED; silentFrom (monoclock ns)
 	// is when the path last left idle: silence counts from there at the
 	// earliest.
 	idleBound, silentFrom atomic.Int64
 
-	// Liveness (liveness.go): unanswered is the unix ns of the first
+	// Liveness (liveness.go): unanswered is the monoclock ns of the first
 	// ack-eliciting packet sent since the peer was last heard, 0 when none;
 	// suspectRTTs (×1000) and suspectMin (ns) bound the silence.
 	unanswered              atomic.Int64
@@ -109,7 +111,7 @@ func NewPath(name string, labels map[string]string, queueCap int) *Path {
 // also counts as hearing from the peer.
 func (p *Path) SetConnected(up bool, now time.Time) {
 	if up {
-		p.lastRecv.Store(now.UnixNano())
+		p.lastRecv.Store(monoclock.Nanos(now))
 	}
 	p.unanswered.Store(0)
 	p.connected.Store(up)
@@ -136,7 +138,7 @@ func (p *Path) PacketsSent() uint64 { return p.sent.Load() }
 // OnReceive records that a packet arrived from the peer at now: the peer
 // has answered what was sent before (liveness.go).
 func (p *Path) OnReceive(now time.Time) {
-	p.lastRecv.Store(now.UnixNano())
+	p.lastRecv.Store(monoclock.Nanos(now))
 	if p.unanswered.Load() != 0 {
 		p.unanswered.Store(0)
 	}
@@ -334,7 +336,7 @@ func (p *Path) silent(now time.Time) bool {
 // packet received from it, or since the path last left idle (SetIdle) if
 // that is later.
 func (p *Path) Silence(now time.Time) time.Duration {
-	return time.Duration(now.UnixNano() - max(p.lastRecv.Load(), p.silentFrom.Load()))
+	return time.Duration(monoclock.Nanos(now) - max(p.lastRecv.Load(), p.silentFrom.Load()))
 }
 
 // SetIdle records, at now, that the peers of an idle path keep it alive
@@ -350,7 +352,7 @@ func (p *Path) SetIdle(keepalive time.Duration, now time.Time) {
 		return
 	}
 	if p.idleBound.Swap(0) != 0 {
-		p.silentFrom.Store(now.UnixNano())
+		p.silentFrom.Store(monoclock.Nanos(now))
 	}
 }
 

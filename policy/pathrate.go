@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/bondd/bondd/internal/monoclock"
 )
 
 // Rate-controlled paths.
@@ -60,11 +62,11 @@ type pathRate struct {
 	target    atomic.Uint64 // float64 bits, bytes/s
 	loss      atomic.Uint64 // float64 bits, 0–1
 	queue     atomic.Int64  // ns
-	at        atomic.Int64  // unix ns of the last estimate
+	at        atomic.Int64  // monoclock ns of the last estimate
 	lossy     atomic.Bool   // in the LossDegraded state
-	lossSince atomic.Int64  // unix ns when it became lossy
+	lossSince atomic.Int64  // monoclock ns when it became lossy
 	// The pacer's bucket as last published (OnPacer): its tokens (float64
-	// bits, bytes) at tokensAt (unix ns), and its depth (bytes).
+	// bits, bytes) at tokensAt (monoclock ns), and its depth (bytes).
 	tokens   atomic.Uint64
 	tokensAt atomic.Int64
 	depth    atomic.Int64
@@ -74,7 +76,7 @@ type pathRate struct {
 // negative while an oversized frame is paid off) and its depth (bytes). It
 // fills at the target rate (OnRateEstimate). Safe for concurrent use.
 func (p *Path) OnPacer(tokens float64, depth int, now time.Time) {
-	p.rate.tokensAt.Store(now.UnixNano()) // first: a reader that pairs it with the old tokens underestimates them
+	p.rate.tokensAt.Store(monoclock.Nanos(now)) // first: a reader that pairs it with the old tokens underestimates them
 	p.rate.tokens.Store(math.Float64bits(tokens))
 	if int64(depth) != p.rate.depth.Load() { // it changes seldom; this runs per packet
 		p.rate.depth.Store(int64(depth))
@@ -107,14 +109,14 @@ func (p *Path) OnReceiverLoss(loss float64, now time.Time) {
 	if math.IsNaN(loss) {
 		loss = 0
 	}
-	if now.UnixNano()-p.rate.at.Load() > int64(LossMemory) {
+	if monoclock.Nanos(now)-p.rate.at.Load() > int64(LossMemory) {
 		p.rate.lossy.Store(false) // the last figure expired: it counts as no loss (ReceiverLoss)
 	}
 	p.rate.loss.Store(math.Float64bits(min(max(loss, 0), 1)))
-	p.rate.at.Store(now.UnixNano())
+	p.rate.at.Store(monoclock.Nanos(now))
 	switch {
 	case !p.rate.lossy.Load() && loss >= LossDegraded:
-		p.rate.lossSince.Store(now.UnixNano())
+		p.rate.lossSince.Store(monoclock.Nanos(now))
 		p.rate.lossy.Store(true)
 	case p.rate.lossy.Load() && loss < LossRecovered:
 		p.rate.lossy.Store(false)
@@ -128,7 +130,7 @@ func (p *Path) TargetRate() float64 { return math.Float64frombits(p.rate.target.
 // ReceiverLoss returns the receiver-seen loss rate (0–1) as of now: 0 when
 // the last estimate is older than LossMemory.
 func (p *Path) ReceiverLoss(now time.Time) float64 {
-	if now.UnixNano()-p.rate.at.Load() > int64(LossMemory) {
+	if monoclock.Nanos(now)-p.rate.at.Load() > int64(LossMemory) {
 		return 0
 	}
 	return math.Float64frombits(p.rate.loss.Load())
@@ -137,7 +139,7 @@ func (p *Path) ReceiverLoss(now time.Time) float64 {
 // LossDegradedAt reports whether the path is DEGRADED for its
 // receiver-seen loss at now (ReasonLoss; OnReceiverLoss).
 func (p *Path) LossDegradedAt(now time.Time) bool {
-	return p.rate.lossy.Load() && now.UnixNano()-p.rate.at.Load() <= int64(LossMemory)
+	return p.rate.lossy.Load() && monoclock.Nanos(now)-p.rate.at.Load() <= int64(LossMemory)
 }
 
 // rateHasWindow is HasWindow for a rate-controlled path.
@@ -162,7 +164,7 @@ func (p *Path) Overdue(now time.Time) bool {
 	}
 	tokens := math.Float64frombits(p.rate.tokens.Load())
 	if at := p.rate.tokensAt.Load(); at > 0 {
-		tokens = min(tokens+float64(max(now.UnixNano()-at, 0))/1e9*t, float64(p.rate.depth.Load()))
+		tokens = min(tokens+float64(max(monoclock.Nanos(now)-at, 0))/1e9*t, float64(p.rate.depth.Load()))
 	}
 	return float64(p.queueB.Load())-max(tokens, 0) > t*p.QueueDelayLimit.Seconds()
 }

@@ -3,6 +3,8 @@ package policy
 import (
 	"math"
 	"time"
+
+	"github.com/bondd/bondd/internal/monoclock"
 )
 
 // winMax is a windowed maximum over time, kept in three samples: the
@@ -69,7 +71,7 @@ const sendHistLen = 16
 // empty; allocation-free.
 type sendHistory struct {
 	s [sendHistLen]struct {
-		at          int64   // unix ns of the report
+		at          int64   // monoclock ns of the report
 		smooth, raw float64 // bytes/s: smoothed, and the report's own
 	}
 	head int
@@ -78,18 +80,18 @@ type sendHistory struct {
 // push records the rates of the report at now, unless the newest record is
 // less than gap older.
 func (h *sendHistory) push(now time.Time, smooth, raw float64, gap time.Duration) {
-	if last := h.s[h.head].at; last != 0 && now.UnixNano()-last < int64(gap) {
+	if last := h.s[h.head].at; last != 0 && monoclock.Nanos(now)-last < int64(gap) {
 		return
 	}
 	h.head = (h.head + 1) % sendHistLen
-	h.s[h.head].at, h.s[h.head].smooth, h.s[h.head].raw = now.UnixNano(), smooth, raw
+	h.s[h.head].at, h.s[h.head].smooth, h.s[h.head].raw = monoclock.Nanos(now), smooth, raw
 }
 
 // at returns the rates of the last report at or before t, or of the
 // oldest one kept if all are later; smooth and raw themselves while it is
 // empty.
 func (h *sendHistory) at(t time.Time, smooth, raw float64) (float64, float64) {
-	ns := t.UnixNano()
+	ns := monoclock.Nanos(t)
 	for i := range sendHistLen {
 		s := &h.s[(h.head-i+sendHistLen)%sendHistLen]
 		if s.at == 0 {

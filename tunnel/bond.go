@@ -12,6 +12,7 @@ import (
 
 	"github.com/bondd/bondd/classify"
 	"github.com/bondd/bondd/fec"
+	"github.com/bondd/bondd/internal/monoclock"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tun"
 )
@@ -33,7 +34,7 @@ type Bond struct {
 	movesAged bool
 	popts     PathOptions
 	allowed   []netip.Prefix // inner sources accepted from the peer; nil: any
-	started   atomic.Int64   // unix ns: creation, or the peer's last restart (new bond id)
+	started   atomic.Int64   // monoclock ns: creation, or the peer's last restart (new bond id)
 
 	seq atomic.Uint64 // next bond sequence number to send
 	// pathSeq is set once the peer negotiated the "rate" capability: the
@@ -223,7 +224,7 @@ func newBond(edgeID string, dev tun.Device, o bondOptions) (*Bond, error) {
 		}
 	}
 	b.paths.Store(&pathSet{})
-	b.started.Store(time.Now().UnixNano())
+	b.started.Store(monoclock.Now())
 	return b, nil
 }
 
@@ -261,7 +262,7 @@ func (b *Bond) adoptBondID(id uint64) (changed bool) {
 		b.rx.dedupe.reset()
 		b.dec.Reset()
 		b.reseq.reset() // the restarted peer numbers its flows afresh
-		b.started.Store(time.Now().UnixNano())
+		b.started.Store(monoclock.Now())
 	}
 	b.rx.Unlock()
 	return changed
@@ -284,7 +285,7 @@ func (b *Bond) Stats() BondStats {
 	s := BondStats{
 		EdgeID:        b.edgeID,
 		BondID:        id,
-		Uptime:        time.Duration(time.Now().UnixNano() - b.started.Load()),
+		Uptime:        time.Duration(monoclock.Now() - b.started.Load()),
 		MTU:           int(b.sendMTU.Load()),
 		MTUConfigured: b.mtu,
 		MTUChanges:    b.ctr.mtuChanges.Load(),

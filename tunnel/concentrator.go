@@ -18,6 +18,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/bondd/bondd/internal/monoclock"
 	"github.com/bondd/bondd/internal/timerheap"
 	"github.com/bondd/bondd/tun"
 	"github.com/bondd/bondd/tunnel/ctrlmsg"
@@ -38,7 +39,7 @@ type Concentrator struct {
 
 	drops          dropCounters // concentrator-scope reasons: TUN packets of no bond (DropNoRoute, DropLinkLocal)
 	authFailed     atomic.Uint64
-	lastRefusalLog atomic.Int64      // unix ns of the last refusal logged
+	lastRefusalLog atomic.Int64      // monoclock ns of the last refusal logged
 	tdrops         transportCounters // what the QUIC transport dropped (conc_transport.go)
 
 	// timers holds every timer of every bond and path (idle.go).
@@ -275,7 +276,7 @@ func (c *Concentrator) handle(conn *quic.Conn) {
 		}
 		// An edge with a wrong credential redials forever: log at most one
 		// refusal a second (all are counted).
-		now := time.Now().UnixNano()
+		now := monoclock.Now()
 		if last := c.lastRefusalLog.Load(); now-last >= int64(time.Second) && c.lastRefusalLog.CompareAndSwap(last, now) {
 			log.Warn("path refused", "err", err, "refused_total", c.authFailed.Load())
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bondd/bondd/fec"
+	"github.com/bondd/bondd/internal/monoclock"
 	"github.com/bondd/bondd/internal/timerheap"
 	"github.com/bondd/bondd/policy"
 )
@@ -233,14 +234,14 @@ func (b *Bond) sendParity(p *fec.Parity, picks []int, fs *fitScratch, now time.T
 			b.drops.add(DropParitySkipped)
 			continue
 		}
-		h := Header{Type: TypeParity, Flags: FlagFEC, Seq: b.seq.Add(1) - 1, Timestamp: uint64(now.UnixMicro()),
+		h := Header{Type: TypeParity, Flags: FlagFEC, Seq: b.seq.Add(1) - 1, Timestamp: uint64(monoclock.Micros(now)),
 			Class: ref.Class, Block: ref.Block, Index: uint16(ref.Index), K: uint16(ref.K), R: uint16(ref.R), MaxLen: uint16(ref.MaxLen)}
 		b.flagPathSeq(&h, 0, len(shard))
 		buf := getBuf()
 		off := Headroom - HeaderLen(&h)
 		AppendHeader(buf[off:off], &h)
 		end := Headroom + copy(buf[Headroom:], shard)
-		set.paths[picks[0]].queue.push(frame{buf: buf, off: off, end: end, enqueued: now.UnixNano()})
+		set.paths[picks[0]].queue.push(frame{buf: buf, off: off, end: end, enqueued: monoclock.Nanos(now)})
 	}
 }
 

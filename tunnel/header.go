@@ -13,7 +13,7 @@ import (
 //	byte 1      flags (FlagFEC, FlagFlow, FlagPathSeq)
 //	if FlagPathSeq: 4 bytes, the per-path sequence number (big-endian)
 //	varint      bond sequence number (QUIC variable-length integer, RFC 9000 §16)
-//	varint      send timestamp, µs since the Unix epoch
+//	varint      send timestamp, µs on the sender's clock (internal/monoclock)
 //	if FlagFEC: varint FEC class, varint block id, varint index in block,
 //	            varint k (data shards), varint r (parity shards)
 //	if PARITY:  varint length of the longest data packet in the block (bytes)
@@ -86,7 +86,7 @@ type Header struct {
 	Flags     uint8
 	PathSeq   uint32 // per-path sequence number, valid when Flags&FlagPathSeq != 0
 	Seq       uint64 // bond-wide sequence number
-	Timestamp uint64 // send time, µs since the Unix epoch
+	Timestamp uint64 // send time, µs on the sender's clock: Unix time at its start plus monotonic time since (internal/monoclock)
 
 	// FEC fields, valid when Flags&FlagFEC != 0.
 	Class  uint64

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bondd/bondd/internal/monoclock"
 	"github.com/bondd/bondd/internal/timerheap"
 )
 
@@ -55,7 +56,7 @@ const MaxIdleKeepalive = 10 * time.Minute
 
 // bondIdle is a bond's idle state and its timers in the node's heap.
 type bondIdle struct {
-	// lastData is the unix ns of the last data packet sent or received
+	// lastData is the monoclock ns of the last data packet sent or received
 	// (to the millisecond: touch stores it at most once a millisecond).
 	lastData atomic.Int64
 	asleep   atomic.Bool
@@ -76,7 +77,7 @@ type bondIdle struct {
 // sleeps. Called per packet: an atomic load, and a store at most once a
 // millisecond.
 func (b *Bond) touch(now time.Time) {
-	ns := now.UnixNano()
+	ns := monoclock.Nanos(now)
 	if ns-b.idle.lastData.Load() > int64(time.Millisecond) {
 		b.idle.lastData.Store(ns)
 	}
@@ -120,8 +121,8 @@ func (b *Bond) wake(now time.Time) {
 // data. Runs on the heap's goroutine.
 func (b *Bond) idleCheck(now, _ time.Time) {
 	bi := &b.idle
-	if last := bi.lastData.Load(); now.UnixNano()-last < int64(IdleAfter) {
-		bi.check.Reset(time.Unix(0, last).Add(IdleAfter))
+	if last := bi.lastData.Load(); monoclock.Nanos(now)-last < int64(IdleAfter) {
+		bi.check.Reset(monoclock.Time(last).Add(IdleAfter))
 		return
 	}
 	if !bi.asleep.CompareAndSwap(false, true) {
@@ -135,7 +136,7 @@ func (b *Bond) idleCheck(now, _ time.Time) {
 	// touch stores lastData before it reads asleep; this stored asleep
 	// before it reads lastData: a packet that raced with the sleep is
 	// seen by one of the two.
-	if now.UnixNano()-bi.lastData.Load() < int64(IdleAfter) {
+	if monoclock.Nanos(now)-bi.lastData.Load() < int64(IdleAfter) {
 		b.wake(time.Now())
 	}
 }
@@ -150,7 +151,7 @@ func (b *Bond) startTimers(h *timerheap.Heap) {
 	bi := &b.idle
 	bi.heap = h
 	now := time.Now()
-	bi.lastData.Store(now.UnixNano())
+	bi.lastData.Store(monoclock.Nanos(now))
 	bi.check = h.NewTimer(b.idleCheck)
 	bi.fecExpire = h.NewTimer(b.fecExpireTick)
 	bi.spread = h.NewTimer(b.spreadTick)

@@ -9,6 +9,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/bondd/bondd/fec"
+	"github.com/bondd/bondd/internal/monoclock"
 	"github.com/bondd/bondd/policy"
 )
 
@@ -175,7 +176,7 @@ func (p *path) rescue(first *frame) {
 		move(f)
 	}
 	for {
-		f, ok, _ := p.queue.pop(now.UnixNano())
+		f, ok, _ := p.queue.pop(monoclock.Nanos(now))
 		if !ok {
 			return
 		}
@@ -216,7 +217,7 @@ func (p *path) moveAged(now time.Time) {
 	if len(set.paths) < 2 {
 		return
 	}
-	ns := now.UnixNano()
+	ns := monoclock.Nanos(now)
 	var to *path
 	accept := func(f *frame, deadline int64) bool {
 		to = nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/bondd/bondd/internal/monoclock"
 	"github.com/bondd/bondd/policy"
 )
 
@@ -74,7 +75,7 @@ type pathPMTU struct {
 	// budget is the machine's Budget, bytes: read per packet; confirmed
 	// its Confirmed, which the bond's MTU follows.
 	budget, confirmed atomic.Int64
-	// bigSince is when (unix ns) the first datagram larger than pmtuBase
+	// bigSince is when (monoclock ns) the first datagram larger than pmtuBase
 	// left since the peer's ACKs last advanced; 0: none since.
 	bigSince atomic.Int64
 
@@ -190,7 +191,7 @@ func (p *path) pmtuTick(conn *quic.Conn, now time.Time) {
 	// Large datagrams unanswered for the liveness bound while the peer
 	// may still be heard (a one-way black hole leaves the peer's own
 	// packets, and so liveness, alone): QUIC declares nothing lost.
-	if bs := pm.bigSince.Load(); bs != 0 && now.UnixNano()-bs > int64(p.state.SuspectAfter()) {
+	if bs := pm.bigSince.Load(); bs != 0 && monoclock.Nanos(now)-bs > int64(p.state.SuspectAfter()) {
 		pm.m.OnSuspect(now)
 	}
 	size := pm.m.Tick(now, p.state.SmoothedRTT(), s)
@@ -209,7 +210,7 @@ func (p *path) pmtuTick(conn *quic.Conn, now time.Time) {
 		}
 	}
 	pm.mu.Unlock()
-	if after != before || confAfter != confBefore || p.queue.parkedExpired(now.UnixNano()) {
+	if after != before || confAfter != confBefore || p.queue.parkedExpired(monoclock.Nanos(now)) {
 		p.queue.unpark() // the frames rerouteOversize parked: sent, moved, dropped or parked again
 	}
 	if lost > lostBefore { // lost before the detection (policy.PMTU.HoleLosses)

@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/bondd/bondd/internal/monoclock"
 )
 
 // frame is one datagram waiting to be sent: buf[off:end] is the bondd header
@@ -12,8 +14,8 @@ import (
 type frame struct {
 	buf      *packetBuf
 	off, end int
-	enqueued int64 // unix ns
-	expires  int64 // unix ns after which the frame is dropped (a rule's deadline_ms); 0: enqueued + the queue's maxAge
+	enqueued int64 // monoclock ns
+	expires  int64 // monoclock ns after which the frame is dropped (a rule's deadline_ms); 0: enqueued + the queue's maxAge
 	prio     uint8 // the directive's priority, 0–255; higher is sent first and dropped last
 	// The video frame (object) the packet belongs to, when the classifier
 	// found one: its frame_id, and whether it is a keyframe.
@@ -95,7 +97,7 @@ type sendQueue struct {
 	// parked holds frames set aside by park, oldest first, outside the
 	// bands (pop does not see them) until unpark: a ring of the queue's
 	// capacity, allocated on the first park. parkedDue is the earliest
-	// deadline among them, unix ns.
+	// deadline among them, monoclock ns.
 	parked    bandFIFO
 	parkedDue int64
 }
@@ -106,7 +108,7 @@ type sendQueue struct {
 // allocation-free after that.
 type recentObjects struct {
 	ids  []uint64
-	at   []int64 // when each was added, unix ns
+	at   []int64 // when each was added, monoclock ns
 	n    int     // entries in use
 	pos  int     // where the next one goes, overwriting the oldest once full
 	size int     // capacity, allocated on the first add
@@ -117,7 +119,7 @@ func newRecentObjects(size int) recentObjects {
 }
 
 // has reports whether obj was added less than lostObjectAge before now
-// (unix ns). It looks newest first: an object's packets come together.
+// (monoclock ns). It looks newest first: an object's packets come together.
 func (r *recentObjects) has(obj uint64, now int64) bool {
 	for k := 1; k <= r.n; k++ {
 		i := (r.pos - k + len(r.ids)) % len(r.ids)
@@ -128,7 +130,7 @@ func (r *recentObjects) has(obj uint64, now int64) bool {
 	return false
 }
 
-// add remembers obj from now (unix ns).
+// add remembers obj from now (monoclock ns).
 func (r *recentObjects) add(obj uint64, now int64) {
 	if r.ids == nil {
 		r.ids, r.at = make([]uint64, r.size), make([]int64, r.size)
@@ -240,7 +242,7 @@ func (q *sendQueue) requeue(f frame) {
 	q.mu.Lock()
 	if q.n == q.cap {
 		q.drops.add(DropQueueFull)
-		q.countObjLocked(&f, time.Now().UnixNano())
+		q.countObjLocked(&f, monoclock.Now())
 		q.mu.Unlock()
 		putBuf(f.buf)
 		return
@@ -292,7 +294,7 @@ func (q *sendQueue) ring() {
 	}
 }
 
-// pop removes and returns the next frame to send at now (unix ns): the
+// pop removes and returns the next frame to send at now (monoclock ns): the
 // oldest of the highest non-empty band that is not past its deadline,
 // dropping expired ones on the way. ok is false if the queue is empty.
 // more reports whether frames remain after it.
@@ -325,7 +327,7 @@ func (q *sendQueue) pop(now int64) (f frame, ok, more bool) {
 	return f, ok, n > 0
 }
 
-// lostLocked records f, being dropped at now (unix ns), against its
+// lostLocked records f, being dropped at now (monoclock ns), against its
 // object: counts the object (countObjLocked) and remembers it, so that
 // the rest of it is dropped too: a frame missing a packet is not
 // decodable, and its other packets only delay the frames behind it.
@@ -343,7 +345,7 @@ func (q *sendQueue) lostLocked(f *frame, now int64) {
 // countObjLocked counts f, being dropped, against its object (video
 // frame): objDrops counts the objects that lost at least one packet in
 // this queue, each once while it is among the last seenObjects counted
-// within lostObjectAge of now (unix ns). A frame without an object is not
+// within lostObjectAge of now (monoclock ns). A frame without an object is not
 // counted.
 func (q *sendQueue) countObjLocked(f *frame, now int64) {
 	if !f.hasObj || q.seen.has(f.obj, now) {
@@ -362,14 +364,14 @@ func (q *sendQueue) objectsDropped() uint64 {
 }
 
 // partLostLocked reports whether f belongs to a non-key object that lost a
-// packet in this queue less than lostObjectAge before now (unix ns).
+// packet in this queue less than lostObjectAge before now (monoclock ns).
 func (q *sendQueue) partLostLocked(f *frame, now int64) bool {
 	return f.hasObj && !f.isKey && q.lost.has(f.obj, now)
 }
 
 // popAged removes and returns the first frame at the head of a band,
 // highest band first, that may move (frame.movable), has waited at least
-// half of its time (from enqueued to its deadline) at now, unix ns, and
+// half of its time (from enqueued to its deadline) at now, monoclock ns, and
 // that accept, called under the queue's lock with the frame and its
 // deadline, takes. ok is false when no band's head is such a frame.
 // Nothing leaves the queue unless accept took it.
@@ -401,7 +403,7 @@ func (q *sendQueue) popAged(now int64, accept func(f *frame, deadline int64) boo
 	return f, ok
 }
 
-// expired reports whether f is past its deadline at now (unix ns), and
+// expired reports whether f is past its deadline at now (monoclock ns), and
 // which drop reason applies.
 func (q *sendQueue) expired(f *frame, now int64) (reason DropReason, dead bool) {
 	if f.expires != 0 {
@@ -410,7 +412,7 @@ func (q *sendQueue) expired(f *frame, now int64) (reason DropReason, dead bool) 
 	return DropExpired, q.maxAge > 0 && now-f.enqueued > q.maxAge
 }
 
-// deadline returns when f expires (expired), unix ns; math.MaxInt64:
+// deadline returns when f expires (expired), monoclock ns; math.MaxInt64:
 // never.
 func (q *sendQueue) deadline(f *frame) int64 {
 	switch {
@@ -436,7 +438,7 @@ func (q *sendQueue) park(f frame) {
 	if q.parked.n == q.cap {
 		old := q.parked.popFront()
 		q.drops.add(DropQueueFull)
-		q.lostLocked(&old, time.Now().UnixNano()) // f.enqueued is when f was first queued, not now
+		q.lostLocked(&old, monoclock.Now()) // f.enqueued is when f was first queued, not now
 		putBuf(old.buf)
 	}
 	q.parked.pushBack(f)
@@ -461,7 +463,7 @@ func (q *sendQueue) takeParked() []frame {
 }
 
 // parkedExpired reports whether a parked frame's deadline is past at now
-// (unix ns): unpark then lets pop drop it.
+// (monoclock ns): unpark then lets pop drop it.
 func (q *sendQueue) parkedExpired(now int64) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -479,7 +481,7 @@ func (q *sendQueue) unpark() int {
 		q.mu.Unlock()
 		return 0
 	}
-	now := time.Now().UnixNano()
+	now := monoclock.Now()
 	for q.parked.n > 0 { // newest first: the oldest ends at the head
 		f := q.parked.popBack()
 		if q.n == q.cap {
@@ -517,7 +519,7 @@ func (q *sendQueue) wait(done <-chan struct{}) bool {
 // drain drops every queued and parked frame, counting them as expired.
 func (q *sendQueue) drain() {
 	q.mu.Lock()
-	now := time.Now().UnixNano()
+	now := monoclock.Now()
 	for q.parked.n > 0 {
 		f := q.parked.popFront()
 		q.countObjLocked(&f, now)

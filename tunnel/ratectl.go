@@ -12,6 +12,7 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/quicvarint"
 
+	"github.com/bondd/bondd/internal/monoclock"
 	"github.com/bondd/bondd/internal/timerheap"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tunnel/ctrlmsg"
@@ -96,7 +97,7 @@ type rateCtl struct {
 	meterMu  sync.Mutex
 	meter    policy.RateMeter
 	seqLoss  policy.SeqLoss                    // the reports' Lost: reordering tolerated for one interval or policy.SeqLossWindow datagrams
-	lastRxNs atomic.Int64                      // unix ns of the last metered datagram
+	lastRxNs atomic.Int64                      // monoclock ns of the last metered datagram
 	sentFb   atomic.Uint64                     // reports sent
 	lastFb   atomic.Pointer[policy.RateReport] // the last report sent, for the status
 
@@ -120,7 +121,7 @@ type rateCtl struct {
 	reports   atomic.Uint64 // reports received
 	fallbacks atomic.Uint64 // halvings for want of reports
 
-	probeAt int64 // unix ns of the last loss probe; the TUN reader's (probeLossy)
+	probeAt int64 // monoclock ns of the last loss probe; the TUN reader's (probeLossy)
 
 	pacerMu   sync.Mutex
 	pacer     policy.Pacer
@@ -168,10 +169,10 @@ func (rc *rateCtl) onDatagram(dg []byte, now time.Time) {
 		return
 	}
 	rc.meterMu.Lock()
-	rc.meter.OnDatagram(uint64(now.UnixMicro()), ts, seq, len(dg))
+	rc.meter.OnDatagram(uint64(monoclock.Micros(now)), ts, seq, len(dg))
 	rc.seqLoss.OnSeq(seq)
 	rc.meterMu.Unlock()
-	rc.lastRxNs.Store(now.UnixNano())
+	rc.lastRxNs.Store(monoclock.Nanos(now))
 }
 
 // peekPathSeq returns the per-path sequence number and send timestamp of a
@@ -192,11 +193,11 @@ func peekPathSeq(dg []byte) (seq uint32, ts uint64, ok bool) {
 // report takes the meter's report for the interval ending at now, or
 // false when the path has been quiet for rateQuietAfter.
 func (rc *rateCtl) report(now time.Time) (policy.RateReport, bool) {
-	if now.UnixNano()-rc.lastRxNs.Load() > int64(rateQuietAfter) {
+	if monoclock.Nanos(now)-rc.lastRxNs.Load() > int64(rateQuietAfter) {
 		return policy.RateReport{}, false
 	}
 	rc.meterMu.Lock()
-	r := rc.meter.Report(uint64(now.UnixMicro()))
+	r := rc.meter.Report(uint64(monoclock.Micros(now)))
 	// A path's datagrams can arrive reordered by more than the meter's
 	// same-interval correction (resends, a redial); SeqLoss waits one
 	// interval for late ones.
@@ -456,7 +457,7 @@ func (rc *rateCtl) pace(now time.Time) time.Duration {
 func (rc *rateCtl) release(d []byte, now time.Time) {
 	n := len(d)
 	if rc.peer.Load() {
-		StampPathSeq(d, rc.txSeq.Add(1)-1, uint64(now.UnixMicro()))
+		StampPathSeq(d, rc.txSeq.Add(1)-1, uint64(monoclock.Micros(now)))
 	}
 	rc.released.Add(uint64(n))
 	if !rc.active() {
@@ -566,7 +567,7 @@ func (rc *rateCtl) stats() *RateStats {
 // returns the new number of picks. Called only from the TUN
 // reader; allocation-free.
 func (b *Bond) probeLossy(set *pathSet, picks []int, k, size int, now time.Time) int {
-	ns := now.UnixNano()
+	ns := monoclock.Nanos(now)
 	for i, p := range set.paths {
 		if k >= len(picks) || ns-p.rc.probeAt < int64(lossProbeEvery) || int(p.pmtu.budget.Load()) < size ||
 			p.state.ReceiverLoss(now) < policy.LossRecovered || p.state.LinkStatus(now) == policy.StatusUnavailable {

@@ -8,6 +8,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/bondd/bondd/fec"
+	"github.com/bondd/bondd/internal/monoclock"
 	"github.com/bondd/bondd/tun"
 )
 
@@ -59,7 +60,7 @@ func (pc *pathConn) routineReceive(conn *quic.Conn) {
 		now := time.Now()
 		p.bond.touch(now)        // data: wakes an idle bond (idle.go)
 		p.rc.onDatagram(dg, now) // the path's rate meter (ratectl.go)
-		if ts, ok := peekTimestamp(dg); ok && pc.fresh.stale(int64(ts), now.UnixMicro(), p.bond.popts.StaleAfter) {
+		if ts, ok := peekTimestamp(dg); ok && pc.fresh.stale(int64(ts), monoclock.Micros(now), p.bond.popts.StaleAfter) {
 			p.drops.add(DropStale)
 			continue
 		}

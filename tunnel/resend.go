@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bondd/bondd/internal/monoclock"
 	"github.com/bondd/bondd/policy"
 )
 
@@ -323,12 +324,12 @@ func (p *path) resend(f frame, now time.Time, onlyOthers bool) bool {
 	if expires == 0 {
 		expires = f.enqueued + p.queue.maxAge
 	}
-	if to == p && now.UnixNano()+int64(p.state.ExpectedDelivery()) >= expires {
+	if to == p && monoclock.Nanos(now)+int64(p.state.ExpectedDelivery()) >= expires {
 		if q := p.resendPath(now); q != nil {
 			to = q
 		}
 	}
-	if now.UnixNano()+int64(to.state.ExpectedDelivery()) >= expires {
+	if monoclock.Nanos(now)+int64(to.state.ExpectedDelivery()) >= expires {
 		putBuf(f.buf)
 		p.resendLate.Add(1)
 		return true

@@ -10,6 +10,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/bondd/bondd/classify"
+	"github.com/bondd/bondd/internal/monoclock"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tun"
@@ -126,7 +127,7 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 		prio = dir.Priority // 0 unless a rule set it
 		protect = protect && !b.rules.fecOff()
 		if d := b.rules.deadline(); d > 0 {
-			expires = now.Add(d).UnixNano()
+			expires = monoclock.Nanos(now.Add(d))
 		}
 	}
 	if len(b.picks) < len(set.paths) { // a path was added (only this goroutine touches picks)
@@ -156,7 +157,7 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 	if tags {
 		tl = b.flows.tagPacket(buf, md, dir, now)
 	}
-	f := frame{buf: buf, end: Headroom + n, enqueued: now.UnixNano(), expires: expires, prio: prio,
+	f := frame{buf: buf, end: Headroom + n, enqueued: monoclock.Nanos(now), expires: expires, prio: prio,
 		movable: k == 1 && (dir == nil || dir.NumPreferences == 0 && dir.Affinity == classify.KeyInvalid &&
 			!(obj.Valid() && dir.Balancing == rules.SinglePath))}
 	if md != nil && md.Has(classify.KeyFrameID) {
@@ -174,7 +175,7 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 		}
 	}
 	k = b.probeLossy(set, b.picks, k, n+HeaderBudget, now) // keep a lossy path's loss figure fresh
-	h := Header{Type: TypeData, Seq: b.seq.Add(1) - 1, Timestamp: uint64(now.UnixMicro())}
+	h := Header{Type: TypeData, Seq: b.seq.Add(1) - 1, Timestamp: uint64(monoclock.Micros(now))}
 	if tl > 0 {
 		h.Flags |= FlagFlow
 		b.ctr.flowTagged.Add(1)
@@ -283,7 +284,7 @@ func (pc *pathConn) routineSend(conn *quic.Conn) {
 			}
 			continue
 		}
-		f, ok, more := p.queue.pop(time.Now().UnixNano())
+		f, ok, more := p.queue.pop(monoclock.Now())
 		if !ok {
 			if p.bond.asleep() && pc.idleExit() {
 				idle = true

@@ -12,6 +12,8 @@ import (
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/qlogwriter"
+
+	"github.com/bondd/bondd/internal/monoclock"
 )
 
 // recorder turns what quic-go tells one connection's congestion controller
@@ -112,7 +114,7 @@ func (r *recorder) sent(pn int64, eliciting bool) {
 	var now time.Time
 	if size > pmtuBase && !probe && p.pmtu.bigSince.Load() == 0 {
 		now = time.Now()
-		p.pmtu.bigSince.CompareAndSwap(0, now.UnixNano())
+		p.pmtu.bigSince.CompareAndSwap(0, monoclock.Nanos(now))
 	}
 	if eliciting && !probe { // a probe too large for the path is lost by design (RFC 8899)
 		if now.IsZero() {

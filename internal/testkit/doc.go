@@ -2,5 +2,6 @@
 // goroutine leak check in the manner of wireguard-go's goroutineLeakCheck
 // ([CheckLeaks]), a log sink safe for concurrent use ([SyncBuffer]),
 // polling for a condition with a deadline ([WaitFor], for tests that wait
-// for what they count rather than sleep) and a UDP echo ([UDPEcho]).
+// for what they count rather than sleep), a UDP echo ([UDPEcho]) and a
+// wall-clock step ([StepWall]).
 package testkit

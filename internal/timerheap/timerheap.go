@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/bondd/bondd/internal/monoclock"
 )
 
 // Coalesce is how late, at most, the heap runs a timer beyond its
@@ -44,7 +46,7 @@ type Heap struct {
 type Timer struct {
 	h  *Heap
 	fn func(now, due time.Time)
-	at int64 // unix ns of the deadline; guarded by h.mu
+	at int64 // monoclock ns of the deadline; guarded by h.mu
 	i  int   // index in h.q; -1 when not scheduled; guarded by h.mu
 }
 
@@ -79,10 +81,10 @@ func (h *Heap) NewTimer(fn func(now, due time.Time)) *Timer {
 
 // Reset schedules t at at, replacing any deadline it had. A deadline in
 // the past runs at the heap's next wake-up.
-func (t *Timer) Reset(at time.Time) { t.reset(at.UnixNano(), false) }
+func (t *Timer) Reset(at time.Time) { t.reset(monoclock.Nanos(at), false) }
 
 // ResetEarlier schedules t at at unless it is already scheduled no later.
-func (t *Timer) ResetEarlier(at time.Time) { t.reset(at.UnixNano(), true) }
+func (t *Timer) ResetEarlier(at time.Time) { t.reset(monoclock.Nanos(at), true) }
 
 func (t *Timer) reset(at int64, earlierOnly bool) {
 	h := t.h
@@ -150,7 +152,7 @@ func (h *Heap) routine() {
 	var dues []int64
 	for {
 		now := time.Now()
-		ns := now.UnixNano()
+		ns := monoclock.Nanos(now)
 		batch, dues = batch[:0], dues[:0]
 		h.mu.Lock()
 		for len(h.q) > 0 && h.q[0].at <= ns {
@@ -166,7 +168,7 @@ func (h *Heap) routine() {
 		if len(batch) > 0 {
 			h.wakes.Add(1)
 			for i, t := range batch {
-				t.fn(now, time.Unix(0, dues[i]))
+				t.fn(now, monoclock.Time(dues[i]))
 				batch[i] = nil
 			}
 			h.fired.Add(uint64(len(batch)))

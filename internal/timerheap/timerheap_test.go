@@ -223,3 +223,26 @@ func TestHeapClose(t *testing.T) {
 	case <-time.After(50 * time.Millisecond): // the outcome awaited is that nothing happens
 	}
 }
+
+// TestHeapWallStep: a deadline taken from time.Now after the wall clock
+// stepped (NTP or GPS setting a vehicle's clock after boot) runs when its
+// monotonic time comes, not an hour early or late.
+func TestHeapWallStep(t *testing.T) {
+	for _, step := range []time.Duration{time.Hour, -time.Hour} {
+		h := New()
+		h.Start()
+		fired := make(chan time.Duration, 1)
+		start := time.Now()
+		tm := h.NewTimer(func(now, _ time.Time) { fired <- now.Sub(start) })
+		tm.Reset(testkit.StepWall(t, start.Add(50*time.Millisecond), step))
+		select {
+		case d := <-fired:
+			if d < 50*time.Millisecond {
+				t.Errorf("step %v: ran after %v, before its deadline (50 ms)", step, d)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("step %v: did not run within 10 s of its 50-ms deadline", step)
+		}
+		h.Close()
+	}
+}
