@@ -473,6 +473,37 @@ func (r *benchRun) fecDelta() (rate float64, parity, recovered uint64) {
 	return rate, parity, recovered
 }
 
+// dropsDelta returns the drops of the run by side and reason, the bond's
+// and its paths' together ("edge/suspect", "concentrator/stale"): where
+// the datagrams that the links did not lose went. Reasons that did not
+// occur are left out.
+func (r *benchRun) dropsDelta() map[string]uint64 {
+	out := map[string]uint64{}
+	add := func(side string, a, b tunnel.BondStats) {
+		sum := func(s tunnel.BondStats) map[tunnel.DropReason]uint64 {
+			m := map[tunnel.DropReason]uint64{}
+			for k, v := range s.Drops {
+				m[k] += v
+			}
+			for _, p := range s.Paths {
+				for k, v := range p.Drops {
+					m[k] += v
+				}
+			}
+			return m
+		}
+		before := sum(b)
+		for k, v := range sum(a) {
+			if d := v - before[k]; d > 0 {
+				out[side+"/"+k.String()] = d
+			}
+		}
+	}
+	add("edge", r.edge1, r.edge0)
+	add("concentrator", r.conc1, r.conc0)
+	return out
+}
+
 // every calls f every d until ctx is done; f runs on the caller's
 // goroutine, one call at a time.
 func every(ctx context.Context, d time.Duration, f func()) {

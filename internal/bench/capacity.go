@@ -115,25 +115,28 @@ func capConfigNames() []string {
 
 // capResult is one capacity configuration in results.json.
 type capResult struct {
-	Name         string    `json:"name"`
-	Description  string    `json:"description"`
-	CapacityMbps float64   `json:"capacity_mbps"` // Σ of the bed's links' capacity during the traffic window (edge→concentrator)
-	GoodputMbps  float64   `json:"goodput_mbps"`  // UDP: inner IP bytes received / duration; TCP: iperf3's received payload rate
-	Delivered    float64   `json:"delivered"`     // goodput / capacity
-	OfferedMbps  float64   `json:"offered_mbps,omitempty"`
-	Bound        float64   `json:"fluid_bound,omitempty"` // UDP only: the most of the capacity that OfferedMbps could use (fluidBound)
-	OWDms        *owdStats `json:"owd_ms,omitempty"`      // UDP only
-	LossRate     float64   `json:"loss_rate,omitempty"`   // UDP only: packets not received / sent
-	QueueDrops   uint64    `json:"queue_drops"`           // datagrams dropped from bondd's send queues
-	CodingRate   float64   `json:"coding_rate,omitempty"` // the edge's FEC: data / (data + parity) packets of its blocks; 1 without parity
-	ParitySent   uint64    `json:"parity_sent"`           // parity packets the edge sent
-	CPUCores     float64   `json:"cpu_cores"`             // the bench process's CPU time over the traffic time: sender, both bonds and relays
-	PathsMbps    []capPath `json:"paths"`                 // per link of the bed
-	Skipped      string    `json:"skipped,omitempty"`     // why the configuration did not run
-	Target       *target   `json:"target,omitempty"`      // steady-* with a target: it, evaluated on the medians (steadyTargets)
-	Runs         int       `json:"runs,omitempty"`        // runs the medians are taken over
-	CI95         ciMap     `json:"ci95,omitempty"`        // 95 % bootstrap intervals of the medians
-	owdSamples   []float64 // sorted one-way delays, ms (for the CDF)
+	Name         string            `json:"name"`
+	Description  string            `json:"description"`
+	CapacityMbps float64           `json:"capacity_mbps"` // Σ of the bed's links' capacity during the traffic window (edge→concentrator)
+	GoodputMbps  float64           `json:"goodput_mbps"`  // UDP: inner IP bytes received / duration; TCP: iperf3's received payload rate
+	Delivered    float64           `json:"delivered"`     // goodput / capacity
+	OfferedMbps  float64           `json:"offered_mbps,omitempty"`
+	Bound        float64           `json:"fluid_bound,omitempty"` // UDP only: the most of the capacity that OfferedMbps could use (fluidBound)
+	OWDms        *owdStats         `json:"owd_ms,omitempty"`      // UDP only
+	LossRate     float64           `json:"loss_rate,omitempty"`   // UDP only: packets not received / sent
+	QueueDrops   uint64            `json:"queue_drops"`           // datagrams dropped from bondd's send queues
+	Drops        map[string]uint64 `json:"drops,omitempty"`       // the run's drops by side and reason (benchRun.dropsDelta)
+	Resent       uint64            `json:"resent"`                // datagrams the edge retransmitted (docs/design.md, "Retransmission")
+	ResendLate   uint64            `json:"resend_late"`           // losses the edge found too late to retransmit
+	CodingRate   float64           `json:"coding_rate,omitempty"` // the edge's FEC: data / (data + parity) packets of its blocks; 1 without parity
+	ParitySent   uint64            `json:"parity_sent"`           // parity packets the edge sent
+	CPUCores     float64           `json:"cpu_cores"`             // the bench process's CPU time over the traffic time: sender, both bonds and relays
+	PathsMbps    []capPath         `json:"paths"`                 // per link of the bed
+	Skipped      string            `json:"skipped,omitempty"`     // why the configuration did not run
+	Target       *target           `json:"target,omitempty"`      // steady-* with a target: it, evaluated on the medians (steadyTargets)
+	Runs         int               `json:"runs,omitempty"`        // runs the medians are taken over
+	CI95         ciMap             `json:"ci95,omitempty"`        // 95 % bootstrap intervals of the medians
+	owdSamples   []float64         // sorted one-way delays, ms (for the CDF)
 	trace        []pathSample
 }
 
@@ -393,6 +396,7 @@ func runCapConfig(ctx context.Context, o Options, sc emu.Scenario, c capConfig, 
 		res.CapacityMbps += caps[i]
 	}
 	res.QueueDrops = run.queueDrops
+	res.Drops, res.Resent, res.ResendLate = run.dropsDelta(), run.resent, run.resendLate
 	res.CPUCores = run.cpuCores
 	res.CodingRate, res.ParitySent, _ = run.fecDelta()
 	if !c.tcp {
