@@ -19,7 +19,8 @@ import (
 // sentring.go) it queues the datagram once more, at the head of its
 // priority band (path.resend: on the same path while it is ACTIVE),
 // provided the datagram is expected to arrive before it expires (its
-// rule's deadline_ms, else max_queue_delay after it was first queued). A
+// rule's deadline_ms; without one it waits anew, up to max_queue_delay,
+// unless the path's queue is more than half full). A
 // path that turns SUSPECT, or whose connection ends, sends what it keeps
 // to the other paths at once (resendAll). The receiver's
 // duplicate window drops a copy whose original arrived after all.
@@ -302,7 +303,10 @@ func (p *path) resendable(f *frame) bool {
 // late there may still be in time on another. A datagram that the chosen
 // path is not expected to deliver before it expires
 // (policy.Path.ExpectedDelivery: its queue and bytes in flight at its
-// rate, and half its RTT) is dropped and counted in ResendLate: on a
+// rate, and half its RTT) is dropped and counted in ResendLate. A
+// datagram without a rule's deadline expires max_queue_delay after it is
+// queued again, not after it was first queued, and is dropped the same
+// way when the chosen path's queue is more than half full: on a
 // saturated path it would only take the place of a newer one. With
 // onlyOthers set it goes to another path or stays with the caller: resend
 // then reports false, and leaves f to the caller, when no other path can
@@ -320,16 +324,27 @@ func (p *path) resend(f frame, now time.Time, onlyOthers bool) bool {
 			to = p
 		}
 	}
-	expires := f.expires
-	if expires == 0 {
-		expires = f.enqueued + p.queue.maxAge
+	if f.expires == 0 {
+		// No deadline of its own: max_queue_delay bounds a datagram's
+		// wait in a queue, and the retransmission waits anew. Counted
+		// from the first queueing, the round trip that found the loss
+		// left no time on any path of more than about 100 ms.
+		f.enqueued = monoclock.Nanos(now)
 	}
-	if to == p && monoclock.Nanos(now)+int64(p.state.ExpectedDelivery()) >= expires {
+	expires := p.queue.deadline(&f)
+	late := func(q *path) bool {
+		// A queue more than half full is saturated: a retransmission
+		// without a deadline would only take the place of a newer
+		// datagram there, and arrive a round trip late.
+		return f.expires == 0 && q.queue.queued() > q.queue.cap/2 ||
+			monoclock.Nanos(now)+int64(q.state.ExpectedDelivery()) >= expires
+	}
+	if to == p && late(p) {
 		if q := p.resendPath(now); q != nil {
 			to = q
 		}
 	}
-	if monoclock.Nanos(now)+int64(to.state.ExpectedDelivery()) >= expires {
+	if late(to) {
 		putBuf(f.buf)
 		p.resendLate.Add(1)
 		return true

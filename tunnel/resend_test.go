@@ -50,8 +50,10 @@ func TestResendState(t *testing.T) {
 	}
 	cases := []struct {
 		name       string
-		off        bool // PathOptions.RetransmitOff
-		old        bool // datagrams enqueued long before (past max_queue_delay)
+		off        bool          // PathOptions.RetransmitOff
+		old        bool          // datagrams enqueued long before (past max_queue_delay)
+		deadline   time.Duration // a rule's deadline_ms after enqueueing; 0: none
+		ownFull    int           // frames already waiting in path a's queue (of DefaultQueuePackets)
 		parity     bool
 		otherDown  bool // path b is not connected
 		ownDown    bool // path a, which loses the datagrams, is not connected
@@ -85,14 +87,26 @@ func TestResendState(t *testing.T) {
 			{op: "first", pn: 5, size: 200}, {op: "lost", pn: 5}}, wantResent: 1, wantOwn: 1},
 		{name: "connection ended", steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "close"},
 			{op: "lost", pn: 5}}},
-		{name: "expired", old: true, steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}},
-			wantLate: 1},
+		// Without a deadline of its own a datagram waits anew: the round
+		// trip that found the loss does not count against it.
+		{name: "old, no deadline of its own", old: true, steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}},
+			wantResent: 1, wantOwn: 1},
+		{name: "past its deadline", deadline: 100 * time.Millisecond, age: 150 * time.Millisecond,
+			steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}}, wantLate: 1},
 		// 150 ms old: path a (20 + 80 ms) would deliver it after its
 		// 200-ms deadline, path b (10 ms) before.
-		{name: "late on its own path, in time on the other", ownBacklog: 2 << 20, age: 150 * time.Millisecond,
+		{name: "late on its own path, in time on the other", ownBacklog: 2 << 20, deadline: 200 * time.Millisecond, age: 150 * time.Millisecond,
 			steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}}, wantResent: 1, wantQueued: 1},
-		{name: "late on its own path, no other path", ownBacklog: 2 << 20, age: 150 * time.Millisecond, otherDown: true,
+		{name: "late on its own path, no other path", ownBacklog: 2 << 20, deadline: 200 * time.Millisecond, age: 150 * time.Millisecond, otherDown: true,
 			steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}}, wantLate: 1},
+		// A queue more than half full: the retransmission would take the
+		// place of a newer datagram.
+		{name: "saturated, no deadline of its own", ownFull: DefaultQueuePackets/2 + 1, otherDown: true,
+			steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}}, wantLate: 1, wantOwn: DefaultQueuePackets/2 + 1},
+		{name: "saturated, room on the other path", ownFull: DefaultQueuePackets/2 + 1,
+			steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}}, wantResent: 1, wantQueued: 1, wantOwn: DefaultQueuePackets/2 + 1},
+		{name: "half full, no deadline of its own", ownFull: DefaultQueuePackets / 2, otherDown: true,
+			steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}}, wantResent: 1, wantOwn: DefaultQueuePackets/2 + 1},
 		{name: "no other path", otherDown: true, steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}},
 			wantResent: 1, wantOwn: 1},
 		{name: "lost on a path that went down", ownDown: true, steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}},
@@ -121,11 +135,19 @@ func TestResendState(t *testing.T) {
 				enq = now.Add(-DefaultMaxQueueDelay)
 			}
 			enq = enq.Add(-c.age)
+			for range c.ownFull {
+				f := dataFrame(100, now)
+				f.resent = true // the check below wants every frame left marked
+				a.queue.push(f)
+			}
 			var last frame
 			for _, s := range c.steps {
 				switch s.op {
 				case "hand", "keep":
 					last = dataFrame(s.size, enq)
+					if c.deadline > 0 {
+						last.expires = last.enqueued + int64(c.deadline)
+					}
 					if c.parity {
 						last.buf[0] = Version<<4 | TypeParity
 					}
