@@ -115,7 +115,7 @@ func AppendHeader(b []byte, h *Header) []byte {
 		b = binary.BigEndian.AppendUint32(b, h.PathSeq)
 	}
 	b = quicvarint.Append(b, h.Seq)
-	b = quicvarint.Append(b, h.Timestamp)
+	b = quicvarint.AppendWithLen(b, h.Timestamp, timestampLen(h))
 	if h.Flags&FlagFEC != 0 {
 		b = quicvarint.Append(b, h.Class)
 		b = quicvarint.Append(b, h.Block)
@@ -129,9 +129,21 @@ func AppendHeader(b []byte, h *Header) []byte {
 	return b
 }
 
+// timestampLen is the length of h's timestamp varint: 8 bytes when the
+// header has FlagPathSeq, so that StampPathSeq can rewrite it in place
+// (a process whose wall clock read less than 2^30 µs at its start, a
+// vehicle booted at 1970, sends smaller timestamps for its first 18
+// minutes); the shortest encoding otherwise.
+func timestampLen(h *Header) int {
+	if h.Flags&FlagPathSeq != 0 {
+		return 8
+	}
+	return quicvarint.Len(h.Timestamp)
+}
+
 // HeaderLen returns the encoded length of h in bytes.
 func HeaderLen(h *Header) int {
-	n := 2 + quicvarint.Len(h.Seq) + quicvarint.Len(h.Timestamp)
+	n := 2 + quicvarint.Len(h.Seq) + timestampLen(h)
 	if h.Flags&FlagPathSeq != 0 {
 		n += PathSeqLen
 	}
@@ -210,12 +222,13 @@ func ParseHeader(b []byte, h *Header) (n int, err error) {
 	return n, nil
 }
 
-// StampPathSeq writes seq and the send timestamp now (µs since the Unix
-// epoch) into the header at the start of d in place, when d's header has
-// FlagPathSeq; it reports whether it did. The timestamp is rewritten only
-// when its encoding keeps its length (an 8-byte varint, as every
-// timestamp after 1970 + 2^30 µs is), so the header's length never
-// changes. It does not allocate and never panics on a short d.
+// StampPathSeq writes seq and the send timestamp now (µs on the sender's
+// clock, internal/monoclock) into the header at the start of d in place,
+// when d's header has FlagPathSeq; it reports whether it did. The
+// timestamp is rewritten only when its encoding keeps its length (an
+// 8-byte varint, as AppendHeader writes it with FlagPathSeq), so the
+// header's length never changes. It does not allocate and never panics
+// on a short d.
 func StampPathSeq(d []byte, seq uint32, now uint64) bool {
 	if len(d) < 2+PathSeqLen+1 || d[1]&FlagPathSeq == 0 {
 		return false
