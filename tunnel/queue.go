@@ -15,8 +15,11 @@ type frame struct {
 	buf      *packetBuf
 	off, end int
 	enqueued int64 // monoclock ns
-	expires  int64 // monoclock ns after which the frame is dropped (a rule's deadline_ms); 0: enqueued + the queue's maxAge
+	expires  int64 // monoclock ns after which the frame is dropped (a rule's deadline_ms, or a keyframe's longer wait); 0: enqueued + the queue's maxAge
 	prio     uint8 // the directive's priority, 0–255; higher is sent first and dropped last
+	// ruled is set when expires is a rule's deadline_ms (a keyframe's
+	// included): a retransmission keeps it (resend.go).
+	ruled bool
 	// The video frame (object) the packet belongs to, when the classifier
 	// found one: its frame_id, and whether it is a keyframe.
 	obj           uint64

@@ -304,10 +304,11 @@ func (p *path) resendable(f *frame) bool {
 // path is not expected to deliver before it expires
 // (policy.Path.ExpectedDelivery: its queue and bytes in flight at its
 // rate, and half its RTT) is dropped and counted in ResendLate. A
-// datagram without a rule's deadline expires max_queue_delay after it is
-// queued again, not after it was first queued, and is dropped the same
-// way when the chosen path's queue is more than half full: on a
-// saturated path it would only take the place of a newer one. With
+// datagram without a rule's deadline expires max_queue_delay (a
+// keyframe: its longer wait) after it is queued again, not after it was
+// first queued, and, unless onlyOthers, is dropped the same way when the
+// chosen path's queue is more than half full: on a saturated path it
+// would only take the place of a newer one. With
 // onlyOthers set it goes to another path or stays with the caller: resend
 // then reports false, and leaves f to the caller, when no other path can
 // take it.
@@ -324,19 +325,26 @@ func (p *path) resend(f frame, now time.Time, onlyOthers bool) bool {
 			to = p
 		}
 	}
-	if f.expires == 0 {
-		// No deadline of its own: max_queue_delay bounds a datagram's
-		// wait in a queue, and the retransmission waits anew. Counted
-		// from the first queueing, the round trip that found the loss
-		// left no time on any path of more than about 100 ms.
-		f.enqueued = monoclock.Nanos(now)
+	if !f.ruled {
+		// No rule's deadline: max_queue_delay (or a keyframe's longer
+		// wait) bounds a datagram's wait in a queue, and the
+		// retransmission waits anew. Counted from the first queueing,
+		// the round trip that found the loss left no time on any path
+		// of more than about 100 ms.
+		ns := monoclock.Nanos(now)
+		if f.expires != 0 {
+			f.expires += ns - f.enqueued
+		}
+		f.enqueued = ns
 	}
 	expires := p.queue.deadline(&f)
 	late := func(q *path) bool {
 		// A queue more than half full is saturated: a retransmission
-		// without a deadline would only take the place of a newer
-		// datagram there, and arrive a round trip late.
-		return f.expires == 0 && q.queue.queued() > q.queue.cap/2 ||
+		// without a rule's deadline would only take the place of a
+		// newer datagram there, and arrive a round trip late. A path
+		// that hands its datagrams over (onlyOthers: it turned SUSPECT
+		// or lost its connection) fills the others' queues instead.
+		return !f.ruled && !onlyOthers && q.queue.queued() > q.queue.cap/2 ||
 			monoclock.Nanos(now)+int64(q.state.ExpectedDelivery()) >= expires
 	}
 	if to == p && late(p) {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/monoclock"
 	"github.com/bondd/bondd/tun/tuntest"
 )
 
@@ -34,7 +35,7 @@ func resendBond(t *testing.T, popts PathOptions) (a, b *path) {
 func dataFrame(n int, enqueued time.Time) frame {
 	buf := getBuf()
 	buf[0] = Version<<4 | TypeData
-	return frame{buf: buf, end: n, enqueued: enqueued.UnixNano()}
+	return frame{buf: buf, end: n, enqueued: monoclock.Nanos(enqueued)}
 }
 
 // TestResendState follows datagrams from the send routine's hand-over through
@@ -53,7 +54,9 @@ func TestResendState(t *testing.T) {
 		off        bool          // PathOptions.RetransmitOff
 		old        bool          // datagrams enqueued long before (past max_queue_delay)
 		deadline   time.Duration // a rule's deadline_ms after enqueueing; 0: none
+		keyWait    time.Duration // a keyframe's wait after enqueueing (no rule); 0: none
 		ownFull    int           // frames already waiting in path a's queue (of DefaultQueuePackets)
+		otherFull  int           // ... in path b's
 		parity     bool
 		otherDown  bool // path b is not connected
 		ownDown    bool // path a, which loses the datagrams, is not connected
@@ -91,6 +94,8 @@ func TestResendState(t *testing.T) {
 		// trip that found the loss does not count against it.
 		{name: "old, no deadline of its own", old: true, steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}},
 			wantResent: 1, wantOwn: 1},
+		{name: "keyframe, old, no rule's deadline", keyWait: 300 * time.Millisecond, age: 290 * time.Millisecond,
+			steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}}, wantResent: 1, wantOwn: 1},
 		{name: "past its deadline", deadline: 100 * time.Millisecond, age: 150 * time.Millisecond,
 			steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}}, wantLate: 1},
 		// 150 ms old: path a (20 + 80 ms) would deliver it after its
@@ -105,6 +110,10 @@ func TestResendState(t *testing.T) {
 			steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}}, wantLate: 1, wantOwn: DefaultQueuePackets/2 + 1},
 		{name: "saturated, room on the other path", ownFull: DefaultQueuePackets/2 + 1,
 			steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}}, wantResent: 1, wantQueued: 1, wantOwn: DefaultQueuePackets/2 + 1},
+		// A path that hands what it carried to the others (SUSPECT, or
+		// its connection ended) fills their queues.
+		{name: "handed over to a queue more than half full", ownDown: true, otherFull: DefaultQueuePackets/2 + 1,
+			steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "handover"}}, wantResent: 1, wantQueued: DefaultQueuePackets/2 + 2},
 		{name: "half full, no deadline of its own", ownFull: DefaultQueuePackets / 2, otherDown: true,
 			steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}}, wantResent: 1, wantOwn: DefaultQueuePackets/2 + 1},
 		{name: "no other path", otherDown: true, steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}},
@@ -135,10 +144,12 @@ func TestResendState(t *testing.T) {
 				enq = now.Add(-DefaultMaxQueueDelay)
 			}
 			enq = enq.Add(-c.age)
-			for range c.ownFull {
-				f := dataFrame(100, now)
-				f.resent = true // the check below wants every frame left marked
-				a.queue.push(f)
+			for q, n := range map[*path]int{a: c.ownFull, b: c.otherFull} {
+				for range n {
+					f := dataFrame(100, now)
+					f.resent = true // the check below wants every frame left marked
+					q.queue.push(f)
+				}
 			}
 			var last frame
 			for _, s := range c.steps {
@@ -146,7 +157,10 @@ func TestResendState(t *testing.T) {
 				case "hand", "keep":
 					last = dataFrame(s.size, enq)
 					if c.deadline > 0 {
-						last.expires = last.enqueued + int64(c.deadline)
+						last.expires, last.ruled = last.enqueued+int64(c.deadline), true
+					}
+					if c.keyWait > 0 {
+						last.expires, last.isKey = last.enqueued+int64(c.keyWait), true
 					}
 					if c.parity {
 						last.buf[0] = Version<<4 | TypeParity
@@ -165,6 +179,8 @@ func TestResendState(t *testing.T) {
 					r.acked(s.pn)
 				case "lost":
 					r.lost(s.pn, a, now)
+				case "handover":
+					r.resendAll(a, now)
 				case "dropped":
 					r.dropped(s.size)
 				case "close":
@@ -189,9 +205,9 @@ func TestResendState(t *testing.T) {
 				t.Errorf("%d frames queued again on the path that lost them, want %d", got, c.wantOwn)
 			}
 			for queued(b.queue)+queued(a.queue) > 0 {
-				f, ok, _ := b.queue.pop(now.UnixNano())
+				f, ok, _ := b.queue.pop(monoclock.Nanos(now))
 				if !ok {
-					f, _, _ = a.queue.pop(now.UnixNano())
+					f, _, _ = a.queue.pop(monoclock.Nanos(now))
 				}
 				if !f.resent {
 					t.Error("a retransmitted frame is not marked resent: it could be sent a third time")
@@ -270,7 +286,7 @@ func TestResendAll(t *testing.T) {
 		}
 		var sizes []int
 		for {
-			f, ok, _ := b.queue.pop(now.UnixNano())
+			f, ok, _ := b.queue.pop(monoclock.Nanos(now))
 			if !ok {
 				break
 			}
@@ -299,7 +315,7 @@ func TestResendAllocs(t *testing.T) {
 			r.acked(pn)
 		} else {
 			r.lost(pn, a, now)
-			f, _, _ := a.queue.pop(now.UnixNano())
+			f, _, _ := a.queue.pop(monoclock.Nanos(now))
 			putBuf(f.buf)
 		}
 		pn++

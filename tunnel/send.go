@@ -157,7 +157,7 @@ func (b *Bond) send(buf *packetBuf, n int, now time.Time) (kept bool) {
 	if tags {
 		tl = b.flows.tagPacket(buf, md, dir, now)
 	}
-	f := frame{buf: buf, end: Headroom + n, enqueued: monoclock.Nanos(now), expires: expires, prio: prio,
+	f := frame{buf: buf, end: Headroom + n, enqueued: monoclock.Nanos(now), expires: expires, ruled: expires != 0, prio: prio,
 		movable: k == 1 && (dir == nil || dir.NumPreferences == 0 && dir.Affinity == classify.KeyInvalid &&
 			!(obj.Valid() && dir.Balancing == rules.SinglePath))}
 	if md != nil && md.Has(classify.KeyFrameID) {
