@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bondd/bondd/internal/monoclock"
 	"github.com/bondd/bondd/tun/tuntest"
 	"github.com/bondd/bondd/tunnel/ctrlmsg"
 )
@@ -84,7 +85,7 @@ func TestBondSendAllocs(t *testing.T) {
 				}
 				for _, p := range set.paths {
 					for p.rc.pace(now) == 0 { // the send routine: pacer, pop, stamp
-						f, ok, _ := p.queue.pop(now.UnixNano())
+						f, ok, _ := p.queue.pop(monoclock.Nanos(now))
 						if !ok {
 							break
 						}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/monoclock"
 	"github.com/bondd/bondd/internal/testkit"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/tun/tuntest"
@@ -248,7 +249,7 @@ func TestIdleBondSleepsAndWakes(t *testing.T) {
 	h := Header{Type: TypeData, Seq: eb.seq.Add(1) - 1, Timestamp: uint64(time.Now().UnixMicro())}
 	off := Headroom - HeaderLen(&h)
 	AppendHeader(buf[off:off], &h)
-	handOver(eb.paths.Load().paths[0], frame{buf: buf, off: off, end: Headroom + n, enqueued: time.Now().UnixNano()})
+	handOver(eb.paths.Load().paths[0], frame{buf: buf, off: off, end: Headroom + n, enqueued: monoclock.Now()})
 	for timeout := time.After(2 * time.Second); ; {
 		select {
 		case got := <-concDev.Outbound(): // the ICMP answer to the oversize packet above comes first

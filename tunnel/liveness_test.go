@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bondd/bondd/emu"
+	"github.com/bondd/bondd/internal/monoclock"
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tun/tuntest"
@@ -168,7 +169,7 @@ func TestRegate(t *testing.T) {
 	for i := range 3 {
 		a.queue.push(dataFrame(100+i, now))
 	}
-	f, _, _ := a.queue.pop(now.UnixNano())
+	f, _, _ := a.queue.pop(monoclock.Nanos(now))
 	a.queue.park(f)
 	queued := func(q *sendQueue) int {
 		q.mu.Lock()
@@ -247,7 +248,7 @@ func TestMoveAged(t *testing.T) {
 			if got := a.state.QueueLen(); got != 3-c.moved {
 				t.Errorf("a's queue holds %d frames, want %d", got, 3-c.moved)
 			}
-			for f, ok := b.queue.popAged(now.Add(time.Hour).UnixNano(), func(*frame, int64) bool { return true }); ok; f, ok = b.queue.popAged(now.Add(time.Hour).UnixNano(), func(*frame, int64) bool { return true }) {
+			for f, ok := b.queue.popAged(monoclock.Nanos(now.Add(time.Hour)), func(*frame, int64) bool { return true }); ok; f, ok = b.queue.popAged(monoclock.Nanos(now.Add(time.Hour)), func(*frame, int64) bool { return true }) {
 				t.Errorf("a moved frame may move again (enqueued %d)", f.enqueued)
 			}
 			a.queue.drain()
@@ -275,7 +276,7 @@ func TestMoveAgedAllocs(t *testing.T) {
 	a.queue.push(f)
 	a.moveAged(now) // b's queue allocates its band once
 	n := testing.AllocsPerRun(100, func() {
-		g, _, _ := b.queue.pop(now.UnixNano())
+		g, _, _ := b.queue.pop(monoclock.Nanos(now))
 		g.movable = true
 		a.queue.push(g)
 		a.moveAged(now)
@@ -334,7 +335,7 @@ rules:
 		}
 		frames := 0
 		for _, p := range b.paths.Load().paths {
-			for f, ok, _ := p.queue.pop(now.UnixNano()); ok; f, ok, _ = p.queue.pop(now.UnixNano()) {
+			for f, ok, _ := p.queue.pop(monoclock.Nanos(now)); ok; f, ok, _ = p.queue.pop(monoclock.Nanos(now)) {
 				frames++
 				if f.movable != c.movable {
 					t.Errorf("port %d: frame on %s movable %v, want %v", c.port, p.name, f.movable, c.movable)

@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"github.com/bondd/bondd/internal/monoclock"
 	"github.com/bondd/bondd/internal/testkit"
 
 	"encoding/binary"
@@ -304,7 +305,7 @@ func TestBondTaggedAllocs(t *testing.T) {
 		}
 		for _, p := range set.paths {
 			for {
-				f, ok, _ := p.queue.pop(now.UnixNano())
+				f, ok, _ := p.queue.pop(monoclock.Nanos(now))
 				if !ok {
 					break
 				}

@@ -112,11 +112,7 @@ func (x *reseqRx) armLocked() {
 		return
 	}
 	x.armed = deadline
-	// The heap keeps wall-clock deadlines; the resequencer's are
-	// monotonic: convert from now, so that a step of the clock moves the
-	// deadline with it.
-	now := time.Now()
-	x.flushT.ResetEarlier(now.Add(deadline.Sub(now)))
+	x.flushT.ResetEarlier(deadline) // the heap keeps monotonic deadlines (internal/monoclock)
 }
 
 func (x *reseqRx) drainLocked(write deliverFunc) { x.drainUpTo(write, -1) }

@@ -89,9 +89,7 @@ func (r *recorder) datagramSent(pn int64, n int) {
 
 // sent handles packet pn, ack-eliciting (RFC 9002 §2) or not, with the
 // DATAGRAM frames datagramSent reported for it. It reads the clock itself,
-// and only when it needs it: the times it stores are compared with
-// time.Now's, and the hook's are the process's start plus monotonic time,
-// which a step of the wall clock since the start would put apart.
+// and only when it needs it (an ack-only packet costs no clock read).
 // Allocation-free.
 func (r *recorder) sent(pn int64, eliciting bool) {
 	n, size := 0, 0

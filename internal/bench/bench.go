@@ -494,8 +494,8 @@ func (r *benchRun) dropsDelta() map[string]uint64 {
 		}
 		before := sum(b)
 		for k, v := range sum(a) {
-			if d := v - before[k]; d > 0 {
-				out[side+"/"+k.String()] = d
+			if v > before[k] { // a counter of a path replaced in the run starts again
+				out[side+"/"+k.String()] = v - before[k]
 			}
 		}
 	}

@@ -174,10 +174,10 @@ func newNetnsBed(o BedOptions) (bed *Bed, err error) {
 	if err != nil {
 		return nil, err
 	}
+	closers = append(closers, func() { receiver.Close() })
 	if err := setReceiveBuffer(receiver, receiveBuffer); err != nil {
 		return nil, err
 	}
-	closers = append(closers, func() { receiver.Close() })
 
 	return &Bed{
 		Mode:    "netns",
