@@ -50,7 +50,7 @@ func TestSendQueueObjects(t *testing.T) {
 				b[0] = p.id
 				f := frame{buf: b, end: 1, enqueued: p.at * ms, obj: p.obj, hasObj: p.obj != 0, isKey: p.key}
 				if p.expire != 0 {
-					f.expires = p.expire * ms
+					f.expires, f.ruled = p.expire*ms, true
 				}
 				q.push(f)
 			}
@@ -117,7 +117,7 @@ func TestPathRate(t *testing.T) {
 func TestSendQueueLostObjectLapses(t *testing.T) {
 	q := newSendQueue(4, 100*time.Millisecond, func(int, int) {}, nil)
 	mk := func(at, expires time.Duration) frame {
-		return frame{buf: getBuf(), end: 1, enqueued: int64(at), expires: int64(expires), obj: 7, hasObj: true}
+		return frame{buf: getBuf(), end: 1, enqueued: int64(at), expires: int64(expires), ruled: expires != 0, obj: 7, hasObj: true}
 	}
 	q.push(mk(0, 5*time.Millisecond))
 	if _, ok, _ := q.pop(int64(10 * time.Millisecond)); ok {

@@ -15,7 +15,7 @@ type frame struct {
 	buf      *packetBuf
 	off, end int
 	enqueued int64 // monoclock ns
-	expires  int64 // monoclock ns after which the frame is dropped (a rule's deadline_ms, or a keyframe's longer wait); 0: enqueued + the queue's maxAge
+	expires  int64 // monoclock ns after which the frame is dropped (a rule's deadline_ms, a keyframe's longer wait, a retransmission's end); 0: enqueued + the queue's maxAge
 	prio     uint8 // the directive's priority, 0–255; higher is sent first and dropped last
 	// ruled is set when expires is a rule's deadline_ms (a keyframe's
 	// included): a retransmission keeps it (resend.go).
@@ -409,10 +409,11 @@ func (q *sendQueue) popAged(now int64, accept func(f *frame, deadline int64) boo
 // expired reports whether f is past its deadline at now (monoclock ns), and
 // which drop reason applies.
 func (q *sendQueue) expired(f *frame, now int64) (reason DropReason, dead bool) {
-	if f.expires != 0 {
-		return DropDeadline, now > f.expires
+	reason = DropExpired
+	if f.ruled {
+		reason = DropDeadline
 	}
-	return DropExpired, q.maxAge > 0 && now-f.enqueued > q.maxAge
+	return reason, now > q.deadline(f)
 }
 
 // deadline returns when f expires (expired), monoclock ns; math.MaxInt64:

@@ -88,7 +88,7 @@ func TestSendQueuePriority(t *testing.T) {
 			for _, p := range c.push {
 				b := getBuf()
 				b[0] = p.id
-				q.push(frame{buf: b, end: 1, prio: p.prio, expires: p.expires * int64(time.Millisecond)})
+				q.push(frame{buf: b, end: 1, prio: p.prio, expires: p.expires * int64(time.Millisecond), ruled: p.expires != 0})
 			}
 			var got []byte
 			for {

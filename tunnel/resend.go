@@ -306,7 +306,8 @@ func (p *path) resendable(f *frame) bool {
 // rate, and half its RTT) is dropped and counted in ResendLate. A
 // datagram without a rule's deadline expires max_queue_delay (a
 // keyframe: its longer wait) after it is queued again, not after it was
-// first queued, and, unless onlyOthers, is dropped the same way when the
+// first queued, but no later than twice that wait, nor stale_after,
+// after it was first queued; unless onlyOthers, it is dropped the same way when the
 // chosen path's queue is more than half full: on a saturated path it
 // would only take the place of a newer one. With
 // onlyOthers set it goes to another path or stays with the caller: resend
@@ -330,10 +331,20 @@ func (p *path) resend(f frame, now time.Time, onlyOthers bool) bool {
 		// wait) bounds a datagram's wait in a queue, and the
 		// retransmission waits anew. Counted from the first queueing,
 		// the round trip that found the loss left no time on any path
-		// of more than about 100 ms.
-		ns := monoclock.Nanos(now)
+		// of more than about 100 ms. Its whole life is bounded too: at
+		// most twice its first wait from its first queueing (a
+		// datagram that old is late for all but bulk transfer), and
+		// never past stale_after, the age past which a receiver with
+		// this end's settings would not deliver it.
+		ns, first := monoclock.Nanos(now), f.enqueued
+		wait := p.queue.maxAge
 		if f.expires != 0 {
-			f.expires += ns - f.enqueued
+			wait = f.expires - first
+		}
+		if wait > 0 {
+			f.expires = min(ns+wait, first+2*wait, first+int64(p.bond.popts.StaleAfter))
+		} else {
+			f.expires = first + int64(p.bond.popts.StaleAfter)
 		}
 		f.enqueued = ns
 	}
