@@ -19,8 +19,9 @@ import (
 // sentring.go) it queues the datagram once more, at the head of its
 // priority band (path.resend: on the same path while it is ACTIVE),
 // provided the datagram is expected to arrive before it expires (its
-// rule's deadline_ms; without one it waits anew, up to max_queue_delay,
-// unless the path's queue is more than half full). A
+// rule's deadline_ms; without one it waits anew, up to max_queue_delay
+// and within twice that of its first queueing, unless the path's queue
+// is more than half full). A
 // path that turns SUSPECT, or whose connection ends, sends what it keeps
 // to the other paths at once (resendAll). The receiver's
 // duplicate window drops a copy whose original arrived after all.
@@ -307,9 +308,9 @@ func (p *path) resendable(f *frame) bool {
 // datagram without a rule's deadline expires max_queue_delay (a
 // keyframe: its longer wait) after it is queued again, not after it was
 // first queued, but no later than twice that wait, nor stale_after,
-// after it was first queued; unless onlyOthers, it is dropped the same way when the
-// chosen path's queue is more than half full: on a saturated path it
-// would only take the place of a newer one. With
+// after it was first queued; unless onlyOthers, it is dropped the same
+// way when the chosen path's queue is more than half full: on a
+// saturated path it would only take the place of a newer one. With
 // onlyOthers set it goes to another path or stays with the caller: resend
 // then reports false, and leaves f to the caller, when no other path can
 // take it.
