@@ -124,16 +124,18 @@ func (n *nodeSessionCache) Get(key string) (*tls.ClientSessionState, bool) {
 func (n *nodeSessionCache) Put(key string, cs *tls.ClientSessionState) {
 	k := n.node + "\x00" + key
 	n.mu.Lock()
-	if cs != nil {
-		delete(n.fails, k)
-	} else if n.fails[k]++; n.fails[k] < ticketKeepFailures {
-		n.mu.Unlock()
-		return // kept: crypto/tls checks its expiry at each use
-	} else {
+	keep := false // a deletion to ignore: crypto/tls checks the ticket's expiry at each use
+	if cs == nil {
+		n.fails[k]++
+		keep = n.fails[k] < ticketKeepFailures
+	}
+	if !keep {
 		delete(n.fails, k)
 	}
 	n.mu.Unlock()
-	n.c.Put(k, cs)
+	if !keep {
+		n.c.Put(k, cs)
+	}
 }
 
 // nodeTokenStore prefixes the keys of a shared token store with a node.

@@ -342,12 +342,11 @@ func (p *path) resend(f frame, now time.Time, onlyOthers bool) bool {
 		if f.expires != 0 {
 			wait = f.expires - first
 		}
+		end := first + int64(p.bond.popts.StaleAfter)
 		if wait > 0 {
-			f.expires = min(ns+wait, first+2*wait, first+int64(p.bond.popts.StaleAfter))
-		} else {
-			f.expires = first + int64(p.bond.popts.StaleAfter)
+			end = min(end, ns+wait, first+2*wait)
 		}
-		f.enqueued = ns
+		f.enqueued, f.expires = ns, end
 	}
 	expires := p.queue.deadline(&f)
 	late := func(q *path) bool {

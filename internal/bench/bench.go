@@ -479,28 +479,19 @@ func (r *benchRun) fecDelta() (rate float64, parity, recovered uint64) {
 // occur are left out.
 func (r *benchRun) dropsDelta() map[string]uint64 {
 	out := map[string]uint64{}
-	add := func(side string, a, b tunnel.BondStats) {
-		sum := func(s tunnel.BondStats) map[tunnel.DropReason]uint64 {
-			m := map[tunnel.DropReason]uint64{}
-			for k, v := range s.Drops {
-				m[k] += v
-			}
-			for _, p := range s.Paths {
-				for k, v := range p.Drops {
-					m[k] += v
-				}
-			}
-			return m
-		}
-		before := sum(b)
-		for k, v := range sum(a) {
+	for _, side := range []struct {
+		name          string
+		before, after tunnel.BondStats
+	}{{"edge", r.edge0, r.edge1}, {"concentrator", r.conc0, r.conc1}} {
+		before, after := tunnel.DropCounts{}, tunnel.DropCounts{}
+		addDrops(before, side.before)
+		addDrops(after, side.after)
+		for k, v := range after {
 			if v > before[k] { // a counter of a path replaced in the run starts again
-				out[side+"/"+k.String()] = v - before[k]
+				out[side.name+"/"+k.String()] = v - before[k]
 			}
 		}
 	}
-	add("edge", r.edge1, r.edge0)
-	add("concentrator", r.conc1, r.conc0)
 	return out
 }
 

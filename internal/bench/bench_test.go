@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/bondd/bondd/policy"
 	"github.com/bondd/bondd/rules"
 	"github.com/bondd/bondd/tun/tuntest"
+	"github.com/bondd/bondd/tunnel"
 )
 
 // runBenchTest runs one scenario in process with short timings and returns
@@ -675,5 +677,24 @@ func TestVideoEmit(t *testing.T) {
 				t.Errorf("err %v, %d counted; want error %v, %d counted", err, v.sendErrors, tt.wantErr, tt.counted)
 			}
 		})
+	}
+}
+
+// TestDropsDelta: a run's drops are the bond's and its paths' together,
+// per side, as differences; a counter that restarted (a path replaced)
+// and a reason that did not move are left out.
+func TestDropsDelta(t *testing.T) {
+	stats := func(bond, path tunnel.DropCounts) tunnel.BondStats {
+		return tunnel.BondStats{Drops: bond, Paths: []tunnel.PathStats{{Drops: path}}}
+	}
+	r := benchRun{
+		edge0: stats(tunnel.DropCounts{tunnel.DropNoPath: 1}, tunnel.DropCounts{tunnel.DropQueueFull: 5, tunnel.DropExpired: 9}),
+		edge1: stats(tunnel.DropCounts{tunnel.DropNoPath: 3}, tunnel.DropCounts{tunnel.DropQueueFull: 8, tunnel.DropExpired: 2}),
+		conc0: stats(nil, tunnel.DropCounts{tunnel.DropStale: 4}),
+		conc1: stats(nil, tunnel.DropCounts{tunnel.DropStale: 4, tunnel.DropDuplicate: 7}),
+	}
+	want := map[string]uint64{"edge/no_path": 2, "edge/queue_full": 3, "concentrator/duplicate": 7}
+	if got := r.dropsDelta(); !maps.Equal(got, want) {
+		t.Errorf("dropsDelta = %v, want %v", got, want)
 	}
 }
