@@ -55,7 +55,8 @@ type Path struct {
 	// publish a replacement, so readers use [Path.Label] or
 	// [Path.CurrentLabels].
 	Labels map[string]string
-	// QueueCap is the capacity of the path's send queue, in packets.
+	// QueueCap is the configured capacity of the path's send queue, in
+	// packets; SetQueueCap may raise it for a fast path.
 	QueueCap int
 	// QueueDelayLimit is how long the path's send queue holds a packet
 	// before it drops it; 0: no limit. Set before the path is used.
@@ -70,6 +71,7 @@ type Path struct {
 	sent      atomic.Uint64
 	queueLen  atomic.Int64 // packets
 	queueB    atomic.Int64 // bytes
+	queueCap  atomic.Int64 // packets: the send queue's capacity now (SetQueueCap); 0: QueueCap
 	lastRecv  atomic.Int64 // monoclock ns of the last packet received from the peer
 	// Idle keepalive (SetIdle): idleBound (ns) is, while > 0, the
 	// shortest silence that makes the path DEGRADED; silentFrom (monoclock ns)
@@ -172,7 +174,17 @@ func (p *Path) QueueLen() int { return int(p.queueLen.Load()) }
 func (p *Path) QueueBytes() int { return int(p.queueB.Load()) }
 
 // HasRoom reports whether the send queue can take a packet without dropping.
-func (p *Path) HasRoom() bool { return p.queueLen.Load() < int64(p.QueueCap) }
+func (p *Path) HasRoom() bool {
+	c := p.queueCap.Load()
+	if c == 0 {
+		c = int64(p.QueueCap)
+	}
+	return p.queueLen.Load() < c
+}
+
+// SetQueueCap records the send queue's capacity now, packets: QueueCap, or
+// more while the path's rate drains more within its delay limit.
+func (p *Path) SetQueueCap(packets int) { p.queueCap.Store(int64(packets)) }
 
 // HasWindow reports whether the path would send one more packet at once:
 // its queued bytes plus its bytes in flight are below its congestion window

@@ -154,3 +154,28 @@ func TestRateHasWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestHasRoom checks that the send queue's capacity now (SetQueueCap), not
+// the configured one, decides whether a path has room.
+func TestHasRoom(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		queued, capNow int // packets; capNow 0: not set
+		want           bool
+	}{
+		{"below the configured capacity", 3, 0, true},
+		{"at the configured capacity", 4, 0, false},
+		{"grown for a fast path", 4, 8, true},
+		{"full at the grown capacity", 8, 8, false},
+		{"cut back below what is queued", 6, 4, false},
+	} {
+		p := NewPath("a", nil, 4)
+		p.SetQueueLen(c.queued, 1250*c.queued)
+		if c.capNow > 0 {
+			p.SetQueueCap(c.capNow)
+		}
+		if got := p.HasRoom(); got != c.want {
+			t.Errorf("%s: HasRoom %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -64,6 +64,10 @@ const (
 	bandShift  = 6
 )
 
+// queueGrowMax bounds how far setRate grows a send queue over its
+// configured capacity: 16 × 256 datagrams are 200 ms at 200 Mbit/s.
+const queueGrowMax = 16
+
 func bandOf(prio uint8) int { return int(prio >> bandShift) }
 
 // sendQueue is a path's bounded, priority-ordered queue in front of
@@ -81,7 +85,7 @@ func bandOf(prio uint8) int { return int(prio >> bandShift) }
 // routine and a failing path's rescue push; the path's send routine pops.
 type sendQueue struct {
 	maxAge int64                    // ns
-	cap    int                      // frames, all bands together
+	cap    int                      // frames, all bands together: the configured bound (queue_packets)
 	bell   chan struct{}            // doorbell, capacity 1: never blocks the pusher
 	onLen  func(packets, bytes int) // reports the depth after each change
 	drops  *dropCounters            // the path's; counts what the queue drops
@@ -97,6 +101,10 @@ type sendQueue struct {
 	objDrops uint64        // objects that lost at least one packet here
 	n        int           // frames queued, all bands
 	bytes    int           // sum of the queued frames' lengths
+	// limit is the queue's capacity now, frames: cap, or more on a path
+	// whose rate lets it drain more within maxAge (setRate), up to
+	// queueGrowMax × cap.
+	limit int
 	// parked holds frames set aside by park, oldest first, outside the
 	// bands (pop does not see them) until unpark: a ring of the queue's
 	// capacity, allocated on the first park. parkedDue is the earliest
@@ -150,6 +158,16 @@ type bandFIFO struct {
 	head, n int
 }
 
+// grow moves the ring's frames, oldest first, into a new buffer of n
+// frames (n > r.n).
+func (r *bandFIFO) grow(n int) {
+	buf := make([]frame, n)
+	for i := range r.n {
+		buf[i] = r.buf[(r.head+i)%len(r.buf)]
+	}
+	r.buf, r.head = buf, 0
+}
+
 func (r *bandFIFO) pushBack(f frame) {
 	r.buf[(r.head+r.n)%len(r.buf)] = f
 	r.n++
@@ -188,7 +206,7 @@ func newSendQueue(capacity int, maxAge time.Duration, onLen func(packets, bytes 
 	if drops == nil {
 		drops = new(dropCounters)
 	}
-	q := &sendQueue{maxAge: int64(maxAge), cap: capacity, bell: make(chan struct{}, 1), onLen: onLen, drops: drops,
+	q := &sendQueue{maxAge: int64(maxAge), cap: capacity, limit: capacity, bell: make(chan struct{}, 1), onLen: onLen, drops: drops,
 		lost: newRecentObjects(lostObjects), seen: newRecentObjects(seenObjects)}
 	return q // each band's ring is allocated on its first push
 }
@@ -199,7 +217,7 @@ func newSendQueue(capacity int, maxAge time.Duration, onLen func(packets, bytes 
 func (q *sendQueue) push(f frame) (queued bool) {
 	band := bandOf(f.prio)
 	q.mu.Lock()
-	if q.n == q.cap {
+	if q.n >= q.limit {
 		victim := -1
 		for b := 0; b <= band; b++ {
 			if q.bands[b].n > 0 {
@@ -225,9 +243,7 @@ func (q *sendQueue) push(f frame) (queued bool) {
 		q.lostLocked(&old, f.enqueued)
 		putBuf(old.buf)
 	}
-	if q.bands[band].buf == nil {
-		q.bands[band].buf = make([]frame, q.cap) // once per band and path
-	}
+	q.makeRoom(band)
 	q.bands[band].pushBack(f)
 	q.n++
 	q.bytes += f.end - f.off
@@ -238,12 +254,47 @@ func (q *sendQueue) push(f frame) (queued bool) {
 	return true
 }
 
+// makeRoom makes band's ring able to take one more frame: allocated at
+// the queue's configured capacity on the band's first frame, and doubled
+// (up to queueGrowMax × that) when a queue grown above that capacity
+// (setRate) fills it. q.mu is held.
+func (q *sendQueue) makeRoom(band int) {
+	r := &q.bands[band]
+	switch {
+	case r.buf == nil:
+		r.buf = make([]frame, q.cap) // once per band and path
+	case r.n == len(r.buf):
+		r.grow(min(2*len(r.buf), q.cap*queueGrowMax)) // more than r.n: the queue never holds more
+	}
+}
+
+// setRate sizes the queue for a path sending at rate bytes/s with
+// datagrams of up to size bytes: room for maxAge at that rate, no less
+// than the configured capacity and no more than queueGrowMax times it.
+// A bound in packets alone is a tighter delay bound on a fast path than
+// max_queue_delay: 256 datagrams are 82 ms at 30 Mbit/s, 25 ms at 100,
+// and a fast path whose rate dipped for a moment dropped datagrams
+// from a full queue that would have left in time (steady-udp-90 of
+// bondd bench capacity: 142–523 a run). It returns the new capacity,
+// frames. A limit below the frames queued drops none of them: pushes
+// drop until the queue is back within it.
+func (q *sendQueue) setRate(rate float64, size int) int {
+	lim := q.cap
+	if q.maxAge > 0 && size > 0 && rate > 0 {
+		lim = int(min(float64(q.cap*queueGrowMax), max(float64(q.cap), rate*float64(q.maxAge)/1e9/float64(size))))
+	}
+	q.mu.Lock()
+	q.limit = lim
+	q.mu.Unlock()
+	return lim
+}
+
 // requeue puts f at the head of its band: a frame popped from this queue and not sent, or a datagram lost
 // and sent again (resend.go), both older than what waits behind them. When
 // the queue is full, f is dropped and counted as queue_full.
 func (q *sendQueue) requeue(f frame) {
 	q.mu.Lock()
-	if q.n == q.cap {
+	if q.n >= q.limit {
 		q.drops.add(DropQueueFull)
 		q.countObjLocked(&f, monoclock.Now())
 		q.mu.Unlock()
@@ -251,9 +302,7 @@ func (q *sendQueue) requeue(f frame) {
 		return
 	}
 	band := bandOf(f.prio)
-	if q.bands[band].buf == nil { // a retransmission from another path
-		q.bands[band].buf = make([]frame, q.cap) // once per band and path
-	}
+	q.makeRoom(band) // a retransmission from another path may be the band's first
 	q.bands[band].pushFront(f)
 	q.n++
 	q.bytes += f.end - f.off
@@ -268,6 +317,14 @@ func (q *sendQueue) queued() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.n + q.parked.n
+}
+
+// halfFull reports whether more than half of the queue's capacity now
+// (limit) is taken, parked frames included.
+func (q *sendQueue) halfFull() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n+q.parked.n > q.limit/2
 }
 
 // ringIfQueued rings the doorbell when frames are waiting.
@@ -488,16 +545,14 @@ func (q *sendQueue) unpark() int {
 	now := monoclock.Now()
 	for q.parked.n > 0 { // newest first: the oldest ends at the head
 		f := q.parked.popBack()
-		if q.n == q.cap {
+		if q.n >= q.limit {
 			q.drops.add(DropQueueFull)
 			q.lostLocked(&f, now)
 			putBuf(f.buf)
 			continue
 		}
 		band := bandOf(f.prio)
-		if q.bands[band].buf == nil { // parked without having been queued here
-			q.bands[band].buf = make([]frame, q.cap)
-		}
+		q.makeRoom(band) // parked without having been queued here, the band may have no ring yet
 		q.bands[band].pushFront(f)
 		q.n++
 		q.bytes += f.end - f.off

@@ -337,3 +337,69 @@ func TestSendQueuePark(t *testing.T) {
 		})
 	}
 }
+
+// TestSendQueueRate checks a queue sized by its path's rate (setRate): the
+// capacity it takes, that frames keep their order while its rings grow,
+// and that a capacity cut below the frames queued drops none of them until
+// pushes come.
+func TestSendQueueRate(t *testing.T) {
+	const capacity, maxAge = 4, 100 * time.Millisecond
+	for _, c := range []struct {
+		name string
+		rate float64 // bytes/s
+		size int     // bytes
+		want int     // frames
+	}{
+		{"no rate", 0, 1000, capacity},
+		{"slow: the configured capacity", 10_000, 1000, capacity},
+		{"maxAge at the rate", 100_000, 1000, 10},
+		{"at most queueGrowMax times", 1e9, 1000, capacity * queueGrowMax},
+		{"no size", 100_000, 0, capacity},
+	} {
+		q := newSendQueue(capacity, maxAge, func(int, int) {}, nil)
+		if got := q.setRate(c.rate, c.size); got != c.want {
+			t.Errorf("%s: capacity %d, want %d", c.name, got, c.want)
+		}
+	}
+
+	mk := func(id byte, prio uint8) frame {
+		b := getBuf()
+		b[0] = id
+		return frame{buf: b, end: 1, prio: prio}
+	}
+	q := newSendQueue(capacity, maxAge, func(int, int) {}, nil)
+	// Wrap the band's first ring before it grows: its head is not at 0.
+	q.push(mk(100, 255))
+	q.push(mk(101, 255))
+	q.pop(0)
+	q.pop(0)
+	q.setRate(1e9, 1000) // 64 frames
+	for i := range 16 {
+		if !q.push(mk(byte(i), 255)) {
+			t.Fatalf("push %d into a grown queue refused", i)
+		}
+	}
+	q.push(mk(200, 0))
+	if d := q.drops.get(DropQueueFull); d != 0 {
+		t.Fatalf("%d dropped below the grown capacity", d)
+	}
+	// Cut to the configured capacity with 17 queued (the high band's ring
+	// is full at 16): the next push drops the oldest low frame, none of
+	// the high ones, and takes its place.
+	q.setRate(0, 1000)
+	if !q.push(mk(16, 255)) {
+		t.Fatal("push after the cut refused")
+	}
+	if d := q.drops.get(DropQueueFull); d != 1 {
+		t.Fatalf("dropped %d at the cut, want 1", d)
+	}
+	for i := range 17 {
+		f, ok, _ := q.pop(0)
+		if !ok || f.bytes()[0] != byte(i) {
+			t.Fatalf("pop %d: %v %v, want frame %d", i, ok, f.buf, i)
+		}
+	}
+	if _, ok, _ := q.pop(0); ok {
+		t.Fatal("queue not empty: the dropped low frame came back")
+	}
+}

@@ -355,7 +355,7 @@ func (p *path) resend(f frame, now time.Time, onlyOthers bool) bool {
 		// newer datagram there, and arrive a round trip late. A path
 		// that hands its datagrams over (onlyOthers: it turned SUSPECT
 		// or lost its connection) fills the others' queues instead.
-		return !f.ruled && !onlyOthers && q.queue.queued() > q.queue.cap/2 ||
+		return !f.ruled && !onlyOthers && q.queue.halfFull() ||
 			monoclock.Nanos(now)+int64(q.state.ExpectedDelivery()) >= expires
 	}
 	if to == p && late(p) {
