@@ -219,6 +219,10 @@ type RateEstimate struct {
 	// reports of about the last appWindow: a video path that has a backlog
 	// only at its keyframes.
 	AppLimited bool
+	// Startup reports that the estimator is in BBR's Startup
+	// (draft-ietf-ccwg-bbr §4.3.1): the path's capacity is not measured
+	// yet, and the target doubles each round from its initial rate.
+	Startup bool
 	// Overuses counts the reports that triggered a back-off; FrozenReports
 	// the reports skipped in LEO windows.
 	Overuses, FrozenReports uint64
@@ -319,7 +323,7 @@ func (e *RateEstimator) Estimate() RateEstimate {
 		Target: e.target, Delivery: e.delivery, Capacity: e.capacity, Loss: e.loss, OwnLoss: e.ownLoss,
 		QueueDelay: time.Duration(e.queue) * time.Microsecond,
 		Trend:      e.trend, Threshold: e.gamma, Frozen: e.frozen, AppLimited: e.appShare >= appLimitedShare,
-		Overuses: e.overuses, FrozenReports: e.frozenN,
+		Startup: e.startup, Overuses: e.overuses, FrozenReports: e.frozenN,
 	}
 }
 

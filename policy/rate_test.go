@@ -366,3 +366,34 @@ func TestRateEstimatorAppLimited(t *testing.T) {
 		})
 	}
 }
+
+// TestRateEstimateStartup: RateEstimate.Startup holds from a new estimator
+// until the full-pipe test ends Startup, on a link that carries 8 Mbit/s
+// whatever is sent to it.
+func TestRateEstimateStartup(t *testing.T) {
+	const link = 1e6 // bytes/s
+	e := NewRateEstimator(RateConfig{})
+	if !e.Estimate().Startup {
+		t.Fatal("a new estimator is not in Startup")
+	}
+	now := modelStart
+	var end uint64
+	left := -1
+	for i := range 100 {
+		now = now.Add(50 * time.Millisecond)
+		got := min(e.Target(), link) * 0.05
+		r := RateReport{Start: end, End: end + 50_000, Bytes: uint32(got), Datagrams: uint32(got / 1200), OWDMin: 20_000, OWDMean: 20_000}
+		end += 50_000
+		e.Update(now, &r, SendStats{SentBytes: int64(e.Target() * 0.05), BacklogBytes: 100_000, SRTT: 40 * time.Millisecond})
+		if !e.Estimate().Startup {
+			left = i
+			break
+		}
+	}
+	if left < 0 {
+		t.Fatalf("still in Startup after 5 s at the link's rate (target %.0f B/s)", e.Target())
+	}
+	if c := e.Estimate().Capacity; c < 0.9*link || c > 1.1*link {
+		t.Errorf("left Startup after %d reports with max_bw %.0f B/s, want about %.0f", left+1, c, float64(link))
+	}
+}

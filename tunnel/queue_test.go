@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 )
@@ -355,6 +356,7 @@ func TestSendQueueRate(t *testing.T) {
 		{"maxAge at the rate", 100_000, 1000, 10},
 		{"at most queueGrowMax times", 1e9, 1000, capacity * queueGrowMax},
 		{"no size", 100_000, 0, capacity},
+		{"a rate not found yet (Startup)", math.Inf(1), 1000, capacity * queueGrowMax},
 	} {
 		q := newSendQueue(capacity, maxAge, func(int, int) {}, nil)
 		if got := q.setRate(c.rate, c.size); got != c.want {

@@ -155,6 +155,7 @@ func (rc *rateCtl) setPeer(caps ctrlmsg.Caps, now time.Time) {
 		rc.staleAt = now
 		rc.estMu.Unlock()
 		rc.p.state.SetRateControl(true)
+		rc.setTarget(rc.targetRate(), true) // a new estimator starts in Startup
 		rc.p.state.OnRateEstimate(rc.targetRate(), 0, 0, now)
 	}
 }
@@ -165,10 +166,18 @@ func (rc *rateCtl) targetRate() float64 { return math.Float64frombits(rc.target.
 // and sizes the path's send queue for it (sendQueue.setRate). Sized for
 // the larger of t and max_bw instead, the queues of bondd bench
 // capacity's bond-udp held more than the paths could send in time: p95
-// one-way delay 268–294 ms against 262–270, and no more delivered.
-func (rc *rateCtl) setTarget(t float64) {
+// one-way delay 268–294 ms against 262–270, and no more delivered. In
+// the estimator's Startup (startup), whose target doubles each round
+// from 1 Mbit/s and says nothing yet of what the path carries, the queue
+// takes its largest size: a flow that starts at its full rate waits
+// there, up to max_queue_delay, while the rate is found.
+func (rc *rateCtl) setTarget(t float64, startup bool) {
 	rc.target.Store(math.Float64bits(t))
-	rc.p.state.SetQueueCap(rc.p.queue.setRate(t, rc.p.bond.mtu+HeaderBudget))
+	rate := t
+	if startup {
+		rate = math.Inf(1)
+	}
+	rc.p.state.SetQueueCap(rc.p.queue.setRate(rate, rc.p.bond.mtu+HeaderBudget))
 }
 
 // onDatagram meters one datagram received on the path at now. It does not
@@ -375,7 +384,7 @@ func (rc *rateCtl) onFeedback(m *ctrlmsg.RateFeedback, now time.Time) {
 		rc.p.state.OnReceiverLoss(est.OwnLoss, now)
 		return
 	}
-	rc.setTarget(est.Target)
+	rc.setTarget(est.Target, est.Startup)
 	// The scheduler and the status see the path's own loss: a capacity
 	// dip's overflow, which the target answers, would otherwise make a
 	// satellite path DEGRADED for a second and a half after every dip.
@@ -419,7 +428,7 @@ func (rc *rateCtl) checkStale(now time.Time) {
 		return
 	}
 	t := max(rc.targetRate()/2, policy.DefaultMinRate)
-	rc.setTarget(t)
+	rc.setTarget(t, false) // reports stopped: no room beyond what the halved rate sends
 	rc.staleAt, rc.staleSent = now, sent
 	rc.fallbacks.Add(1)
 	loss := 0.0

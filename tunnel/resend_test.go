@@ -96,6 +96,12 @@ func TestResendState(t *testing.T) {
 			wantResent: 1, wantOwn: 1},
 		{name: "keyframe, old, no rule's deadline", keyWait: 300 * time.Millisecond, age: 290 * time.Millisecond,
 			steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}}, wantResent: 1, wantOwn: 1},
+		// Its whole life: three times its first wait (max_queue_delay)
+		// from its first queueing.
+		{name: "within its whole life, no deadline of its own", age: 5 * DefaultMaxQueueDelay / 2,
+			steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}}, wantResent: 1, wantOwn: 1},
+		{name: "past its whole life, no deadline of its own", age: 3 * DefaultMaxQueueDelay,
+			steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}}, wantLate: 1},
 		{name: "older than stale_after, no deadline of its own", age: DefaultStaleAfter,
 			steps: []step{{op: "keep", size: 100}, {op: "first", pn: 5, size: 100}, {op: "lost", pn: 5}}, wantLate: 1},
 		{name: "past its deadline", deadline: 100 * time.Millisecond, age: 150 * time.Millisecond,
