@@ -64,9 +64,14 @@ const (
 	bandShift  = 6
 )
 
-// queueGrowMax bounds how far setRate grows a send queue over its
-// configured capacity: 16 × 256 datagrams are 200 ms at 200 Mbit/s.
-const queueGrowMax = 16
+// A send queue grows (resize) to at most queueGrowMax times its configured
+// capacity and no more than queueGrowCeil frames (a configured capacity
+// above that does not grow): 16 × 256 full-size datagrams (1,322 bytes
+// at the default MTU) are 217 ms at 200 Mbit/s.
+const (
+	queueGrowMax  = 16
+	queueGrowCeil = 16 * DefaultQueuePackets
+)
 
 func bandOf(prio uint8) int { return int(prio >> bandShift) }
 
@@ -102,13 +107,12 @@ type sendQueue struct {
 	n        int           // frames queued, all bands
 	bytes    int           // sum of the queued frames' lengths
 	// limit is the queue's capacity now, frames: cap, or more on a path
-	// whose rate lets it drain more within maxAge (setRate), up to
-	// queueGrowMax × cap.
-	limit int
+	// whose rate lets it drain more within maxAge (resize), up to ceil.
+	limit, ceil int
 	// parked holds frames set aside by park, oldest first, outside the
-	// bands (pop does not see them) until unpark: a ring of the queue's
-	// capacity, allocated on the first park. parkedDue is the earliest
-	// deadline among them, monoclock ns.
+	// bands (pop does not see them) until unpark: a ring allocated at the
+	// queue's capacity on the first park, at most limit frames.
+	// parkedDue is the earliest deadline among them, monoclock ns.
 	parked    bandFIFO
 	parkedDue int64
 }
@@ -206,7 +210,8 @@ func newSendQueue(capacity int, maxAge time.Duration, onLen func(packets, bytes 
 	if drops == nil {
 		drops = new(dropCounters)
 	}
-	q := &sendQueue{maxAge: int64(maxAge), cap: capacity, limit: capacity, bell: make(chan struct{}, 1), onLen: onLen, drops: drops,
+	q := &sendQueue{maxAge: int64(maxAge), cap: capacity, limit: capacity,
+		ceil: max(capacity, min(capacity*queueGrowMax, queueGrowCeil)), bell: make(chan struct{}, 1), onLen: onLen, drops: drops,
 		lost: newRecentObjects(lostObjects), seen: newRecentObjects(seenObjects)}
 	return q // each band's ring is allocated on its first push
 }
@@ -243,7 +248,7 @@ func (q *sendQueue) push(f frame) (queued bool) {
 		q.lostLocked(&old, f.enqueued)
 		putBuf(old.buf)
 	}
-	q.makeRoom(band)
+	q.makeRoom(&q.bands[band])
 	q.bands[band].pushBack(f)
 	q.n++
 	q.bytes += f.end - f.off
@@ -254,34 +259,52 @@ func (q *sendQueue) push(f frame) (queued bool) {
 	return true
 }
 
-// makeRoom makes band's ring able to take one more frame: allocated at
-// the queue's configured capacity on the band's first frame, and doubled
-// (up to queueGrowMax × that) when a queue grown above that capacity
-// (setRate) fills it. q.mu is held.
-func (q *sendQueue) makeRoom(band int) {
-	r := &q.bands[band]
+// makeRoom makes ring r (a band's, or the parked frames') able to take
+// one more frame: allocated at the queue's configured capacity on its
+// first frame, and doubled (up to ceil) when a queue grown above that
+// capacity (resize) fills it. q.mu is held.
+func (q *sendQueue) makeRoom(r *bandFIFO) {
 	switch {
 	case r.buf == nil:
-		r.buf = make([]frame, q.cap) // once per band and path
+		r.buf = make([]frame, q.cap) // once per ring, until shrinkLocked
 	case r.n == len(r.buf):
-		r.grow(min(2*len(r.buf), q.cap*queueGrowMax)) // more than r.n: the queue never holds more
+		r.grow(max(r.n+1, min(2*len(r.buf), q.ceil))) // a ring never holds more than ceil: limit ≤ ceil
 	}
 }
 
-// setRate sizes the queue for a path sending at rate bytes/s with
+// shrinkLocked lets go of the rings grown above the configured capacity
+// once the queue is empty, parked frames included: the next frame
+// allocates one of that capacity again. A path's burst does not keep a
+// concentrator's memory for the bond's life. q.mu is held.
+func (q *sendQueue) shrinkLocked() {
+	if q.n != 0 || q.parked.n != 0 {
+		return
+	}
+	for b := range q.bands {
+		if len(q.bands[b].buf) > q.cap {
+			q.bands[b] = bandFIFO{}
+		}
+	}
+	if len(q.parked.buf) > q.cap {
+		q.parked = bandFIFO{}
+	}
+}
+
+// resize sizes the queue for a path sending at rate bytes/s with
 // datagrams of up to size bytes: room for maxAge at that rate, no less
-// than the configured capacity and no more than queueGrowMax times it.
-// A bound in packets alone is a tighter delay bound on a fast path than
-// max_queue_delay: 256 datagrams are 82 ms at 30 Mbit/s, 25 ms at 100,
-// and a fast path whose rate dipped for a moment dropped datagrams
-// from a full queue that would have left in time (steady-udp-90 of
-// bondd bench capacity: 142–523 a run). It returns the new capacity,
-// frames. A limit below the frames queued drops none of them: pushes
-// drop until the queue is back within it.
-func (q *sendQueue) setRate(rate float64, size int) int {
+// than the configured capacity and no more than ceil (+Inf: ceil). A
+// bound in packets alone is a tighter delay bound on a fast path than
+// max_queue_delay: 256 full-size datagrams are 90 ms at 30 Mbit/s, 27
+// ms at 100, and a fast path whose rate dipped for a moment dropped
+// datagrams from a full queue that would have left in time
+// (steady-udp-90 of bondd bench capacity: 142–891 a run). It returns
+// the new capacity, frames. A capacity below the frames queued drops
+// none of them: a push then takes the place of one, and the queue comes
+// back within it as frames leave.
+func (q *sendQueue) resize(rate float64, size int) int {
 	lim := q.cap
-	if q.maxAge > 0 && size > 0 && rate > 0 {
-		lim = int(min(float64(q.cap*queueGrowMax), max(float64(q.cap), rate*float64(q.maxAge)/1e9/float64(size))))
+	if q.maxAge > 0 && size > 0 && rate > 0 { // NaN too is not above 0
+		lim = int(min(float64(q.ceil), max(float64(q.cap), rate*float64(q.maxAge)/1e9/float64(size))))
 	}
 	q.mu.Lock()
 	q.limit = lim
@@ -302,7 +325,7 @@ func (q *sendQueue) requeue(f frame) {
 		return
 	}
 	band := bandOf(f.prio)
-	q.makeRoom(band) // a retransmission from another path may be the band's first
+	q.makeRoom(&q.bands[band]) // a retransmission from another path may be the band's first
 	q.bands[band].pushFront(f)
 	q.n++
 	q.bytes += f.end - f.off
@@ -381,6 +404,7 @@ func (q *sendQueue) pop(now int64) (f frame, ok, more bool) {
 			break
 		}
 	}
+	q.shrinkLocked()
 	n, by := q.n, q.bytes
 	q.mu.Unlock()
 	q.onLen(n, by)
@@ -453,6 +477,7 @@ func (q *sendQueue) popAged(now int64, accept func(f *frame, deadline int64) boo
 		f, ok = r.popFront(), true
 		q.n--
 		q.bytes -= f.end - f.off
+		q.shrinkLocked()
 		break
 	}
 	n, by := q.n, q.bytes
@@ -493,15 +518,13 @@ func (q *sendQueue) deadline(f *frame) int64 {
 func (q *sendQueue) park(f frame) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.parked.buf == nil {
-		q.parked.buf = make([]frame, q.cap) // once per path
-	}
-	if q.parked.n == q.cap {
+	if q.parked.n >= q.limit {
 		old := q.parked.popFront()
 		q.drops.add(DropQueueFull)
 		q.lostLocked(&old, monoclock.Now()) // f.enqueued is when f was first queued, not now
 		putBuf(old.buf)
 	}
+	q.makeRoom(&q.parked)
 	q.parked.pushBack(f)
 	if d := q.deadline(&f); q.parked.n == 1 || d < q.parkedDue {
 		q.parkedDue = d
@@ -520,6 +543,7 @@ func (q *sendQueue) takeParked() []frame {
 	for q.parked.n > 0 {
 		fs = append(fs, q.parked.popFront())
 	}
+	q.shrinkLocked()
 	return fs
 }
 
@@ -552,7 +576,7 @@ func (q *sendQueue) unpark() int {
 			continue
 		}
 		band := bandOf(f.prio)
-		q.makeRoom(band) // parked without having been queued here, the band may have no ring yet
+		q.makeRoom(&q.bands[band]) // parked without having been queued here, the band may have no ring yet
 		q.bands[band].pushFront(f)
 		q.n++
 		q.bytes += f.end - f.off
@@ -594,6 +618,7 @@ func (q *sendQueue) drain() {
 		}
 	}
 	q.n, q.bytes = 0, 0
+	q.shrinkLocked()
 	q.mu.Unlock()
 	q.onLen(0, 0)
 }

@@ -339,27 +339,33 @@ func TestSendQueuePark(t *testing.T) {
 	}
 }
 
-// TestSendQueueRate checks a queue sized by its path's rate (setRate): the
-// capacity it takes, that frames keep their order while its rings grow,
-// and that a capacity cut below the frames queued drops none of them until
-// pushes come.
+// TestSendQueueRate checks a queue sized by its path's rate (resize): the
+// capacity it takes, that frames keep their order and their byte count
+// while its rings grow (pushed, requeued or parked), that a capacity cut
+// below the frames queued drops none of them until pushes come, and that
+// an emptied queue lets its grown rings go.
 func TestSendQueueRate(t *testing.T) {
 	const capacity, maxAge = 4, 100 * time.Millisecond
 	for _, c := range []struct {
-		name string
-		rate float64 // bytes/s
-		size int     // bytes
-		want int     // frames
+		name     string
+		capacity int
+		rate     float64 // bytes/s
+		size     int     // bytes
+		want     int     // frames
 	}{
-		{"no rate", 0, 1000, capacity},
-		{"slow: the configured capacity", 10_000, 1000, capacity},
-		{"maxAge at the rate", 100_000, 1000, 10},
-		{"at most queueGrowMax times", 1e9, 1000, capacity * queueGrowMax},
-		{"no size", 100_000, 0, capacity},
-		{"a rate not found yet (Startup)", math.Inf(1), 1000, capacity * queueGrowMax},
+		{"no rate", capacity, 0, 1000, capacity},
+		{"slow: the configured capacity", capacity, 10_000, 1000, capacity},
+		{"maxAge at the rate", capacity, 150_000, 1000, 15},
+		{"at most queueGrowMax times", capacity, 1e9, 1000, capacity * queueGrowMax},
+		{"a rate not found yet (Startup)", capacity, math.Inf(1), 1000, capacity * queueGrowMax},
+		{"at most queueGrowCeil", 1024, math.Inf(1), 1000, queueGrowCeil},
+		{"configured above queueGrowCeil: no growth", 2 * queueGrowCeil, math.Inf(1), 1000, 2 * queueGrowCeil},
+		{"no size", capacity, 150_000, 0, capacity},
+		{"negative rate", capacity, -1, 1000, capacity},
+		{"NaN rate", capacity, math.NaN(), 1000, capacity},
 	} {
-		q := newSendQueue(capacity, maxAge, func(int, int) {}, nil)
-		if got := q.setRate(c.rate, c.size); got != c.want {
+		q := newSendQueue(c.capacity, maxAge, func(int, int) {}, nil)
+		if got := q.resize(c.rate, c.size); got != c.want {
 			t.Errorf("%s: capacity %d, want %d", c.name, got, c.want)
 		}
 	}
@@ -367,41 +373,72 @@ func TestSendQueueRate(t *testing.T) {
 	mk := func(id byte, prio uint8) frame {
 		b := getBuf()
 		b[0] = id
-		return frame{buf: b, end: 1, prio: prio}
+		return frame{buf: b, end: 10, prio: prio}
 	}
-	q := newSendQueue(capacity, maxAge, func(int, int) {}, nil)
+	var depth, bytes int
+	q := newSendQueue(capacity, maxAge, func(n, b int) { depth, bytes = n, b }, nil)
 	// Wrap the band's first ring before it grows: its head is not at 0.
 	q.push(mk(100, 255))
 	q.push(mk(101, 255))
 	q.pop(0)
 	q.pop(0)
-	q.setRate(1e9, 1000) // 64 frames
-	for i := range 16 {
+	q.push(mk(1, 255))
+	q.resize(1e9, 1000) // 64 frames
+	for i := 2; i <= 16; i++ {
 		if !q.push(mk(byte(i), 255)) {
 			t.Fatalf("push %d into a grown queue refused", i)
 		}
 	}
+	q.requeue(mk(0, 255)) // at the head of the full 16-frame ring: it grows again
 	q.push(mk(200, 0))
 	if d := q.drops.get(DropQueueFull); d != 0 {
 		t.Fatalf("%d dropped below the grown capacity", d)
 	}
-	// Cut to the configured capacity with 17 queued (the high band's ring
-	// is full at 16): the next push drops the oldest low frame, none of
-	// the high ones, and takes its place.
-	q.setRate(0, 1000)
-	if !q.push(mk(16, 255)) {
+	if depth != 18 || bytes != 180 {
+		t.Fatalf("depth %d frames, %d bytes; want 18, 180", depth, bytes)
+	}
+	// Cut to the configured capacity with 18 queued: the next push drops
+	// the oldest low frame, none of the high ones, and takes its place.
+	q.resize(0, 1000)
+	if !q.push(mk(17, 255)) {
 		t.Fatal("push after the cut refused")
 	}
 	if d := q.drops.get(DropQueueFull); d != 1 {
 		t.Fatalf("dropped %d at the cut, want 1", d)
 	}
-	for i := range 17 {
+	for i := range 18 {
 		f, ok, _ := q.pop(0)
 		if !ok || f.bytes()[0] != byte(i) {
-			t.Fatalf("pop %d: %v %v, want frame %d", i, ok, f.buf, i)
+			t.Fatalf("pop %d: %v, want frame %d", i, ok, i)
 		}
+		putBuf(f.buf)
 	}
-	if _, ok, _ := q.pop(0); ok {
-		t.Fatal("queue not empty: the dropped low frame came back")
+	if _, ok, _ := q.pop(0); ok || depth != 0 || bytes != 0 {
+		t.Fatalf("after the last frame: pop ok %v, depth %d, %d bytes; want an empty queue", ok, depth, bytes)
+	}
+	if n := len(q.bands[bandOf(255)].buf); n > capacity {
+		t.Fatalf("the emptied queue keeps a ring of %d frames, want at most %d", n, capacity)
+	}
+
+	// Parked frames: as many as the grown capacity, in their order.
+	q.resize(1e9, 1000)
+	for i := range 20 {
+		q.park(mk(byte(i), 0))
+	}
+	if d := q.drops.get(DropQueueFull); d != 1 {
+		t.Fatalf("parking 20 below a capacity of 64 dropped %d", d-1)
+	}
+	fs := q.takeParked()
+	if len(fs) != 20 {
+		t.Fatalf("took %d parked frames back, want 20", len(fs))
+	}
+	for i, f := range fs {
+		if f.bytes()[0] != byte(i) {
+			t.Fatalf("parked frame %d is %d", i, f.bytes()[0])
+		}
+		putBuf(f.buf)
+	}
+	if n := len(q.parked.buf); n > capacity {
+		t.Fatalf("the emptied parking keeps a ring of %d frames, want at most %d", n, capacity)
 	}
 }

@@ -153,9 +153,10 @@ func (rc *rateCtl) setPeer(caps ctrlmsg.Caps, now time.Time) {
 	if rc.on {
 		rc.estMu.Lock()
 		rc.staleAt = now
+		startup := rc.est.Estimate().Startup // a new estimator starts in it
 		rc.estMu.Unlock()
 		rc.p.state.SetRateControl(true)
-		rc.setTarget(rc.targetRate(), true) // a new estimator starts in Startup
+		rc.setTarget(rc.targetRate(), startup)
 		rc.p.state.OnRateEstimate(rc.targetRate(), 0, 0, now)
 	}
 }
@@ -163,7 +164,7 @@ func (rc *rateCtl) setPeer(caps ctrlmsg.Caps, now time.Time) {
 func (rc *rateCtl) targetRate() float64 { return math.Float64frombits(rc.target.Load()) }
 
 // setTarget publishes the path's target rate t, bytes/s, to the pacers
-// and sizes the path's send queue for it (sendQueue.setRate). Sized for
+// and sizes the path's send queue for it (sendQueue.resize). Sized for
 // the larger of t and max_bw instead, the queues of bondd bench
 // capacity's bond-udp held more than the paths could send in time: p95
 // one-way delay 268–294 ms against 262–270, and no more delivered. In
@@ -177,7 +178,7 @@ func (rc *rateCtl) setTarget(t float64, startup bool) {
 	if startup {
 		rate = math.Inf(1)
 	}
-	rc.p.state.SetQueueCap(rc.p.queue.setRate(rate, rc.p.bond.mtu+HeaderBudget))
+	rc.p.state.SetQueueCap(rc.p.queue.resize(rate, rc.p.bond.mtu+HeaderBudget))
 }
 
 // onDatagram meters one datagram received on the path at now. It does not

@@ -338,7 +338,7 @@ func (p *path) resend(f frame, now time.Time, onlyOthers bool) bool {
 		// never past stale_after, the age past which a receiver with
 		// this end's settings would not deliver it. Twice its wait,
 		// once a path's queue held max_queue_delay at its rate
-		// (sendQueue.setRate), left 23–354 of steady-udp-90's
+		// (sendQueue.resize), left 23–376 of steady-udp-90's
 		// retransmissions a run too late, against 0–204 at three
 		// times (bondd bench capacity, seeds 1–4).
 		ns, first := monoclock.Nanos(now), f.enqueued
