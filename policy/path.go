@@ -71,7 +71,7 @@ type Path struct {
 	sent      atomic.Uint64
 	queueLen  atomic.Int64 // packets
 	queueB    atomic.Int64 // bytes
-	queueCap  atomic.Int64 // packets: the send queue's capacity now (SetQueueCap); 0: QueueCap
+	queueCap  atomic.Int64 // packets: the send queue's capacity now (QueueCap, or SetQueueCap's)
 	lastRecv  atomic.Int64 // monoclock ns of the last packet received from the peer
 	// Idle keepalive (SetIdle): idleBound (ns) is, while > 0, the
 	// shortest silence that makes the path DEGRADED; silentFrom (monoclock ns)
@@ -106,7 +106,9 @@ type Path struct {
 // NewPath returns a path in state UNAVAILABLE with the given name, labels and
 // send-queue capacity (packets). labels is retained, not copied.
 func NewPath(name string, labels map[string]string, queueCap int) *Path {
-	return &Path{Name: name, Labels: labels, QueueCap: queueCap}
+	p := &Path{Name: name, Labels: labels, QueueCap: queueCap}
+	p.queueCap.Store(int64(queueCap))
+	return p
 }
 
 // SetConnected records whether the path has a working connection. Connecting
@@ -174,13 +176,7 @@ func (p *Path) QueueLen() int { return int(p.queueLen.Load()) }
 func (p *Path) QueueBytes() int { return int(p.queueB.Load()) }
 
 // HasRoom reports whether the send queue can take a packet without dropping.
-func (p *Path) HasRoom() bool {
-	c := p.queueCap.Load()
-	if c == 0 {
-		c = int64(p.QueueCap)
-	}
-	return p.queueLen.Load() < c
-}
+func (p *Path) HasRoom() bool { return p.queueLen.Load() < p.queueCap.Load() }
 
 // SetQueueCap records the send queue's capacity now, packets: QueueCap, or
 // more while the path's rate drains more within its delay limit.
